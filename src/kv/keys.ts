@@ -1,0 +1,14 @@
+// Every Redis key the service uses, in one place.
+
+/** List the API and dispatchers push onto after commit; the relay blocks on it (BLPOP). */
+export const OUTBOX_WAKE_KEY = 'svc:outbox:wake';
+
+/** Cached status of one run, as served by GET /task-runs/{runId}. */
+export function runStatusKey(runId: string): string {
+  return `svc:run-status:${runId}`;
+}
+
+/** Idempotency gate and fast replay of one unit execution (key is the hex digest). */
+export function idempotencyGateKey(scope: 'tenant' | 'platform', tenantId: string | null, keyHex: string): string {
+  return scope === 'tenant' ? `svc:idem:t:${tenantId}:${keyHex}` : `svc:idem:p:${keyHex}`;
+}

@@ -1,0 +1,35 @@
+// Cache of run status for GET /task-runs/{runId}: a run in progress for 5 s, a finished run for 1 day.
+// Every committed transition evicts it. Redis failures are swallowed: the database answers instead.
+import type { Redis } from 'ioredis';
+import { runStatusKey } from './keys.ts';
+
+export const RUN_STATUS_TTL_IN_PROGRESS_MS = 5_000;
+export const RUN_STATUS_TTL_FINISHED_MS = 86_400_000;
+export const FINISHED_STATUSES = new Set(['succeeded', 'failed', 'skipped']);
+
+export async function readCachedRunStatus(redis: Redis, runId: string): Promise<string | null> {
+  try {
+    return await redis.get(runStatusKey(runId));
+  } catch {
+    return null;
+  }
+}
+
+export async function cacheRunStatus(redis: Redis, runId: string, status: string, json: string): Promise<void> {
+  const ttl = FINISHED_STATUSES.has(status) ? RUN_STATUS_TTL_FINISHED_MS : RUN_STATUS_TTL_IN_PROGRESS_MS;
+  try {
+    await redis.set(runStatusKey(runId), json, 'PX', ttl);
+  } catch {
+    // Not authoritative: a missed cache write only costs a database read.
+  }
+}
+
+/** Called after every committed transition of a run. */
+export async function evictRunStatus(redis: Redis | undefined, runId: string): Promise<void> {
+  if (!redis) return;
+  try {
+    await redis.del(runStatusKey(runId));
+  } catch {
+    // If Redis is down nothing is cached there either; a stale entry expires within 5 s.
+  }
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env node
+// `svc`: the one command line of the service. npm scripts mirror its subcommands; the images run it.
+// Each subcommand lives in its own module under src/main/ exporting `run(args): Promise<number>`,
+// imported lazily so `svc migrator status` never loads Fastify or the SQS client.
+type Command = { run(args: string[]): Promise<number> };
+
+const commands: Record<string, { load: () => Promise<Command>; help: string }> = {
+  api: { load: () => import('./api.ts'), help: 'start the HTTP API (port 3000)' },
+  workers: { load: () => import('./workers.ts'), help: 'start the queue workers (QUEUES), relay with SVC_RELAY=true' },
+  migrator: { load: () => import('./migrator.ts'), help: 'deploy | apply | status | db-seed [--class DevSeeder]' },
+  migrations: { load: () => import('./migrations.ts'), help: 'create <name> [--custom] | check | pin' },
+  permissions: { load: () => import('./permissions.ts'), help: 'emit: write dist/permissions.json' },
+  tasks: { load: () => import('./tasks.ts'), help: 'check | emit: discover units, write dist/tasks.json' },
+  openapi: { load: () => import('./openapi.ts'), help: 'emit: write dist/openapi.json' },
+  schedule: { load: () => import('./schedule.ts'), help: 'fire <schedule-name> [--at <iso instant>]' },
+  emit: { load: () => import('./emit.ts'), help: 'write every build artifact into dist/' },
+  dev: { load: () => import('./dev.ts'), help: 'run the whole service locally on embedded defaults (npm start)' },
+};
+
+function usage(): string {
+  const lines = Object.entries(commands).map(([name, c]) => `  ${name.padEnd(12)} ${c.help}`);
+  return `usage: svc <command> [args]\n\ncommands:\n${lines.join('\n')}`;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...args] = argv;
+  if (!name || name === '--help' || name === '-h' || name === 'help') {
+    console.log(usage());
+    return name ? 0 : 2;
+  }
+  const command = commands[name];
+  if (!command) {
+    console.error(`svc: unknown command '${name}'\n${usage()}`);
+    return 2;
+  }
+  return (await command.load()).run(args);
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    // One line for the operator: stable code plus message. Stack traces only with LOG_LEVEL=debug.
+    const e = error as { code?: string; message?: string; stack?: string };
+    console.error(`svc: ${e.code ? `${e.code}: ` : ''}${e.message ?? String(error)}`);
+    if (process.env.LOG_LEVEL === 'debug' && e.stack) console.error(e.stack);
+    process.exitCode = 1;
+  },
+);
