@@ -26,6 +26,8 @@ export interface EmbeddedPostgres {
   /** The data directory actually used (it may differ from the requested one when running as root). */
   dataDir: string;
   port: number;
+  /** True when a server already running on this data directory was reused (stop() then does nothing). */
+  reused: boolean;
   stop(): Promise<void>;
 }
 
@@ -166,27 +168,20 @@ function processCommand(pid: number): string | undefined {
 
 /**
  * A killed run leaves postmaster.pid behind. If its process is gone (or the pid now belongs to
- * something else) the file is stale and removed; if our postmaster still runs (an orphan), it is
- * stopped so this run owns the cluster.
+ * something else) the file is stale and removed. If a postmaster of ours still runs on this data
+ * directory (another `svc` command, or an orphan of a killed run) its port is returned so the caller
+ * reuses that server instead of fighting over the lock.
  */
-function clearStaleLock(bins: Binaries, dataDir: string, asUser: SpawnSyncOptions, log: (l: string) => void) {
+function inspectLock(dataDir: string, log: (l: string) => void): { runningPort?: number } {
   const pidFile = path.join(dataDir, 'postmaster.pid');
-  if (!fs.existsSync(pidFile)) return;
-  const pid = Number(fs.readFileSync(pidFile, 'utf8').split('\n')[0]);
+  if (!fs.existsSync(pidFile)) return {};
+  const lines = fs.readFileSync(pidFile, 'utf8').split('\n');
+  const pid = Number(lines[0]);
   const cmd = Number.isInteger(pid) && pid > 0 ? processCommand(pid) : undefined;
-  if (cmd && cmd.includes('postgres')) {
-    log(`a PostgreSQL server (pid ${pid}) from an earlier run still owns ${dataDir}; stopping it`);
-    const stopped = run(bins.pgCtl, ['-D', dataDir, '-m', 'fast', '-w', '-t', '30', 'stop'], asUser);
-    if (!stopped.ok && fs.existsSync(pidFile)) {
-      throw new EmbeddedPostgresError(
-        'EMBEDDED_PG_LOCKED',
-        `PostgreSQL pid ${pid} holds ${dataDir} and did not stop; stop it (kill ${pid}) and retry`,
-      );
-    }
-    return;
-  }
+  if (cmd && cmd.includes('postgres')) return { runningPort: Number(lines[3]) };
   log(`removing stale ${pidFile} (pid ${pid} is not running)`);
   fs.rmSync(pidFile, { force: true });
+  return {};
 }
 
 export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
@@ -210,7 +205,18 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     }
   }
 
-  clearStaleLock(bins, dataDir, asUser, log);
+  const { runningPort } = inspectLock(dataDir, log);
+  if (runningPort) {
+    log(`reusing the PostgreSQL server already running on ${dataDir} (port ${runningPort})`);
+    return {
+      url: `postgres://postgres@127.0.0.1:${runningPort}/postgres`,
+      dataDir,
+      port: runningPort,
+      reused: true,
+      // Not ours to stop: whoever started it stops it.
+      async stop() {},
+    };
+  }
 
   const serverOptions = [
     `-p ${options.port}`,
@@ -245,6 +251,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     url: `postgres://postgres@127.0.0.1:${options.port}/postgres`,
     dataDir,
     port: options.port,
+    reused: false,
     async stop() {
       if (stopped) return;
       stopped = true;

@@ -1,0 +1,68 @@
+// Parses process.env with one zod schema per executable. A bad or missing value stops the process with
+// exit code 1 and ONE message naming every bad variable and its rule; values are never echoed, since
+// any of them may be a secret.
+import { z } from 'zod';
+
+export class ConfigError extends Error {
+  readonly code = 'CONFIG_INVALID';
+  readonly problems: Array<{ variable: string; rule: string }>;
+  constructor(executable: string, problems: Array<{ variable: string; rule: string }>) {
+    super(
+      `invalid configuration for ${executable}:\n` + problems.map((p) => `  ${p.variable}: ${p.rule}`).join('\n'),
+    );
+    this.problems = problems;
+  }
+}
+
+export type Env = Record<string, string | undefined>;
+
+/** Empty strings count as unset, as shells and compose files often export `VAR=`. */
+function withoutEmpty(env: Env): Env {
+  return Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+}
+
+export function parseEnv<S extends z.ZodType>(executable: string, schema: S, env: Env): z.infer<S> {
+  const result = schema.safeParse(withoutEmpty(env));
+  if (result.success) return result.data;
+  const problems = result.error.issues.map((issue) => ({
+    variable: issue.path.length ? issue.path.join('.') : '(environment)',
+    // zod messages describe the rule ("expected number <= 20"); they do not contain the input value.
+    rule: issue.message,
+  }));
+  throw new ConfigError(executable, problems);
+}
+
+/** `true`/`false` (also 1/0, yes/no), as environment variables carry them. */
+export const booleanFlag = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'], { error: 'must be true or false' })
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+
+/** Integer parsed from a string, within bounds. */
+export function integer(min: number, max: number = Number.MAX_SAFE_INTEGER) {
+  return z.coerce
+    .number({ error: 'must be a whole number' })
+    .int({ error: 'must be a whole number' })
+    .min(min, { error: `must be at least ${min}` })
+    .max(max, { error: `must be at most ${max}` });
+}
+
+export const logLevel = z
+  .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], {
+    error: 'must be one of fatal, error, warn, info, debug, trace, silent',
+  })
+  .default('info');
+
+export const nodeEnv = z
+  .enum(['development', 'test', 'production'], { error: 'must be development, test or production' })
+  .default('development');
+
+/** postgres:// URL; optional because an embedded PostgreSQL 18 is used when it is unset. */
+export const databaseUrl = z
+  .string()
+  .regex(/^postgres(ql)?:\/\//, { error: 'must be a postgres:// or postgresql:// URL' })
+  .optional();
+
+export const redisUrl = z
+  .string()
+  .regex(/^rediss?:\/\//, { error: 'must be a redis:// or rediss:// URL' })
+  .default('redis://127.0.0.1:6379');
