@@ -158,11 +158,24 @@ function usableDataDir(requested: string, user: RunAs | undefined, log: (l: stri
   return alt;
 }
 
-function processCommand(pid: number): string | undefined {
+/**
+ * True when `pid` is a postmaster serving `dataDir`. A postmaster's working directory is its data
+ * directory; when that cannot be read (another user's process), its command line names it (-D). A pid
+ * that was reused by any other process, even another PostgreSQL, is not ours.
+ */
+function isPostmasterOf(pid: number, dataDir: string): boolean {
+  let cmd: string;
   try {
-    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+    cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
   } catch {
-    return undefined;
+    return false;
+  }
+  if (!cmd.includes('postgres')) return false;
+  const want = fs.realpathSync(dataDir);
+  try {
+    return fs.realpathSync(`/proc/${pid}/cwd`) === want;
+  } catch {
+    return cmd.includes(dataDir) || cmd.includes(want);
   }
 }
 
@@ -177,9 +190,8 @@ function inspectLock(dataDir: string, log: (l: string) => void): { runningPort?:
   if (!fs.existsSync(pidFile)) return {};
   const lines = fs.readFileSync(pidFile, 'utf8').split('\n');
   const pid = Number(lines[0]);
-  const cmd = Number.isInteger(pid) && pid > 0 ? processCommand(pid) : undefined;
-  if (cmd && cmd.includes('postgres')) return { runningPort: Number(lines[3]) };
-  log(`removing stale ${pidFile} (pid ${pid} is not running)`);
+  if (Number.isInteger(pid) && pid > 0 && isPostmasterOf(pid, dataDir)) return { runningPort: Number(lines[3]) };
+  log(`removing stale ${pidFile} (pid ${pid} is not a PostgreSQL server of this data directory)`);
   fs.rmSync(pidFile, { force: true });
   return {};
 }

@@ -4,6 +4,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Sql } from '../db/client.ts';
+import { MigratorError } from './migrator-error.ts';
 
 /** Key of the advisory lock every migrator takes; any constant shared by all builds works. */
 export const MIGRATOR_LOCK_KEY = 7_263_001;
@@ -45,7 +46,11 @@ export function latestMigrationName(src: MigrationSource): string | undefined {
 
 /** The SQL chunks of one migration, with `@load` directives replaced by the loaded file's text. */
 export function migrationStatements(src: MigrationSource, name: string): string[] {
-  const text = fs.readFileSync(path.join(src.root, 'drizzle', `${name}.sql`), 'utf8');
+  const file = path.join(src.root, 'drizzle', `${name}.sql`);
+  if (!fs.existsSync(file)) {
+    throw new MigratorError('MIGRATION_FILE_MISSING', `drizzle/${name}.sql is listed in the journal but missing; restore it`);
+  }
+  const text = fs.readFileSync(file, 'utf8');
   const chunks: string[] = [];
   for (const part of text.split(BREAKPOINT)) {
     let buffer: string[] = [];
@@ -54,14 +59,19 @@ export function migrationStatements(src: MigrationSource, name: string): string[
       if (load) {
         if (buffer.join('\n').trim()) chunks.push(buffer.join('\n'));
         buffer = [];
-        chunks.push(fs.readFileSync(path.join(src.root, load[1]!), 'utf8'));
+        const loaded = path.join(src.root, load[1]!);
+        if (!fs.existsSync(loaded)) {
+          throw new MigratorError('FROZEN_SQL_MISSING', `${load[1]} (loaded by drizzle/${name}.sql) is missing; restore it`);
+        }
+        chunks.push(fs.readFileSync(loaded, 'utf8'));
       } else {
         buffer.push(line);
       }
     }
     if (buffer.join('\n').trim()) chunks.push(buffer.join('\n'));
   }
-  return chunks.filter((c) => c.trim().length > 0);
+  // Comment-only chunks (a custom migration's guidance text) are not sent: nothing to run.
+  return chunks.filter((c) => c.split('\n').some((line) => line.trim() && !line.trim().startsWith('--')));
 }
 
 export async function ensureControlTable(sql: Sql): Promise<void> {
@@ -86,6 +96,12 @@ export async function appliedMigrations(sql: Sql): Promise<AppliedMigration[]> {
        FROM ${CONTROL_TABLE} ORDER BY id`,
   );
   return rows.map((r) => ({ name: r.name as string, executedAt: r.executed_at as string }));
+}
+
+/** Migrations of this build not yet recorded in the control table, oldest first. */
+export async function pendingMigrations(sql: Sql, src: MigrationSource): Promise<string[]> {
+  const done = new Set((await appliedMigrations(sql)).map((m) => m.name));
+  return migrationNames(src).filter((name) => !done.has(name));
 }
 
 /**
@@ -114,7 +130,12 @@ export async function applyMigrations(
           await conn.unsafe('COMMIT');
         } catch (cause) {
           await conn.unsafe('ROLLBACK');
-          throw new Error(`migration ${name} failed: ${(cause as Error).message}`, { cause });
+          // Nothing of the failed migration stays, and it is not recorded: fixing it and rerunning is safe.
+          throw new MigratorError(
+            'MIGRATION_FAILED',
+            `migration ${name} failed and was rolled back: ${(cause as Error).message}`,
+            { cause },
+          );
         }
         log(`applied ${name}`);
         applied.push(name);

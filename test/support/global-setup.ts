@@ -6,11 +6,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { startEmbeddedPostgres } from '../../src/db/embedded-postgres.ts';
 import { createSql } from '../../src/db/client.ts';
 import { applyMigrations } from '../../src/migrator/runner.ts';
-import { freePort, startRedisServer } from '../../src/kv/redis-server.ts';
-import { startLocalSqsServer } from '../../src/queue/local-sqs-server.ts';
+import { selectBackendName, type StartedBackend } from './backends/types.ts';
 
 export const TEMPLATE_DB = 'svc_template';
 export const PROJECT_ROOT = path.resolve(import.meta.dirname, '..', '..');
@@ -35,38 +33,36 @@ declare module 'vitest' {
 export default async function setup(project: TestProject) {
   const baseDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-test-'));
   fs.chmodSync(baseDir, 0o755);
-  const stops: Array<() => Promise<void>> = [];
+  const backend =
+    selectBackendName(process.env) === 'containers'
+      ? (await import('./backends/containers.ts')).containersBackend
+      : (await import('./backends/embedded.ts')).embeddedBackend;
+  let started: StartedBackend | undefined;
   const teardown = async () => {
-    for (const stop of stops.reverse()) await stop().catch(() => {});
+    await started?.stop().catch(() => {});
     fs.rmSync(baseDir, { recursive: true, force: true });
   };
   try {
-    const pg = await startEmbeddedPostgres({
-      dataDir: path.join(baseDir, 'pg'),
-      port: await freePort(),
-      fast: true,
-    });
-    stops.push(() => pg.stop());
-
-    const admin = createSql(pg.url, { max: 1 });
-    await admin.unsafe(`CREATE DATABASE ${TEMPLATE_DB}`);
-    await admin.end();
-    const templateUrl = pg.url.replace(/\/postgres$/, `/${TEMPLATE_DB}`);
-    const template = createSql(templateUrl, { max: 2 });
-    await applyMigrations(template, { root: PROJECT_ROOT });
-    await template.end();
-
-    const redis = await startRedisServer({ databases: 1024 });
-    stops.push(() => redis.stop());
-    const sqs = await startLocalSqsServer();
-    stops.push(() => sqs.stop());
-
+    started = await backend.start(baseDir);
+    const admin = createSql(started.pgAdminUrl, { max: 1 });
+    try {
+      await admin.unsafe(`DROP DATABASE IF EXISTS ${TEMPLATE_DB}`);
+      await admin.unsafe(`CREATE DATABASE ${TEMPLATE_DB}`);
+    } finally {
+      await admin.end();
+    }
+    const template = createSql(started.pgAdminUrl.replace(/\/postgres$/, `/${TEMPLATE_DB}`), { max: 2 });
+    try {
+      await applyMigrations(template, { root: PROJECT_ROOT });
+    } finally {
+      await template.end();
+    }
     project.provide('services', {
-      pgAdminUrl: pg.url,
-      pgPort: pg.port,
+      pgAdminUrl: started.pgAdminUrl,
+      pgPort: started.pgPort,
       templateDb: TEMPLATE_DB,
-      redisUrl: redis.url,
-      sqsEndpoint: sqs.endpoint,
+      redisUrl: started.redisUrl,
+      sqsEndpoint: started.sqsEndpoint,
       baseDir,
     });
   } catch (error) {

@@ -1,0 +1,61 @@
+# syntax=docker/dockerfile:1.7
+# One build definition, three images: `runtime` (the API), `workers`, `migrator`.
+# Node 26 LTS, the same major the project pins through its `node` dev dependency (.nvmrc).
+# TypeScript runs directly on Node 26 (type stripping), so no transpile step; the build stage
+# emits the artifacts (openapi.json, permissions.json, tasks.json, schema-version.json), and a
+# failing emit fails the image build.
+
+ARG NODE_IMAGE=node:26-bookworm-slim
+
+FROM ${NODE_IMAGE} AS base
+WORKDIR /app
+ENV NODE_ENV=production
+
+# Production dependencies only, exactly as locked.
+FROM base AS deps
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
+
+# Emit the build artifacts from code; any broken route rule, invalid permission registry or
+# undiscovered unit stops the build here.
+FROM deps AS build
+COPY src ./src
+COPY units ./units
+COPY seeders ./seeders
+COPY catalog ./catalog
+COPY drizzle ./drizzle
+COPY sql ./sql
+RUN node src/main/cli.ts emit
+
+FROM base AS app
+COPY --from=deps /app/node_modules ./node_modules
+COPY package.json ./
+COPY src ./src
+COPY units ./units
+COPY seeders ./seeders
+COPY catalog ./catalog
+COPY drizzle ./drizzle
+COPY sql ./sql
+COPY --from=build /app/dist ./dist
+ENV SVC_TASKS_CATALOG=/app/dist/tasks.json \
+    SVC_SCHEMA_VERSION=/app/dist/schema-version.json \
+    SVC_PERMISSIONS_REGISTRY=/app/dist/permissions.json
+# The official image's unprivileged user.
+USER node
+
+FROM app AS runtime
+EXPOSE 3000
+HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:3000/ready').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+CMD ["node", "src/main/cli.ts", "api"]
+
+FROM app AS workers
+EXPOSE 8081
+HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.SVC_HEALTH_PORT||8081)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+CMD ["node", "src/main/cli.ts", "workers"]
+
+# Receives the permission registry emitted by this same build (SVC_PERMISSIONS_REGISTRY above).
+FROM app AS migrator
+ENTRYPOINT ["node", "src/main/cli.ts", "migrator"]
+CMD ["deploy"]

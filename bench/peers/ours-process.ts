@@ -1,0 +1,85 @@
+// A process of `ours` for the benchmarks: BENCH_ROLE=workers consumes the `default` queue with the
+// bench fixture unit; BENCH_ROLE=relay runs the outbox relay only. Both are the service's own runtime
+// (startWorkerRuntime: consumer, runner, idempotency, trail, relay) built from explicit settings, so
+// the relay and the workers run as separate processes, as in production. Prints READY once consuming
+// and stops gracefully on SIGTERM.
+//
+// Environment: BENCH_ROLE, BENCH_DATABASE_URL, BENCH_REDIS_URL, BENCH_SQS_ENDPOINT,
+// BENCH_SQS_QUEUE_URL_PREFIX, BENCH_CONCURRENCY, BENCH_SQS_WAIT_SECONDS (default 2).
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { pino } from 'pino';
+import { createSql } from '../../src/db/client.ts';
+import { createRedis } from '../../src/kv/client.ts';
+import { createSqsClient } from '../../src/queue/client.ts';
+import { loadUnits } from '../../src/work/catalog.ts';
+import { startWorkerRuntime } from '../../src/work/worker-runtime.ts';
+import type { WorkUnit } from '../../src/work/unit.ts';
+
+export const FIXTURE_UNITS_DIR = 'bench/fixtures/units';
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+function required(name: string): string {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is required`);
+  return value;
+}
+
+async function start(): Promise<void> {
+  const role = required('BENCH_ROLE');
+  if (role !== 'workers' && role !== 'relay') throw new Error(`BENCH_ROLE must be workers or relay, not ${role}`);
+  const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 10);
+  const logger = pino({ level: process.env.BENCH_LOG_LEVEL ?? 'warn', base: { role } }, pino.destination(2));
+  // The pool rule of the workers: 2 x slots + 2.
+  const sql = createSql(required('BENCH_DATABASE_URL'), {
+    max: role === 'workers' ? 2 * concurrency + 2 : 4,
+    applicationName: `bench-ours-${role}`,
+  });
+  const redis = createRedis(required('BENCH_REDIS_URL'), { name: `bench-ours-${role}` });
+  redis.on('error', () => {});
+  const sqs = createSqsClient({ region: 'us-east-1', endpoint: required('BENCH_SQS_ENDPOINT'), localCredentials: true });
+  const loaded = await loadUnits(root, { dir: FIXTURE_UNITS_DIR });
+  // Same concurrency as every other system: the fixture's slots come from the harness.
+  const units = new Map<string, WorkUnit>([...loaded].map(([name, unit]) => [name, { ...unit, concurrency }]));
+
+  const runtime = await startWorkerRuntime({
+    sql,
+    redis,
+    sqs,
+    queueUrlPrefix: required('BENCH_SQS_QUEUE_URL_PREFIX'),
+    queues: role === 'workers' ? ['default'] : [],
+    units,
+    logger,
+    workerInstance: `bench-${role}-${process.pid}`,
+    waitSeconds: Number(process.env.BENCH_SQS_WAIT_SECONDS ?? 2),
+    drainMs: 5_000,
+    latestMigration: null,
+    healthPort: null,
+    relay: role === 'relay' ? {} : null,
+  });
+  await runtime.consuming;
+  process.stdout.write('READY\n');
+
+  let stopping = false;
+  const stop = async () => {
+    if (stopping) return;
+    stopping = true;
+    try {
+      await runtime.stop();
+    } finally {
+      await sql.end({ timeout: 5 });
+      redis.disconnect();
+      sqs.destroy();
+      process.exit(0);
+    }
+  };
+  process.on('SIGTERM', () => void stop());
+  process.on('SIGINT', () => void stop());
+  // The harness died: nobody will send SIGTERM.
+  process.on('disconnect', () => void stop());
+}
+
+start().catch((error: unknown) => {
+  console.error(`bench ours process failed: ${(error as Error).stack ?? String(error)}`);
+  process.exit(1);
+});

@@ -1,0 +1,256 @@
+// `ours`: this service's own path, end to end. The harness plays the API: it dispatches the fixture
+// task `bench.job` (bench/fixtures/units) inside a transaction (run row `queued`, trail event, outbox
+// row), commits, and pushes the wake signal. The relay process sends the outbox rows to the SQS
+// server with SendMessageBatch; the workers process receives them, claims the idempotency key, runs
+// the handler in the effect transaction and marks the run `succeeded` with its trail events.
+//
+// The relay and the workers are separate processes (bench/peers/ours-process.ts). The workers process
+// lives for the whole invocation; the relay process is started per round after the bulk enqueue (so
+// the burst waits in the outbox, as the peers' bursts wait in their tables) and stopped after the drain.
+// Each round dispatches for a tenant of its own, so its runs are counted through the
+// (tenant_id, queued_at) index; runs and trails are never deleted (the database refuses it).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import readline from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import type { Redis } from 'ioredis';
+import { createSql, type Sql } from '../../../src/db/client.ts';
+import { inUnitOfWork, type Actor } from '../../../src/db/unit-of-work.ts';
+import { createRedis } from '../../../src/kv/client.ts';
+import { signalOutbox } from '../../../src/kv/wake.ts';
+import { applyMigrations } from '../../../src/migrator/runner.ts';
+import { createSqsClient } from '../../../src/queue/client.ts';
+import { provisionQueues } from '../../../src/queue/provision.ts';
+import { createDispatcher, type Dispatcher } from '../../../src/work/dispatch.ts';
+import { benchJob } from '../../fixtures/units/bench/job.task.ts';
+import type { BenchJob, SystemAdapter, SystemContext } from '../system.ts';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, '..', '..', '..');
+const PROCESS_FILE = path.join(here, '..', 'ours-process.ts');
+const TASK = benchJob.name;
+/** Runs dispatched per transaction by the bulk enqueue (the burst). */
+const BULK_CHUNK = 500;
+const READY_TIMEOUT_MS = 60_000;
+
+export interface OursProcess {
+  child: ChildProcess;
+  stop(): Promise<void>;
+}
+
+/** Spawns a relay or workers process of ours and resolves once it prints READY. */
+export async function spawnOurs(role: 'relay' | 'workers', env: Record<string, string>): Promise<OursProcess> {
+  const child = spawn(process.execPath, [PROCESS_FILE], {
+    env: { ...process.env, ...env, BENCH_ROLE: role },
+    stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`ours ${role} process did not report READY within ${READY_TIMEOUT_MS} ms`)), READY_TIMEOUT_MS);
+    const lines = readline.createInterface({ input: child.stdout! });
+    lines.on('line', (line) => {
+      if (line.trim() === 'READY') {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`ours ${role} process exited before READY (code ${code}, signal ${signal})`));
+    });
+  }).catch(async (error: unknown) => {
+    child.kill('SIGKILL');
+    await exited;
+    throw error;
+  });
+  return {
+    child,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** A tenant to dispatch for (raw SQL: the benchmark only needs the row the runs reference). */
+export async function createBenchTenant(sql: Sql, label: string): Promise<string> {
+  const actor: Actor = { kind: 'system', tenantId: null, label: 'bench' };
+  return inUnitOfWork(sql, actor, async (tx) => {
+    const [bp] = await tx<{ id: string }[]>`
+      INSERT INTO platform_tenant_blueprints (name, description) VALUES ('bench', 'benchmark fixture')
+      ON CONFLICT (name) DO UPDATE SET description = EXCLUDED.description RETURNING id::text AS id`;
+    const uid = `bench-${label}-${randomBytes(4).toString('hex')}`;
+    const [tenant] = await tx<{ id: string }[]>`
+      INSERT INTO tenants (uid, name, blueprint_id) VALUES (${uid}, ${uid}, ${bp!.id}) RETURNING id::text AS id`;
+    return tenant!.id;
+  });
+}
+
+export interface OursStack {
+  sql: Sql;
+  redis: Redis;
+  dispatcher: Dispatcher;
+  env: Record<string, string>;
+  close(): Promise<void>;
+}
+
+/** Migrates the database, provisions the queues and builds the dispatcher the harness dispatches with. */
+export async function prepareOurs(o: {
+  pgUrl: string;
+  redisUrl: string;
+  sqs: { endpoint: string; queueUrlPrefix: string };
+  concurrency: number;
+  log: (line: string) => void;
+}): Promise<OursStack> {
+  if (!o.sqs.endpoint) throw new Error('ours needs the SQS server: it was not started');
+  const sql = createSql(o.pgUrl, { max: 12, applicationName: 'bench-ours-producer' });
+  await applyMigrations(sql, { root }, (line) => o.log(`ours: ${line}`));
+  const sqs = createSqsClient({ region: 'us-east-1', endpoint: o.sqs.endpoint, localCredentials: true });
+  try {
+    await provisionQueues(sqs, o.sqs.queueUrlPrefix, {}, ['default']);
+  } finally {
+    sqs.destroy();
+  }
+  const redis = createRedis(o.redisUrl, { name: 'bench-ours-producer' });
+  redis.on('error', () => {});
+  const dispatcher = createDispatcher({
+    resolve: (name) =>
+      name === TASK ? { name, queue: benchJob.queue, context: benchJob.context, payload: benchJob.payload } : undefined,
+    instance: `bench-producer-${process.pid}`,
+  });
+  return {
+    sql,
+    redis,
+    dispatcher,
+    env: {
+      BENCH_DATABASE_URL: o.pgUrl,
+      BENCH_REDIS_URL: o.redisUrl,
+      BENCH_SQS_ENDPOINT: o.sqs.endpoint,
+      BENCH_SQS_QUEUE_URL_PREFIX: o.sqs.queueUrlPrefix,
+      BENCH_CONCURRENCY: String(o.concurrency),
+    },
+    async close() {
+      redis.disconnect();
+      await sql.end({ timeout: 5 });
+    },
+  };
+}
+
+/** Dispatches jobs for a tenant: one transaction per chunk, then one wake signal. */
+export async function dispatchJobs(stack: OursStack, tenantId: string, jobs: readonly BenchJob[], chunk = BULK_CHUNK): Promise<void> {
+  const actor: Actor = { kind: 'system', tenantId, label: 'bench-producer' };
+  for (let i = 0; i < jobs.length; i += chunk) {
+    const part = jobs.slice(i, i + chunk);
+    await inUnitOfWork(stack.sql, actor, async (tx) => {
+      for (const job of part) await stack.dispatcher.dispatchTask(tx, TASK, job, { actor });
+    });
+    await signalOutbox(stack.redis);
+  }
+}
+
+export function ours(): SystemAdapter {
+  let ctx: SystemContext;
+  let stack: OursStack | undefined;
+  let workers: OursProcess | undefined;
+  let relay: OursProcess | undefined;
+  let tenantId = '';
+  /** Tenant of each round, so collect() finds the round's runs. */
+  const tenants = new Map<number, string>();
+  let nextRound = 0;
+
+  const roundTenant = (round: number) => tenants.get(round) ?? tenantId;
+
+  return {
+    name: 'ours',
+    durable: true,
+    workers: 'external',
+    get settings() {
+      return `fixture task bench.job (tenant context, queue default, unit concurrency=C), workers process (pool 2C+2, long poll 2 s) and relay process (wake signal + 5 s sweep, SendMessageBatch of 10) separate; the harness dispatches in transactions of ${BULK_CHUNK} runs (burst) or 1 run (steady) and pushes the wake signal after commit; PostgreSQL durable, Redis gate/cache/wake, fauxqs SQS server in the harness process`;
+    },
+    async setup(c) {
+      ctx = c;
+      stack = await prepareOurs({ pgUrl: c.pgUrl, redisUrl: c.redisUrl, sqs: c.sqs, concurrency: c.concurrency, log: c.log });
+      workers = await spawnOurs('workers', stack.env);
+    },
+    async enqueueBulk(jobs) {
+      const round = jobs[0]?.r ?? 0;
+      tenants.set(round, tenantId);
+      await dispatchJobs(stack!, tenantId, jobs);
+    },
+    async enqueueOne(job) {
+      tenants.set(job.r, tenantId);
+      await dispatchJobs(stack!, tenantId, [job], 1);
+    },
+    async analyze() {
+      for (const table of ['task_runs', 'task_run_events', 'outbox_messages', 'idempotency_keys']) {
+        await ctx.sql.unsafe(`ANALYZE ${table}`);
+      }
+    },
+    async startWorkers() {
+      relay = await spawnOurs('relay', stack!.env);
+    },
+    async stopWorkers() {
+      await relay?.stop();
+      relay = undefined;
+    },
+    async incomplete(round, size) {
+      const [row] = await ctx.sql<{ total: number; done: number }[]>`
+        SELECT count(*)::int AS total, count(*) FILTER (WHERE status = 'succeeded')::int AS done
+        FROM task_runs WHERE tenant_id = ${roundTenant(round)}`;
+      return size - (row?.done ?? 0);
+    },
+    async collect(round, record) {
+      const tenant = roundTenant(round);
+      if (!record) {
+        const [row] = await ctx.sql<{ done: number }[]>`
+          SELECT count(*)::int AS done FROM task_runs WHERE tenant_id = ${tenant} AND status = 'succeeded'`;
+        return row?.done ?? 0;
+      }
+      // Start instants come from the trail (database clock, the same machine clock as the harness);
+      // a run whose effect committed twice would show two `started` events.
+      const rows = await ctx.sql<{ s: number; t: number; started_ms: number | null; starts: number; succeeded: boolean }[]>`
+        SELECT (o.envelope->'payload'->>'s')::int AS s,
+               (o.envelope->'payload'->>'t')::float8 AS t,
+               (extract(epoch FROM e.first_start) * 1000)::float8 AS started_ms,
+               coalesce(e.starts, 0)::int AS starts,
+               r.status = 'succeeded' AS succeeded
+        FROM task_runs r
+        JOIN outbox_messages o ON o.run_id = r.run_id
+        LEFT JOIN LATERAL (
+          SELECT min(occurred_at) AS first_start, count(*) AS starts
+          FROM task_run_events ev WHERE ev.run_id = r.run_id AND ev.event = 'started'
+        ) e ON true
+        WHERE r.tenant_id = ${tenant}`;
+      let done = 0;
+      for (const row of rows) {
+        if (row.succeeded) done += 1;
+        if (row.started_ms !== null && row.starts > 0) record({ r: round, s: row.s, t: row.t }, row.started_ms, row.starts);
+      }
+      return done;
+    },
+    async lastCompletion(round) {
+      const [row] = await ctx.sql<{ at: number | null }[]>`
+        SELECT (extract(epoch FROM max(finished_at)) * 1000)::float8 AS at FROM task_runs WHERE tenant_id = ${roundTenant(round)}`;
+      return row?.at ?? Number.NaN;
+    },
+    async reset() {
+      // Runs are permanent: a new round gets a tenant of its own instead of an emptied table.
+      tenantId = await createBenchTenant(stack!.sql, `r${++nextRound}`);
+    },
+    externalPids() {
+      return [workers?.child.pid, relay?.child.pid].filter((p): p is number => p !== undefined);
+    },
+    async close() {
+      await relay?.stop();
+      await workers?.stop();
+      relay = undefined;
+      workers = undefined;
+      await stack?.close();
+      stack = undefined;
+    },
+  };
+}

@@ -1,0 +1,2 @@
+-- Hand written: the scope ceiling of permissions (function permission_scope_ceiling and its triggers).
+-- @load sql/authorization/scope-ceiling.sql

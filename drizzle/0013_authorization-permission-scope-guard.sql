@@ -1,0 +1,2 @@
+-- Hand written: permissions_scope_ceiling (the seeder updates permissions.scope at each deploy).
+-- @load sql/authorization/permission-scope-guard.sql

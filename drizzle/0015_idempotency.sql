@@ -1,0 +1,2 @@
+-- Hand written: the idempotency ledgers (no entities).
+-- @load sql/idempotency/0015_idempotency.sql

@@ -1,0 +1,2 @@
+-- Hand written: outbox, task runs and their trails.
+-- @load sql/work/0016_work.sql

@@ -1,0 +1,2 @@
+-- Hand written: the ceiling reads take shared row locks (CREATE OR REPLACE, same signatures).
+-- @load sql/authorization/scope-ceiling-locks.sql

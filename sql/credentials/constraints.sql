@@ -1,0 +1,3 @@
+-- FROZEN: loaded by migration 0005_credentials and pinned in sql/frozen-sql.json. Never edit after merge; put a change in a new file loaded by a new migration.
+--
+-- Domain credentials: everything is generated from src/db/schema/credentials.ts. Intentionally empty, still pinned.

@@ -1,0 +1,5 @@
+-- FROZEN: loaded by migration 0002_identity and pinned in sql/frozen-sql.json. Never edit after merge; put a change in a new file loaded by a new migration.
+--
+-- Domain identity: everything is generated from src/db/schema/identity.ts. Its references to later
+-- domains are created by those domains: user_logins.tenant_id by tenants, session_memberships and
+-- session_membership_brokers by memberships. Intentionally empty, still pinned.

@@ -1,0 +1,3 @@
+-- FROZEN: loaded by migration 0004_institutions and pinned in sql/frozen-sql.json. Never edit after merge; put a change in a new file loaded by a new migration.
+--
+-- Domain institutions: everything is generated from src/db/schema/institutions.ts. Intentionally empty, still pinned.

@@ -1,0 +1,3 @@
+-- FROZEN: loaded by migration 0010_invitations and pinned in sql/frozen-sql.json. Never edit after merge; put a change in a new file loaded by a new migration.
+--
+-- Domain invitations: everything is generated from src/db/schema/invitations.ts. Intentionally empty, still pinned.

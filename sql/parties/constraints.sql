@@ -1,0 +1,3 @@
+-- FROZEN: loaded by migration 0001_parties and pinned in sql/frozen-sql.json. Never edit after merge; put a change in a new file loaded by a new migration.
+--
+-- Domain parties: everything is generated from src/db/schema/parties.ts. Intentionally empty, still pinned.

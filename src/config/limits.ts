@@ -1,0 +1,76 @@
+// Fixed limits of the service, as named constants. Values the spec states as limits but that tests must
+// shorten (timings) are configuration instead: see src/config/workers.ts, whose defaults come from here.
+
+/** The four queues, in priority order. Each has a dead-letter queue. */
+export const QUEUE_NAMES = ['critical', 'default', 'bulk', 'maintenance'] as const;
+export type QueueName = (typeof QUEUE_NAMES)[number];
+
+/** Queue visibility timeout per queue, in seconds (critical 60 s, default 120 s, bulk 15 min, maintenance 5 min). */
+export const DEFAULT_VISIBILITY_SECONDS: Readonly<Record<QueueName, number>> = {
+  critical: 60,
+  default: 120,
+  bulk: 900,
+  maintenance: 300,
+};
+
+/** Receives the runtime allows before a failing message takes the permanent-failure path. */
+export const RUNTIME_MAX_RECEIVES = 5;
+/** Receive count at which the queue's own redrive moves a message to its dead-letter queue (5 + 2 margin). */
+export const NATIVE_REDRIVE_MAX_RECEIVES = 7;
+
+/** One SendMessageBatch call carries at most this many messages... */
+export const RELAY_BATCH_MAX_MESSAGES = 10;
+/** ...and at most this many bytes in total (256 KiB). */
+export const RELAY_BATCH_MAX_BYTES = 256 * 1024;
+/** Relay outbox sweep interval when no wake signal arrives. */
+export const DEFAULT_RELAY_SWEEP_INTERVAL_MS = 5_000;
+
+/** Long-polling wait accepted range and default, in seconds. */
+export const SQS_WAIT_SECONDS_MIN = 1;
+export const SQS_WAIT_SECONDS_MAX = 20;
+export const DEFAULT_SQS_WAIT_SECONDS = 20;
+/** Stop budget default; the drain gets the budget minus STOP_BUDGET_RESERVE_MS. */
+export const DEFAULT_STOP_TIMEOUT_MS = 30_000;
+/** Part of the stop budget kept back to return unfinished messages and close pools after the drain. */
+export const STOP_BUDGET_RESERVE_MS = 5_000;
+
+/** Ports. */
+export const DEFAULT_API_PORT = 3000;
+export const DEFAULT_HEALTH_PORT = 8081;
+
+/** Heartbeat that extends visibility while a message is processed; well under the shortest visibility (60 s). */
+export const DEFAULT_HEARTBEAT_INTERVAL_MS = 20_000;
+/** Exponential backoff of transient failures, through visibility: base x 2^(attempt-1), capped. */
+export const DEFAULT_BACKOFF_BASE_MS = 2_000;
+export const DEFAULT_BACKOFF_CAP_MS = 300_000;
+/** Idempotency lease: the unit timeout plus this margin, so a live holder never loses its lease. */
+export const DEFAULT_IDEMPOTENCY_LEASE_MARGIN_MS = 30_000;
+/** How long a finished idempotency result is kept for replay before maintenance.purge deletes it. */
+export const DEFAULT_IDEMPOTENCY_RETENTION_MS = 7 * 86_400_000;
+/** Sent outbox rows older than this are purged; pending rows never are. */
+export const DEFAULT_OUTBOX_RETENTION_MS = 7 * 86_400_000;
+/** How often workers re-check that the schema holds their build's newest migration before consuming. */
+export const DEFAULT_SCHEMA_POLL_INTERVAL_MS = 5_000;
+/** Tick of the in-process (development) scheduler. */
+export const DEFAULT_LOCAL_SCHEDULER_TICK_MS = 1_000;
+
+/** Database pool floor for workers: each slot may hold an effect and a registration transaction, plus relay and scheduler. */
+export function minimumPoolSize(slots: number): number {
+  return 2 * slots + 2;
+}
+
+/** Task names: at most 64 characters. */
+export const TASK_NAME_MAX_LENGTH = 64;
+/** Run `outcome` and trail `detail`: JSON objects of at most 2048 bytes. */
+export const RUN_JSON_MAX_BYTES = 2048;
+/** Idempotency `outcome`: JSON object of at most 4096 bytes. */
+export const IDEMPOTENCY_OUTCOME_MAX_BYTES = 4096;
+/** Idempotency key and request fingerprint digests: 32 bytes each. */
+export const IDEMPOTENCY_DIGEST_BYTES = 32;
+
+/** A session credential (Bearer token or cookie value) longer than this many bytes is refused with 401. */
+export const MAX_CREDENTIAL_BYTES = 1024;
+/** Largest accepted HTTP request body (the spec leaves it open; 1 MiB keeps JSON bodies cheap to parse). */
+export const HTTP_BODY_LIMIT_BYTES = 1_048_576;
+/** Readiness probes give up on the database or Redis after this long, so /ready answers promptly. */
+export const READINESS_PROBE_TIMEOUT_MS = 2_000;

@@ -1,0 +1,211 @@
+// Configuration of the `workers` executable: one zod schema over process.env. Every timing the runtime
+// uses is configuration with the spec's value as default, so tests run the same code in seconds.
+import { z } from 'zod';
+import {
+  DEFAULT_BACKOFF_BASE_MS,
+  DEFAULT_BACKOFF_CAP_MS,
+  DEFAULT_HEALTH_PORT,
+  DEFAULT_HEARTBEAT_INTERVAL_MS,
+  DEFAULT_IDEMPOTENCY_LEASE_MARGIN_MS,
+  DEFAULT_IDEMPOTENCY_RETENTION_MS,
+  DEFAULT_LOCAL_SCHEDULER_TICK_MS,
+  DEFAULT_OUTBOX_RETENTION_MS,
+  DEFAULT_RELAY_SWEEP_INTERVAL_MS,
+  DEFAULT_SCHEMA_POLL_INTERVAL_MS,
+  DEFAULT_SQS_WAIT_SECONDS,
+  DEFAULT_STOP_TIMEOUT_MS,
+  DEFAULT_VISIBILITY_SECONDS,
+  QUEUE_NAMES,
+  SQS_WAIT_SECONDS_MAX,
+  SQS_WAIT_SECONDS_MIN,
+  STOP_BUDGET_RESERVE_MS,
+  minimumPoolSize,
+  type QueueName,
+} from './limits.ts';
+import {
+  ConfigError,
+  booleanFlag,
+  databaseUrl,
+  integer,
+  logLevel,
+  nodeEnv,
+  parseEnv,
+  redisUrl,
+  type Env,
+} from './parse.ts';
+
+const QUEUES_RULE = `must be a comma-separated list of distinct queue names among ${QUEUE_NAMES.join(', ')}`;
+
+/** `QUEUES`: required, comma-separated, only the four names, no duplicates. */
+export const queues = z
+  .string({ error: (issue) => (issue.input === undefined ? `is required; ${QUEUES_RULE}` : QUEUES_RULE) })
+  .transform((raw, ctx) => {
+    const names = raw.split(',').map((q) => q.trim());
+    const known = new Set<string>(QUEUE_NAMES);
+    if (names.some((q) => !known.has(q)) || new Set(names).size !== names.length) {
+      ctx.addIssue({ code: 'custom', message: QUEUES_RULE });
+      return z.NEVER;
+    }
+    return names as QueueName[];
+  });
+
+function httpUrl(rule: string) {
+  return z.string().refine(
+    (value) => {
+      try {
+        const url = new URL(value);
+        return url.protocol === 'http:' || url.protocol === 'https:';
+      } catch {
+        return false;
+      }
+    },
+    { error: rule },
+  );
+}
+
+/** Milliseconds, at least 1. */
+const ms = (fallback: number) => integer(1).default(fallback);
+/** Seconds, at least 1 and at most 12 hours (the SQS visibility ceiling). */
+const visibilitySeconds = (fallback: number) => integer(1, 43_200).default(fallback);
+
+export const workersSchema = z
+  .object({
+    /** Queues this workers service consumes (required): comma-separated among critical, default, bulk, maintenance. */
+    QUEUES: queues,
+    /** `true` on exactly one workers service per environment: that one also runs the outbox relay. Default false. */
+    SVC_RELAY: booleanFlag.default(false),
+    /** `true` fires schedules in-process (development only; refused with NODE_ENV=production). Default false. */
+    SVC_LOCAL_SCHEDULER: booleanFlag.default(false),
+    /** SQS region. Default us-east-1. */
+    SVC_SQS_REGION: z.string().default('us-east-1'),
+    /** Queue URL prefix; the queue name is appended. Default: `<SVC_SQS_ENDPOINT>/000000000000/` when an endpoint is set, else required. */
+    SVC_SQS_QUEUE_URL_PREFIX: httpUrl('must be an http(s) URL ending with /')
+      .refine((v) => v.endsWith('/') || v.endsWith('_') || v.endsWith('-'), {
+        error: 'must be an http(s) URL ending with / (or a name separator _ or -)',
+      })
+      .optional(),
+    /** SQS endpoint for a local or non-AWS server, e.g. http://127.0.0.1:9324. Default: unset (AWS endpoint of the region). */
+    SVC_SQS_ENDPOINT: httpUrl('must be an http(s) URL').optional(),
+    /** `true` uses fixed local credentials instead of the cloud credential chain. Default false. */
+    SVC_SQS_LOCAL_CREDENTIALS: booleanFlag.default(false),
+    /** Long-polling wait in seconds, 1 to 20. Default 20. */
+    SVC_SQS_WAIT_SECONDS: integer(SQS_WAIT_SECONDS_MIN, SQS_WAIT_SECONDS_MAX).default(DEFAULT_SQS_WAIT_SECONDS),
+    /** Stop budget in ms; the drain gets this minus 5000 and must exceed the long-polling wait. Default 30000. */
+    SVC_STOP_TIMEOUT_MS: integer(STOP_BUDGET_RESERVE_MS + 1).default(DEFAULT_STOP_TIMEOUT_MS),
+    /** Port of GET /healthz. Default 8081. */
+    SVC_HEALTH_PORT: integer(1, 65535).default(DEFAULT_HEALTH_PORT),
+    /** Database pool size; default and floor are 2 x slots + 2 (see checkPoolSize). Default: the floor. */
+    DATABASE_POOL_SIZE: integer(1, 1000).optional(),
+    /** PostgreSQL URL. Default: unset, an embedded PostgreSQL 18 under SVC_DATA_DIR is used. */
+    DATABASE_URL: databaseUrl,
+    /** Data directory of the embedded PostgreSQL (only without DATABASE_URL). Default .data */
+    SVC_DATA_DIR: z.string().default('.data'),
+    /** Port of the embedded PostgreSQL (only without DATABASE_URL). Default 54329. */
+    SVC_EMBEDDED_PG_PORT: integer(1, 65535).default(54329),
+    /** Redis URL. Default redis://127.0.0.1:6379 */
+    REDIS_URL: redisUrl,
+    /** Path of the file holding this build's newest migration name. Default dist/schema-version.json */
+    SVC_SCHEMA_VERSION: z.string().default('dist/schema-version.json'),
+    /** Log level. Default info. */
+    LOG_LEVEL: logLevel,
+    /** development | test | production. Default development. */
+    NODE_ENV: nodeEnv,
+    /** Visibility timeout of the critical queue, seconds. Default 60. */
+    SVC_VISIBILITY_CRITICAL_S: visibilitySeconds(DEFAULT_VISIBILITY_SECONDS.critical),
+    /** Visibility timeout of the default queue, seconds. Default 120. */
+    SVC_VISIBILITY_DEFAULT_S: visibilitySeconds(DEFAULT_VISIBILITY_SECONDS.default),
+    /** Visibility timeout of the bulk queue, seconds. Default 900. */
+    SVC_VISIBILITY_BULK_S: visibilitySeconds(DEFAULT_VISIBILITY_SECONDS.bulk),
+    /** Visibility timeout of the maintenance queue, seconds. Default 300. */
+    SVC_VISIBILITY_MAINTENANCE_S: visibilitySeconds(DEFAULT_VISIBILITY_SECONDS.maintenance),
+    /** Interval of the heartbeat that extends visibility of a message in progress, ms. Default 20000. */
+    SVC_HEARTBEAT_INTERVAL_MS: ms(DEFAULT_HEARTBEAT_INTERVAL_MS),
+    /** Base of the exponential backoff of transient failures, ms. Default 2000. */
+    SVC_BACKOFF_BASE_MS: ms(DEFAULT_BACKOFF_BASE_MS),
+    /** Ceiling of that backoff, ms. Default 300000. */
+    SVC_BACKOFF_CAP_MS: ms(DEFAULT_BACKOFF_CAP_MS),
+    /** Relay outbox sweep interval when no wake signal arrives, ms. Default 5000. */
+    SVC_RELAY_SWEEP_INTERVAL_MS: ms(DEFAULT_RELAY_SWEEP_INTERVAL_MS),
+    /** Idempotency lease = unit timeout + this margin, ms. Default 30000. */
+    SVC_IDEMPOTENCY_LEASE_MARGIN_MS: ms(DEFAULT_IDEMPOTENCY_LEASE_MARGIN_MS),
+    /** Retention of a finished idempotency result before purge, ms. Default 604800000 (7 days). */
+    SVC_IDEMPOTENCY_RETENTION_MS: ms(DEFAULT_IDEMPOTENCY_RETENTION_MS),
+    /** Retention of sent outbox rows before purge, ms. Default 604800000 (7 days). */
+    SVC_OUTBOX_RETENTION_MS: ms(DEFAULT_OUTBOX_RETENTION_MS),
+    /** How often workers re-check that the schema holds their newest migration before consuming, ms. Default 5000. */
+    SVC_SCHEMA_POLL_INTERVAL_MS: ms(DEFAULT_SCHEMA_POLL_INTERVAL_MS),
+    /** Tick of the in-process scheduler (SVC_LOCAL_SCHEDULER=true), ms. Default 1000. */
+    SVC_LOCAL_SCHEDULER_TICK_MS: ms(DEFAULT_LOCAL_SCHEDULER_TICK_MS),
+  })
+  .superRefine((c, ctx) => {
+    if (c.SVC_LOCAL_SCHEDULER && c.NODE_ENV === 'production') {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['SVC_LOCAL_SCHEDULER'],
+        message: 'must not be true when NODE_ENV=production (development only; production has no in-process scheduler)',
+      });
+    }
+    const drainMs = c.SVC_STOP_TIMEOUT_MS - STOP_BUDGET_RESERVE_MS;
+    if (drainMs <= c.SVC_SQS_WAIT_SECONDS * 1000) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['SVC_STOP_TIMEOUT_MS'],
+        message:
+          `the drain window (SVC_STOP_TIMEOUT_MS minus ${STOP_BUDGET_RESERVE_MS} ms) must exceed the long-polling wait ` +
+          '(SVC_SQS_WAIT_SECONDS x 1000 ms); raise SVC_STOP_TIMEOUT_MS or lower SVC_SQS_WAIT_SECONDS',
+      });
+    }
+    if (c.SVC_BACKOFF_CAP_MS < c.SVC_BACKOFF_BASE_MS) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['SVC_BACKOFF_CAP_MS'],
+        message: 'must be at least SVC_BACKOFF_BASE_MS',
+      });
+    }
+    if (!c.SVC_SQS_QUEUE_URL_PREFIX && !c.SVC_SQS_ENDPOINT) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['SVC_SQS_QUEUE_URL_PREFIX'],
+        message: 'is required (the queue name is appended to it) unless SVC_SQS_ENDPOINT is set',
+      });
+    }
+  })
+  .transform((c) => ({
+    ...c,
+    /** The prefix the queue names are appended to. */
+    SVC_SQS_QUEUE_URL_PREFIX: c.SVC_SQS_QUEUE_URL_PREFIX ?? `${c.SVC_SQS_ENDPOINT!.replace(/\/+$/, '')}/000000000000/`,
+    /** Drain window of a shutdown: the stop budget minus the reserve. */
+    drainMs: c.SVC_STOP_TIMEOUT_MS - STOP_BUDGET_RESERVE_MS,
+    /** Visibility timeout per queue, seconds. */
+    visibilitySeconds: {
+      critical: c.SVC_VISIBILITY_CRITICAL_S,
+      default: c.SVC_VISIBILITY_DEFAULT_S,
+      bulk: c.SVC_VISIBILITY_BULK_S,
+      maintenance: c.SVC_VISIBILITY_MAINTENANCE_S,
+    } satisfies Record<QueueName, number>,
+  }));
+
+export type WorkersConfig = z.infer<typeof workersSchema>;
+
+/** Parses the workers' environment; throws ConfigError naming every bad variable. */
+export function workersConfig(env: Env): WorkersConfig {
+  return parseEnv('workers', workersSchema, env);
+}
+
+/**
+ * The effective database pool size once the catalog is known: `slots` is the sum of `concurrency` of the
+ * units on the consumed queues. Unset means the floor 2 x slots + 2; a smaller value refuses to boot.
+ */
+export function checkPoolSize(poolSize: number | undefined, slots: number): number {
+  const floor = minimumPoolSize(slots);
+  if (poolSize === undefined) return floor;
+  if (poolSize < floor) {
+    throw new ConfigError('workers', [
+      {
+        variable: 'DATABASE_POOL_SIZE',
+        rule: `must be at least ${floor} (2 x ${slots} slots + 2: the sum of concurrency of the units on QUEUES); raise it or consume fewer queues`,
+      },
+    ]);
+  }
+  return poolSize;
+}

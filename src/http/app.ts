@@ -1,0 +1,91 @@
+// buildApp(deps): the whole HTTP API as a Fastify instance, built from explicit dependencies and never
+// listening (src/main/api.ts listens; tests use inject or listen on a free port). It never talks to the
+// queue and never applies migrations.
+import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyInstance } from 'fastify';
+import cors from '@fastify/cors';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import type { Sql } from '../db/client.ts';
+import type { ApiConfig } from '../config/api.ts';
+import { HTTP_BODY_LIMIT_BYTES, READINESS_PROBE_TIMEOUT_MS } from '../config/limits.ts';
+import { sessionCookie } from '../auth/session-cookie.ts';
+import type { SessionResolver } from '../auth/session-resolver.ts';
+import type { Catalog } from '../work/catalog.ts';
+import { errorEnvelopeSchema } from './envelope.ts';
+import { RouteTable, frameworkErrorHandler, installErrorHandling } from './errors.ts';
+import { registerOpenApi } from './openapi.ts';
+import { installRouteRules } from './route-rules.ts';
+import { healthRoutes } from './routes/health.ts';
+import { taskRunRoutes } from './routes/task-runs.ts';
+
+/** The work-unit catalog (tasks.json) loaded from SVC_TASKS_CATALOG; the API finds subscribers through it. */
+export type ApiCatalog = Catalog;
+
+/** The HTTP-relevant part of the API configuration. */
+export interface HttpSettings {
+  /** CORS_ORIGINS: feeds CORS and the cookie-write origin check. */
+  corsOrigins: readonly string[];
+  /** CORS_CREDENTIALS. */
+  corsCredentials: boolean;
+  /** SESSION_COOKIE_DOMAIN, already validated. */
+  sessionCookieDomain?: string | undefined;
+  /** Bound of each readiness probe. Default READINESS_PROBE_TIMEOUT_MS. */
+  readinessTimeoutMs?: number;
+}
+
+export function httpSettings(config: ApiConfig): HttpSettings {
+  return {
+    corsOrigins: config.CORS_ORIGINS,
+    corsCredentials: config.CORS_CREDENTIALS,
+    sessionCookieDomain: config.SESSION_COOKIE_DOMAIN,
+  };
+}
+
+export interface AppDeps {
+  sql: Sql;
+  redis: Redis;
+  resolver: SessionResolver;
+  catalog: ApiCatalog;
+  /** Newest migration name of this build (from SVC_SCHEMA_VERSION). */
+  latestMigration: string;
+  config: HttpSettings;
+  /** A pino logger, or false for none. */
+  logger: Logger | false;
+}
+
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const cookie = sessionCookie(deps.config.sessionCookieDomain);
+  const app = Fastify({
+    ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
+    bodyLimit: HTTP_BODY_LIMIT_BYTES,
+    // A client-sent request id is not trusted; every request gets a fresh uuid.
+    requestIdHeader: false,
+    genReqId: () => randomUUID(),
+    frameworkErrors: frameworkErrorHandler,
+  }) as unknown as FastifyInstance;
+
+  const routes = new RouteTable();
+  installErrorHandling(app, routes);
+  installRouteRules(
+    app,
+    { resolver: deps.resolver, cookieName: cookie.name, allowedOrigins: new Set(deps.config.corsOrigins) },
+    routes,
+  );
+  // All bodies are JSON: drop Fastify's text/plain parser so anything else is 415.
+  app.removeContentTypeParser('text/plain');
+  app.addSchema(errorEnvelopeSchema);
+
+  await app.register(cors, {
+    // The same exact list as the origin check; none when empty.
+    origin: deps.config.corsOrigins.length > 0 ? [...deps.config.corsOrigins] : false,
+    credentials: deps.config.corsCredentials,
+    methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
+    maxAge: 600,
+  });
+  await registerOpenApi(app, cookie.name);
+
+  healthRoutes(app, deps, deps.config.readinessTimeoutMs ?? READINESS_PROBE_TIMEOUT_MS);
+  taskRunRoutes(app, deps);
+  return app;
+}

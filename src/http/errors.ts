@@ -1,0 +1,143 @@
+// Errors the API raises and how every error, ours or Fastify's, becomes the error envelope with a
+// stable code and a message in the request's language. Clients never see stacks or internal text.
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { HTTP_BODY_LIMIT_BYTES } from '../config/limits.ts';
+import type { ErrorEnvelope } from './envelope.ts';
+import { negotiateLanguage } from './language.ts';
+import { message, term, type MessageCode } from './messages.ts';
+
+export class HttpError extends Error {
+  readonly statusCode: number;
+  readonly code: MessageCode;
+  readonly params: Record<string, string | number>;
+  readonly details: Record<string, unknown> | undefined;
+  constructor(
+    statusCode: number,
+    code: MessageCode,
+    options: { params?: Record<string, string | number>; details?: Record<string, unknown>; cause?: unknown } = {},
+  ) {
+    super(code, { cause: options.cause });
+    this.statusCode = statusCode;
+    this.code = code;
+    this.params = options.params ?? {};
+    this.details = options.details;
+  }
+}
+
+export function errorBody(
+  request: FastifyRequest,
+  code: MessageCode,
+  params: Record<string, string | number> = {},
+  details?: Record<string, unknown>,
+): ErrorEnvelope {
+  const lang = negotiateLanguage(request.headers['accept-language']);
+  const localized = { ...params };
+  if (typeof localized.location === 'string') localized.location = term(localized.location, lang);
+  return { success: false, error: { code, message: message(code, lang, localized), ...(details ? { details } : {}) } };
+}
+
+function sendError(reply: FastifyReply, status: number, body: ErrorEnvelope): void {
+  const lang = negotiateLanguage(reply.request.headers['accept-language']);
+  reply.code(status).header('content-language', lang).type('application/json; charset=utf-8').send(body);
+}
+
+type ValidationIssue = { instancePath?: string; params?: Record<string, unknown> };
+
+/** Field names from the route schema only (never a key or value the client sent). */
+function failedFields(issues: ValidationIssue[]): string {
+  const names = new Set<string>();
+  for (const issue of issues) {
+    const path = (issue.instancePath ?? '').replace(/^\//, '').replaceAll('/', '.');
+    const missing = typeof issue.params?.missingProperty === 'string' ? issue.params.missingProperty : '';
+    const name = [path, missing].filter(Boolean).join('.');
+    if (name && /^[A-Za-z0-9_.]+$/.test(name)) names.add(name);
+  }
+  return [...names].join(', ');
+}
+
+/** The status, code and params for any error thrown while handling a request. */
+export function classify(error: FastifyError | HttpError): {
+  status: number;
+  code: MessageCode;
+  params: Record<string, string | number>;
+  details?: Record<string, unknown>;
+} {
+  if (error instanceof HttpError) return { status: error.statusCode, code: error.code, params: error.params, details: error.details };
+  const fe = error as FastifyError;
+  if (fe.validation) {
+    return {
+      status: 400,
+      code: 'VALIDATION_FAILED',
+      params: { location: fe.validationContext ?? 'body', fields: failedFields(fe.validation as ValidationIssue[]) },
+    };
+  }
+  switch (fe.code) {
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return { status: 415, code: 'UNSUPPORTED_MEDIA_TYPE', params: {} };
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return { status: 413, code: 'BODY_TOO_LARGE', params: { limit: HTTP_BODY_LIMIT_BYTES } };
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return { status: 400, code: 'MALFORMED_JSON', params: {} };
+  }
+  if (fe instanceof SyntaxError && fe.statusCode === 400) return { status: 400, code: 'MALFORMED_JSON', params: {} };
+  const status = fe.statusCode ?? 500;
+  if (status === 404) return { status, code: 'ROUTE_NOT_FOUND', params: {} };
+  if (status === 413) return { status, code: 'BODY_TOO_LARGE', params: { limit: HTTP_BODY_LIMIT_BYTES } };
+  if (status === 415) return { status, code: 'UNSUPPORTED_MEDIA_TYPE', params: {} };
+  if (status >= 400 && status < 500) return { status, code: 'BAD_REQUEST', params: {} };
+  return { status: 500, code: 'INTERNAL_ERROR', params: {} };
+}
+
+/** Route patterns by method, to tell 405 (path exists with other methods) from 404. */
+export class RouteTable {
+  #routes: Array<{ pattern: RegExp; methods: Set<string> }> = [];
+
+  add(url: string, methods: string | string[]): void {
+    // Catch-all routes (the CORS preflight '*') would make every path "exist"; leave them out.
+    if (url === '*' || url === '/*') return;
+    const source = url
+      .split(/(:[A-Za-z0-9_]+|\*)/)
+      .map((part) => (part === '*' ? '.*' : part.startsWith(':') ? '[^/]+' : part.replace(/[.+?^${}()|[\]\\]/g, '\\$&')))
+      .join('');
+    const list = (Array.isArray(methods) ? methods : [methods]).map((m) => m.toUpperCase());
+    this.#routes.push({ pattern: new RegExp(`^${source}/?$`), methods: new Set(list) });
+  }
+
+  allowedMethods(path: string): string[] {
+    const allowed = new Set<string>();
+    for (const route of this.#routes) if (route.pattern.test(path)) for (const m of route.methods) allowed.add(m);
+    return [...allowed].sort();
+  }
+}
+
+export function installErrorHandling(app: FastifyInstance, routes: RouteTable): void {
+  app.setErrorHandler((error: FastifyError | HttpError, request, reply) => {
+    const { status, code, params, details } = classify(error);
+    if (status >= 500) request.log.error({ err: error, code }, 'request failed');
+    else request.log.info({ code, status }, 'request refused');
+    sendError(reply, status, errorBody(request, code, params, details));
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0] ?? '/';
+    const allowed = routes.allowedMethods(path);
+    if (allowed.length > 0 && !allowed.includes(request.method)) {
+      reply.header('allow', allowed.join(', '));
+      sendError(reply, 405, errorBody(request, 'METHOD_NOT_ALLOWED', { allow: allowed.join(', ') }));
+      return;
+    }
+    sendError(reply, 404, errorBody(request, 'ROUTE_NOT_FOUND'));
+  });
+}
+
+/** For Fastify's `frameworkErrors` option: router-level failures (a malformed URL) get the envelope too. */
+export function frameworkErrorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  const { status, code, params } = classify(error);
+  sendError(reply, status >= 500 ? 400 : status, errorBody(request, status >= 500 ? 'BAD_REQUEST' : code, params));
+}
+
+/** Words for a validation location or readiness reason in the request's language. */
+export function localTerm(request: FastifyRequest, key: string, params: Record<string, string | number> = {}): string {
+  return term(key, negotiateLanguage(request.headers['accept-language']), params);
+}

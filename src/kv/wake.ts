@@ -1,0 +1,43 @@
+// The relay's wake-up signal: after a transaction that wrote outbox rows commits, push onto
+// svc:outbox:wake; the relay blocks on that list and starts a pass within milliseconds. The signal is
+// only a hint: a lost one costs at most one sweep interval, so nothing here ever throws.
+import type { Redis } from 'ioredis';
+import { OUTBOX_WAKE_KEY } from './keys.ts';
+
+/** Signals kept in the list: the relay needs one to wake, more are noise. */
+export const WAKE_LIST_MAX = 16;
+
+/** LPUSH the wake signal (trimmed to WAKE_LIST_MAX). Resolves false when Redis is unavailable. */
+export async function signalOutbox(redis: Redis | undefined): Promise<boolean> {
+  if (!redis) return false;
+  try {
+    await redis.multi().lpush(OUTBOX_WAKE_KEY, '1').ltrim(OUTBOX_WAKE_KEY, 0, WAKE_LIST_MAX - 1).exec();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Awaits the committed unit of work, then signals the relay. Use it around the transaction, never
+ * inside it: a signal sent before commit would wake the relay before the rows are visible.
+ *
+ *   const run = await afterCommit(redis, inUnitOfWork(sql, actor, (tx) => dispatcher.dispatchTask(tx, ...)));
+ */
+export async function afterCommit<T>(redis: Redis | undefined, committed: Promise<T>): Promise<T> {
+  const result = await committed;
+  await signalOutbox(redis);
+  return result;
+}
+
+/**
+ * Blocks on the wake list for at most `timeoutSeconds` (fractions allowed). Needs a connection of its
+ * own, since BLPOP holds it. Resolves true on a signal (and clears the others: one pass serves them
+ * all), false on timeout; rejects when Redis is unavailable.
+ */
+export async function waitForWake(blocking: Redis, timeoutSeconds: number): Promise<boolean> {
+  const popped = await blocking.blpop(OUTBOX_WAKE_KEY, timeoutSeconds);
+  if (popped === null) return false;
+  await blocking.del(OUTBOX_WAKE_KEY);
+  return true;
+}

@@ -1,0 +1,72 @@
+// `svc api`: the HTTP API executable. The only module of the API that reads process.env, listens and
+// handles signals. It never applies migrations (the migrator does) and never talks to the queue.
+import { apiConfig } from '../config/api.ts';
+import { readSchemaVersion } from '../config/schema-version.ts';
+import { resolveDatabase } from '../db/connect.ts';
+import { createSql } from '../db/client.ts';
+import { createRedis } from '../kv/client.ts';
+import { createLogger } from '../logging/logger.ts';
+import { noSessionResolver } from '../auth/session-resolver.ts';
+import { buildApp, httpSettings } from '../http/app.ts';
+import { loadCatalog } from '../work/catalog.ts';
+
+/** Resolves on the first SIGTERM or SIGINT. */
+function stopSignal(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const onSignal = (signal: NodeJS.Signals) => {
+      process.off('SIGTERM', onSignal);
+      process.off('SIGINT', onSignal);
+      resolve(signal);
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+  });
+}
+
+export async function run(args: string[]): Promise<number> {
+  if (args.length > 0) {
+    console.error('usage: svc api   (configured by environment variables; see the README)');
+    return 2;
+  }
+  // A bad or missing variable throws ConfigError here: the CLI prints one message and exits 1.
+  const config = apiConfig(process.env);
+  const logger = createLogger({ level: config.LOG_LEVEL, base: { service: 'api' } });
+  const latestMigration = readSchemaVersion(config.SVC_SCHEMA_VERSION);
+  // The API does not start without the work-unit catalog.
+  const catalog = loadCatalog(config.SVC_TASKS_CATALOG);
+
+  const database = await resolveDatabase(
+    { DATABASE_URL: config.DATABASE_URL, SVC_DATA_DIR: config.SVC_DATA_DIR, SVC_EMBEDDED_PG_PORT: String(config.SVC_EMBEDDED_PG_PORT) },
+    (line) => logger.info(line),
+  );
+  const sql = createSql(database.url, { max: config.DATABASE_POOL_SIZE, applicationName: 'svc-api' });
+  const redis = createRedis(config.REDIS_URL, { name: 'svc-api' });
+  // Redis is not authoritative: while it is down the API answers from the database and /ready says so.
+  redis.on('error', (error: Error) => logger.warn({ reason: error.message }, 'redis unavailable'));
+
+  const app = await buildApp({
+    sql,
+    redis,
+    // Login is being rebuilt: production resolves no session, so every protected route answers 401.
+    resolver: noSessionResolver,
+    catalog,
+    latestMigration,
+    config: httpSettings(config),
+    logger,
+  });
+  const stopping = stopSignal();
+  try {
+    await app.listen({ port: config.SVC_API_PORT, host: config.SVC_API_HOST });
+    logger.info({ latestMigration, port: config.SVC_API_PORT }, 'api listening');
+    const signal = await stopping;
+    logger.info({ signal }, 'stopping: closing the listener and finishing requests in flight');
+  } finally {
+    // close() stops accepting connections and waits for requests in flight before resolving.
+    await app.close();
+    await sql.end({ timeout: 5 });
+    redis.disconnect();
+    await database.stop();
+  }
+  logger.info('api stopped');
+  return 0;
+}

@@ -1,0 +1,33 @@
+// SQS client built from configuration only: region, optional endpoint, and either fixed local
+// credentials or the default AWS credential chain. Nothing here knows whether it talks to a cloud
+// queue or the in-memory local server.
+import { SQSClient } from '@aws-sdk/client-sqs';
+
+/** Fixed credentials for a local SQS-protocol server (`SVC_SQS_LOCAL_CREDENTIALS=true`); not secrets. */
+export const LOCAL_SQS_CREDENTIALS = Object.freeze({ accessKeyId: 'local', secretAccessKey: 'local' });
+
+export interface SqsSettings {
+  /** `SVC_SQS_REGION`, e.g. `us-east-1`. */
+  region: string;
+  /** `SVC_SQS_ENDPOINT`; unset means the region's public endpoint. */
+  endpoint?: string | undefined;
+  /** `SVC_SQS_QUEUE_URL_PREFIX`; a queue URL is this prefix plus the queue name. */
+  queueUrlPrefix: string;
+  /** `SVC_SQS_LOCAL_CREDENTIALS`: true uses LOCAL_SQS_CREDENTIALS, false the default credential chain. */
+  localCredentials: boolean;
+}
+
+export interface SqsClientOptions {
+  /** SDK attempts per call, default 3; tests and the relay may prefer failing fast and retrying themselves. */
+  maxAttempts?: number;
+}
+
+export function createSqsClient(settings: Omit<SqsSettings, 'queueUrlPrefix'>, options: SqsClientOptions = {}): SQSClient {
+  return new SQSClient({
+    region: settings.region,
+    ...(settings.endpoint ? { endpoint: settings.endpoint } : {}),
+    // A copy: the SDK annotates the credentials object it is given.
+    ...(settings.localCredentials ? { credentials: { ...LOCAL_SQS_CREDENTIALS } } : {}),
+    maxAttempts: options.maxAttempts ?? 3,
+  });
+}

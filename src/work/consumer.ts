@@ -1,0 +1,214 @@
+// Receives the messages of one queue with sqs-consumer and hands each delivery to the runner.
+//
+// sqs-consumer does the polling: long poll (SVC_SQS_WAIT_SECONDS), batch receive, the queue's
+// visibility timeout, ApproximateReceiveCount. Left alone it would process a received batch and poll
+// again only once the whole batch is done, so one slow message would idle every other slot of the
+// queue. We use its hooks instead, and the SQS client directly where it cannot express what we need:
+// - `handleMessageBatch` starts each message in the background and returns at once, so the library
+//   polls again while work runs; `preReceiveMessageCallback` waits until the queue has as many free
+//   slots as the next batch asks for, and the batch size follows the free slots (updateOption). The
+//   messages this process holds for a queue therefore never exceed its slots (the sum of the
+//   concurrency of its units).
+// - the library never acknowledges (the handler returns undefined): the runner deletes, delays
+//   (ChangeMessageVisibility for backoff or a held key) or dead-letters each message itself, because
+//   the order of those steps against the database matters;
+// - our own heartbeat instead of the library's `heartbeatInterval`, so a final visibility change
+//   (backoff, release) never races an extension still in flight (see heartbeat.ts).
+import {
+  ChangeMessageVisibilityCommand,
+  DeleteMessageCommand,
+  SendMessageCommand,
+  type Message,
+  type SQSClient,
+} from '@aws-sdk/client-sqs';
+import { Consumer } from 'sqs-consumer';
+import type { Logger } from 'pino';
+import { backoffSeconds } from './backoff.ts';
+import { startHeartbeat } from './heartbeat.ts';
+import { runDelivery, type DeadLetterContext, type DeliveryPort, type RunnerDeps } from './runner.ts';
+import type { SlotLimit } from './slot-limit.ts';
+
+/** sqs-consumer (and SQS) receive at most 10 messages per call. */
+const MAX_BATCH = 10;
+
+export interface QueueConsumerOptions {
+  sqs: SQSClient;
+  queue: string;
+  queueUrl: string;
+  dlqUrl: string;
+  /** Visibility timeout of this queue, seconds (also what each heartbeat extends to). */
+  visibilitySeconds: number;
+  /** Heartbeat interval, ms (SVC_HEARTBEAT_INTERVAL_MS); must be below the visibility timeout. */
+  heartbeatIntervalMs: number;
+  /** Long-polling wait, seconds (SVC_SQS_WAIT_SECONDS). */
+  waitSeconds: number;
+  /** Sum of the concurrency of the units on this queue: the most messages held at once. */
+  slots: number;
+  /** Process-wide slot limit of each unit, by unit name. */
+  unitSlots: ReadonlyMap<string, SlotLimit>;
+  runner: RunnerDeps;
+  logger: Logger;
+  /** Aborted at the end of the drain window: deliveries not finished go back to the queue. */
+  releaseSignal: AbortSignal;
+}
+
+export interface QueueConsumer {
+  readonly queue: string;
+  start(): void;
+  /** Stops fetching; messages of a poll still in flight are released at once. */
+  stopFetching(): void;
+  /** Messages received and not yet settled. */
+  readonly inFlight: number;
+  /** True while a receive is under way. */
+  readonly polling: boolean;
+}
+
+function peekUnitName(body: string | undefined): string | undefined {
+  try {
+    const name = (JSON.parse(body ?? '') as { name?: unknown }).name;
+    return typeof name === 'string' ? name : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+class StoppedFetching extends Error {
+  readonly code = 'STOPPED_FETCHING';
+}
+
+export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
+  let fetching = false;
+  let inFlight = 0;
+  let nextBatch = Math.min(MAX_BATCH, o.slots);
+  const log = o.logger.child({ queue: o.queue });
+  // Wakes the poll waiting for free slots whenever a delivery settles or fetching stops.
+  let slotFreed: (() => void) | undefined;
+  const notify = () => {
+    const wake = slotFreed;
+    slotFreed = undefined;
+    wake?.();
+  };
+
+  const changeVisibility = (message: Message, seconds: number) =>
+    o.sqs.send(new ChangeMessageVisibilityCommand({ QueueUrl: o.queueUrl, ReceiptHandle: message.ReceiptHandle!, VisibilityTimeout: seconds }));
+
+  async function handle(message: Message): Promise<void> {
+    if (!fetching) {
+      // Received by a poll that was already under way when the drain began: give it back untouched.
+      await changeVisibility(message, 0).catch(() => {});
+      return;
+    }
+    const heartbeat = startHeartbeat({
+      intervalMs: o.heartbeatIntervalMs,
+      extend: async () => {
+        await changeVisibility(message, o.visibilitySeconds);
+      },
+      onError: (error) => log.warn({ err: error }, 'heartbeat could not extend visibility'),
+    });
+    const receiveCount = Number(message.Attributes?.ApproximateReceiveCount ?? '1') || 1;
+    const port: DeliveryPort = {
+      async ack() {
+        await heartbeat.stop();
+        await o.sqs.send(new DeleteMessageCommand({ QueueUrl: o.queueUrl, ReceiptHandle: message.ReceiptHandle! }));
+      },
+      async retryAfter(seconds: number) {
+        await heartbeat.stop();
+        await changeVisibility(message, seconds);
+      },
+      async deadLetter(context: DeadLetterContext) {
+        await heartbeat.stop();
+        await o.sqs.send(
+          new SendMessageCommand({
+            QueueUrl: o.dlqUrl,
+            MessageBody: message.Body ?? '',
+            MessageAttributes: deadLetterAttributes(context, o.queue),
+          }),
+        );
+      },
+    };
+    const slot = o.unitSlots.get(peekUnitName(message.Body) ?? '');
+    if (slot && !(await slot.acquire(o.releaseSignal))) {
+      // The drain window ended while this message waited for its unit's slot: it never started.
+      await port.retryAfter(0).catch(() => {});
+      return;
+    }
+    try {
+      await runDelivery(o.runner, { messageId: message.MessageId ?? '', body: message.Body ?? '', receiveCount }, port);
+    } catch (error) {
+      // The database (or SQS) failed under the runner: the message comes back after a backoff.
+      log.error({ err: error, messageId: message.MessageId }, 'delivery could not be processed; it will be retried');
+      await port.retryAfter(backoffSeconds(receiveCount, o.runner.backoff)).catch(() => {});
+    } finally {
+      slot?.release();
+      await heartbeat.stop();
+    }
+  }
+
+  const consumer = Consumer.create({
+    queueUrl: o.queueUrl,
+    sqs: o.sqs,
+    batchSize: nextBatch,
+    waitTimeSeconds: o.waitSeconds,
+    visibilityTimeout: o.visibilitySeconds,
+    messageSystemAttributeNames: ['ApproximateReceiveCount'],
+    // The runner deletes messages itself (see the header comment).
+    shouldDeleteMessages: false,
+    async preReceiveMessageCallback() {
+      // Receive only what free slots can take (only this poll adds work, so free slots only grow meanwhile).
+      while (fetching && o.slots - inFlight < nextBatch) await new Promise<void>((resolve) => (slotFreed = resolve));
+      if (!fetching) throw new StoppedFetching('fetching stopped');
+    },
+    async handleMessageBatch(messages: Message[]) {
+      inFlight += messages.length;
+      for (const message of messages) {
+        void handle(message)
+          .catch((error: unknown) => log.error({ err: error }, 'delivery failed'))
+          .finally(() => {
+            inFlight--;
+            nextBatch = Math.max(1, Math.min(MAX_BATCH, o.slots - inFlight));
+            notify();
+          });
+      }
+      nextBatch = Math.max(1, Math.min(MAX_BATCH, o.slots - inFlight));
+      consumer.updateOption('batchSize', nextBatch);
+      return undefined;
+    },
+  });
+  consumer.on('error', (error) => {
+    if ((error as { cause?: unknown }).cause instanceof StoppedFetching || /fetching stopped/.test(error.message)) return;
+    log.error({ err: error }, 'queue error');
+  });
+
+  return {
+    queue: o.queue,
+    start() {
+      fetching = true;
+      consumer.start();
+    },
+    stopFetching() {
+      fetching = false;
+      consumer.stop();
+      notify();
+    },
+    get inFlight() {
+      return inFlight;
+    },
+    get polling() {
+      return consumer.status.isPolling;
+    },
+  };
+}
+
+function deadLetterAttributes(context: DeadLetterContext, queue: string) {
+  const text = (value: string) => ({ DataType: 'String', StringValue: value.length > 0 ? value.slice(0, 1024) : '-' });
+  return {
+    error_code: text(context.errorCode),
+    error_type: text(context.errorType),
+    error_message: text(context.errorMessage),
+    run_id: text(context.runId ?? '-'),
+    unit: text(context.unit ?? '-'),
+    source_queue: text(queue),
+    receive_count: { DataType: 'Number', StringValue: String(context.receiveCount) },
+    worker_instance: text(context.workerInstance),
+  };
+}

@@ -1,0 +1,55 @@
+// The queue envelope: stored in the outbox row and sent verbatim as the message body. It carries the
+// run id (the same id as the run row and the outbox row) and everything a worker needs to find the
+// unit and the run without a lookup.
+import { z } from 'zod';
+
+/** Largest serialized payload a dispatch accepts (64 KiB); refused with PAYLOAD_TOO_LARGE above it. */
+export const MAX_PAYLOAD_BYTES = 65_536;
+
+export const envelopeSchema = z.object({
+  run_id: z.uuid(),
+  /** task: a command for exactly one unit; event: one subscriber's delivery of a domain event. */
+  kind: z.enum(['task', 'event']),
+  /** Unit name: the task, or the subscriber unit that handles this delivery. Equal to the run's name. */
+  name: z.string().min(1).max(64),
+  /** Event type (kind event only), e.g. identity.session_started. */
+  event: z.string().min(1).max(128).optional(),
+  /** Event version (kind event only). */
+  version: z.number().int().positive().optional(),
+  /** Present exactly for tenant runs (decimal string of tenants.id); absent for platform and system runs. */
+  tenant_id: z.string().regex(/^[1-9][0-9]*$/).optional(),
+  payload: z.unknown(),
+  correlation_id: z.uuid(),
+  causation_id: z.uuid(),
+});
+
+export type Envelope = z.infer<typeof envelopeSchema>;
+
+export class EnvelopeInvalidError extends Error {
+  readonly code = 'ENVELOPE_INVALID';
+}
+
+/** Parses a message body into an envelope; refuses anything else (the message is not ours). */
+export function parseEnvelope(body: string): Envelope {
+  let json: unknown;
+  try {
+    json = JSON.parse(body);
+  } catch (cause) {
+    throw new EnvelopeInvalidError('message body is not JSON: it was not written by the outbox relay', { cause });
+  }
+  const parsed = envelopeSchema.safeParse(json);
+  if (!parsed.success) {
+    const fields = [...new Set(parsed.error.issues.map((i) => i.path.join('.') || '(body)'))].join(', ');
+    throw new EnvelopeInvalidError(`message body is not a run envelope (bad fields: ${fields})`);
+  }
+  return parsed.data;
+}
+
+/** Whether the run of this envelope lives in the tenant tables (task_runs) or the platform ones. */
+export function envelopeScope(envelope: Pick<Envelope, 'tenant_id'>): 'tenant' | 'platform' {
+  return envelope.tenant_id === undefined ? 'platform' : 'tenant';
+}
+
+export function payloadBytes(payload: unknown): number {
+  return Buffer.byteLength(JSON.stringify(payload ?? null), 'utf8');
+}

@@ -1,0 +1,247 @@
+// The outbox relay: moves pending outbox rows (both outboxes) to their queues. It blocks on the wake
+// list so a committed dispatch goes out within milliseconds, and sweeps every few seconds so a lost
+// signal (or Redis down) loses nothing. Each pass locks due rows with FOR UPDATE SKIP LOCKED, sends
+// them with SendMessageBatch, and marks them sent (plus the `sent` trail event) in the same
+// transaction; a failed entry only counts an attempt and stays pending. A resend after a partial
+// failure is safe: consumers are idempotent by run id.
+import type { SQSClient } from '@aws-sdk/client-sqs';
+import type { Redis } from 'ioredis';
+import type { Sql, TxSql } from '../db/client.ts';
+import { waitForWake } from '../kv/wake.ts';
+import { bodyBytes, packBatches } from '../queue/batch.ts';
+import { isQueueName, queueUrl } from '../queue/names.ts';
+import { sendMessageBatch } from '../queue/send.ts';
+import { defaultInstanceLabel } from './dispatch.ts';
+import { appendTrailEvents, OUTBOX_TABLE, type RunScope, type TrailEventInput } from './run-store.ts';
+
+/** Default pause between sweeps when no wake signal arrives. */
+export const DEFAULT_SWEEP_INTERVAL_MS = 5_000;
+/** Default rows locked per outbox per pass (sent in calls of at most 10 messages / 256 KiB). */
+export const DEFAULT_RELAY_BATCH_SIZE = 100;
+/** Longest BLPOP, so a lost connection or a stop is noticed quickly. */
+const WAKE_BLOCK_SECONDS = 1;
+/** Parallel SendMessageBatch calls within one pass. */
+const SEND_CONCURRENCY = 4;
+
+export interface RelayLogger {
+  debug(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+const silent: RelayLogger = { debug() {}, info() {}, warn() {}, error() {} };
+
+export interface RelayPassOptions {
+  /** Rows locked per outbox per pass; default 100. */
+  batchSize?: number;
+  /** worker_instance of the `sent` trail rows; default `<hostname>:<pid>`. */
+  instance?: string;
+  log?: RelayLogger;
+}
+
+export interface RelayPassResult {
+  sent: number;
+  failed: number;
+  /** Some outbox returned a full batch: more rows may be due right now. */
+  full: boolean;
+}
+
+interface PendingRow {
+  id: string;
+  run_id: string;
+  tenant_id?: string;
+  queue: string;
+  envelope: unknown;
+  attempts: number;
+}
+
+async function passOne(
+  tx: TxSql,
+  sqs: SQSClient,
+  queueUrlPrefix: string,
+  scope: RunScope,
+  batchSize: number,
+  instance: string,
+  log: RelayLogger,
+): Promise<RelayPassResult> {
+  const table = OUTBOX_TABLE[scope];
+  // Fewest failed attempts first: a row that keeps failing never blocks newer ones.
+  const rows = (await tx`
+    SELECT id::text AS id, run_id, ${scope === 'tenant' ? tx`tenant_id::text AS tenant_id,` : tx``} queue, envelope, attempts
+      FROM ${tx(table)}
+     WHERE sent_at IS NULL AND available_at <= clock_timestamp()
+     ORDER BY attempts, available_at, id
+     LIMIT ${batchSize}
+       FOR UPDATE SKIP LOCKED`) as unknown as PendingRow[];
+  if (rows.length === 0) return { sent: 0, failed: 0, full: false };
+
+  const byQueue = new Map<string, Array<{ row: PendingRow; body: string }>>();
+  for (const row of rows) {
+    const list = byQueue.get(row.queue) ?? [];
+    list.push({ row, body: JSON.stringify(row.envelope) });
+    byQueue.set(row.queue, list);
+  }
+
+  const sentIds: string[] = [];
+  const sentTrail: TrailEventInput[] = [];
+  const failedIds: string[] = [];
+  const calls: Array<() => Promise<void>> = [];
+  for (const [queue, items] of byQueue) {
+    const { batches, oversized } = packBatches(items, (i) => bodyBytes(i.body));
+    for (const item of oversized) {
+      failedIds.push(item.row.id);
+      log.error({ outboxId: item.row.id, runId: item.row.run_id, queue }, 'outbox message exceeds the queue message size limit and cannot be sent');
+    }
+    if (!isQueueName(queue)) {
+      // The table refuses unknown queues; kept as a guard against a hand-edited row.
+      for (const b of batches) for (const i of b) failedIds.push(i.row.id);
+      continue;
+    }
+    const url = queueUrl(queueUrlPrefix, queue);
+    for (const batch of batches) {
+      calls.push(async () => {
+        const result = await sendMessageBatch(sqs, url, batch.map((i) => ({ id: i.row.id, body: i.body })));
+        const byId = new Map(batch.map((i) => [i.row.id, i.row]));
+        for (const s of result.sent) {
+          const row = byId.get(s.id)!;
+          sentIds.push(row.id);
+          sentTrail.push({
+            runId: row.run_id,
+            tenantId: row.tenant_id ?? null,
+            event: 'sent',
+            attempt: 0,
+            queue,
+            workerInstance: instance,
+            detail: { message_id: s.messageId, outbox_attempts: row.attempts },
+          });
+        }
+        for (const f of result.failed) failedIds.push(f.id);
+        if (result.failed.length > 0) {
+          log.warn(
+            { queue, failed: result.failed.length, code: result.failed[0]!.code, reason: result.failed[0]!.message },
+            'outbox send failed; the rows stay pending and are retried on the next pass',
+          );
+        }
+      });
+    }
+  }
+  for (let i = 0; i < calls.length; i += SEND_CONCURRENCY) {
+    await Promise.all(calls.slice(i, i + SEND_CONCURRENCY).map((call) => call()));
+  }
+
+  if (sentIds.length > 0) {
+    await tx`UPDATE ${tx(table)} SET sent_at = clock_timestamp() WHERE id = ANY(${sentIds}::bigint[])`;
+    await appendTrailEvents(tx, scope, sentTrail);
+  }
+  if (failedIds.length > 0) {
+    await tx`UPDATE ${tx(table)} SET attempts = attempts + 1 WHERE id = ANY(${failedIds}::bigint[])`;
+  }
+  return { sent: sentIds.length, failed: failedIds.length, full: rows.length === batchSize };
+}
+
+/** One pass over both outboxes, each in its own transaction. */
+export async function relayPass(sql: Sql, sqs: SQSClient, queueUrlPrefix: string, options: RelayPassOptions = {}): Promise<RelayPassResult> {
+  const batchSize = options.batchSize ?? DEFAULT_RELAY_BATCH_SIZE;
+  const instance = options.instance ?? defaultInstanceLabel();
+  const log = options.log ?? silent;
+  const total: RelayPassResult = { sent: 0, failed: 0, full: false };
+  for (const scope of ['tenant', 'platform'] as const) {
+    const r = (await sql.begin((tx) => passOne(tx, sqs, queueUrlPrefix, scope, batchSize, instance, log))) as RelayPassResult;
+    total.sent += r.sent;
+    total.failed += r.failed;
+    total.full ||= r.full;
+  }
+  return total;
+}
+
+export interface RelayOptions extends RelayPassOptions {
+  sql: Sql;
+  /** Source of the wake signal; the relay opens its own blocking connection from it. Without it, sweeps only. */
+  redis?: Redis | undefined;
+  sqs: SQSClient;
+  queueUrlPrefix: string;
+  /** Pause between sweeps when no signal arrives; default 5000 ms. */
+  sweepIntervalMs?: number;
+}
+
+export interface Relay {
+  /** Finishes the pass in progress, then stops; closes the relay's own Redis connection. */
+  stop(): Promise<void>;
+}
+
+export function startRelay(options: RelayOptions): Relay {
+  const { sql, sqs, queueUrlPrefix } = options;
+  const sweepIntervalMs = options.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS;
+  const log = options.log ?? silent;
+  const passOptions: RelayPassOptions = {
+    batchSize: options.batchSize ?? DEFAULT_RELAY_BATCH_SIZE,
+    instance: options.instance ?? defaultInstanceLabel(),
+    log,
+  };
+  // BLPOP holds its connection, so the relay blocks on a connection of its own.
+  const blocking = options.redis?.duplicate({ connectionName: 'svc-relay-wake' });
+  blocking?.on('error', () => {
+    // Redis is a hint here; the sweep carries on. ioredis reconnects by itself.
+  });
+
+  let stopping = false;
+  let interrupt: (() => void) | undefined;
+  const interrupted = () =>
+    new Promise<void>((resolve) => {
+      interrupt = resolve;
+    });
+  const pause = (ms: number) => {
+    let timer: NodeJS.Timeout | undefined;
+    return Promise.race([
+      new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, ms);
+      }),
+      interrupted(),
+    ]).finally(() => clearTimeout(timer));
+  };
+
+  async function idle(): Promise<void> {
+    const deadline = Date.now() + sweepIntervalMs;
+    while (!stopping) {
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) return;
+      if (blocking && blocking.status === 'ready') {
+        try {
+          if (await waitForWake(blocking, Math.max(0.01, Math.min(WAKE_BLOCK_SECONDS, remaining / 1000)))) return;
+          continue;
+        } catch {
+          // Redis went away mid-wait: fall through to a short pause and keep sweeping.
+        }
+      }
+      if (stopping) return;
+      await pause(Math.min(remaining, 100));
+    }
+  }
+
+  const loop = (async () => {
+    while (!stopping) {
+      let again = false;
+      try {
+        const result = await relayPass(sql, sqs, queueUrlPrefix, passOptions);
+        if (result.sent > 0 || result.failed > 0) log.debug({ ...result }, 'outbox relay pass');
+        // A full batch means more is due now; but not when sends fail, or a broken queue would spin.
+        again = result.full && result.failed === 0;
+      } catch (error) {
+        log.error({ err: error }, 'outbox relay pass failed; retrying after the sweep interval');
+      }
+      if (!again) await idle();
+    }
+  })();
+
+  return {
+    async stop() {
+      if (stopping) return loop;
+      stopping = true;
+      interrupt?.();
+      // Disconnecting rejects a pending BLPOP at once.
+      blocking?.disconnect();
+      await loop;
+    },
+  };
+}

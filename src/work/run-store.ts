@@ -1,0 +1,251 @@
+// Writes of run rows and trail events, shared by dispatch/publish, the relay and the worker. Every
+// function takes the caller's transaction first: a transition and its trail event commit together.
+// Evicting the cached run status after commit is the caller's job (src/kv/run-status-cache.ts).
+import type { TxSql } from '../db/client.ts';
+import type { QueueName } from '../queue/names.ts';
+
+/** tenant: task_runs / task_run_events / outbox_messages; platform: the platform_* tables (platform and system tasks). */
+export type RunScope = 'tenant' | 'platform';
+export type RunStatus = 'queued' | 'running' | 'retrying' | 'succeeded' | 'failed' | 'skipped';
+export type RunTrigger = 'dispatch' | 'event' | 'redrive' | 'schedule';
+export type RunActorKind = 'user' | 'system' | 'scheduler';
+export type TrailEventName =
+  | 'queued' | 'sent' | 'received' | 'started' | 'progress' | 'retry_scheduled' | 'succeeded' | 'failed'
+  | 'skipped' | 'dead_lettered' | 'released_on_shutdown' | 'redriven';
+
+export const FINAL_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(['succeeded', 'failed', 'skipped']);
+/** Statuses of a run that is still active (an overlapping scheduled run would be skipped). */
+export const ACTIVE_RUN_STATUSES: readonly RunStatus[] = ['queued', 'running', 'retrying'];
+
+const RUN_TABLE = { tenant: 'task_runs', platform: 'platform_task_runs' } as const;
+const TRAIL_TABLE = { tenant: 'task_run_events', platform: 'platform_task_run_events' } as const;
+export const OUTBOX_TABLE = { tenant: 'outbox_messages', platform: 'platform_outbox_messages' } as const;
+
+export class RunScopeError extends Error {
+  readonly code = 'RUN_SCOPE_INVALID';
+}
+
+/** Tenant rows need a tenant id, platform rows must not have one: a programming error otherwise. */
+function checkTenant(scope: RunScope, tenantId: string | null | undefined): string | null {
+  if (scope === 'tenant') {
+    if (!tenantId) throw new RunScopeError('a tenant run needs tenantId');
+    return tenantId;
+  }
+  if (tenantId) throw new RunScopeError('a platform run has no tenantId');
+  return null;
+}
+
+function tenantColumn(scope: RunScope, tenantId: string | null | undefined): { tenant_id?: string } {
+  const checked = checkTenant(scope, tenantId);
+  return checked === null ? {} : { tenant_id: checked };
+}
+
+export interface NewRun {
+  runId: string;
+  /** Required for scope tenant, absent/null for platform. */
+  tenantId?: string | null;
+  name: string;
+  queue: QueueName;
+  trigger: RunTrigger;
+  actorKind: RunActorKind;
+  /** 1..128 characters, e.g. `user:42` or `maintenance-scheduler`. */
+  actorLabel: string;
+  correlationId: string;
+  causationId: string;
+}
+
+/** Inserts the run as `queued`. A user run also needs insertUserActor, a scheduler run insertScheduleOrigin (checked at COMMIT). */
+export async function insertRun(tx: TxSql, scope: RunScope, run: NewRun): Promise<void> {
+  const row = {
+    run_id: run.runId,
+    ...tenantColumn(scope, run.tenantId),
+    name: run.name,
+    queue: run.queue,
+    trigger: run.trigger,
+    actor_kind: run.actorKind,
+    actor_label: run.actorLabel,
+    correlation_id: run.correlationId,
+    causation_id: run.causationId,
+  };
+  await tx`INSERT INTO ${tx(RUN_TABLE[scope])} ${tx(row as Record<string, string>)}`;
+}
+
+export interface UserActorRow {
+  runId: string;
+  tenantId: string;
+  userId: string;
+  membershipId: string;
+}
+
+export async function insertUserActor(tx: TxSql, actor: UserActorRow): Promise<void> {
+  await tx`INSERT INTO task_run_user_actors (run_id, tenant_id, user_id, membership_id)
+           VALUES (${actor.runId}, ${actor.tenantId}, ${actor.userId}, ${actor.membershipId})`;
+}
+
+export interface ScheduleOriginRow {
+  runId: string;
+  scheduleName: string;
+  /** 1..128 characters identifying the firing (e.g. the scheduler's execution id). */
+  executionId: string;
+  scheduledFor: Date | string;
+}
+
+/**
+ * Records which scheduled moment a scheduler run stands for. Returns false when that moment already has
+ * a run (one moment yields one run); the caller must then roll back, or the orphan run fails at COMMIT.
+ */
+export async function insertScheduleOrigin(tx: TxSql, origin: ScheduleOriginRow): Promise<boolean> {
+  const scheduledFor = origin.scheduledFor instanceof Date ? origin.scheduledFor.toISOString() : origin.scheduledFor;
+  const rows = await tx`INSERT INTO platform_task_run_schedule_origins (run_id, schedule_name, execution_id, scheduled_for)
+    VALUES (${origin.runId}, ${origin.scheduleName}, ${origin.executionId}, ${scheduledFor})
+    ON CONFLICT (schedule_name, scheduled_for) DO NOTHING RETURNING run_id`;
+  return rows.length === 1;
+}
+
+export interface TrailEventInput {
+  runId: string;
+  /** Required for scope tenant, absent/null for platform. */
+  tenantId?: string | null;
+  event: TrailEventName;
+  /** The run's attempt this event belongs to (0 before the first start). */
+  attempt: number;
+  /** The queue's receive count of the delivery, 0 when not from a delivery. */
+  receiveCount?: number;
+  queue: string;
+  /** 1..128 characters naming the process, e.g. `workers@host:1234`. */
+  workerInstance: string;
+  errorCode?: string;
+  errorType?: string;
+  /** JSON object, at most 2048 bytes serialized. */
+  detail?: Record<string, unknown>;
+}
+
+/** Appends one event to the run's trail (task_run_events or platform_task_run_events). */
+export async function appendTrailEvent(tx: TxSql, scope: RunScope, event: TrailEventInput): Promise<void> {
+  await appendTrailEvents(tx, scope, [event]);
+}
+
+/** Appends several events in one statement (the relay's `sent` events of a batch). */
+export async function appendTrailEvents(tx: TxSql, scope: RunScope, events: readonly TrailEventInput[]): Promise<void> {
+  if (events.length === 0) return;
+  const rows = events.map((e) => ({
+    run_id: e.runId,
+    ...tenantColumn(scope, e.tenantId),
+    event: e.event,
+    attempt: e.attempt,
+    receive_count: e.receiveCount ?? 0,
+    queue: e.queue,
+    worker_instance: e.workerInstance,
+    error_code: e.errorCode ?? '',
+    error_type: e.errorType ?? '',
+    detail: tx.json((e.detail ?? {}) as never),
+  }));
+  const columns = Object.keys(rows[0]!);
+  await tx`INSERT INTO ${tx(TRAIL_TABLE[scope])} ${tx(rows as never, columns as never)}`;
+}
+
+export interface RunRow {
+  runId: string;
+  /** null for platform runs. */
+  tenantId: string | null;
+  name: string;
+  queue: QueueName;
+  trigger: RunTrigger;
+  actorKind: RunActorKind;
+  actorLabel: string;
+  correlationId: string;
+  causationId: string;
+  status: RunStatus;
+  attempts: number;
+  progress: number;
+  outcome: Record<string, unknown>;
+  queuedAt: Date;
+  startedAt: Date | null;
+  finishedAt: Date | null;
+  updatedAt: Date;
+}
+
+type RawRun = Record<string, unknown>;
+
+function toRunRow(r: RawRun): RunRow {
+  return {
+    runId: r.run_id as string,
+    tenantId: (r.tenant_id as string | undefined) ?? null,
+    name: r.name as string,
+    queue: r.queue as QueueName,
+    trigger: r.trigger as RunTrigger,
+    actorKind: r.actor_kind as RunActorKind,
+    actorLabel: r.actor_label as string,
+    correlationId: r.correlation_id as string,
+    causationId: r.causation_id as string,
+    status: r.status as RunStatus,
+    attempts: r.attempts as number,
+    progress: r.progress as number,
+    outcome: r.outcome as Record<string, unknown>,
+    queuedAt: r.queued_at as Date,
+    startedAt: (r.started_at as Date | null) ?? null,
+    finishedAt: (r.finished_at as Date | null) ?? null,
+    updatedAt: r.updated_at as Date,
+  };
+}
+
+export interface RunKey {
+  runId: string;
+  /** Required for scope tenant (the read is confined to that tenant), absent/null for platform. */
+  tenantId?: string | null;
+}
+
+/** Reads one run; `forUpdate` locks the row until the transaction ends. */
+export async function readRun(tx: TxSql, scope: RunScope, key: RunKey, options: { forUpdate?: boolean } = {}): Promise<RunRow | null> {
+  const tenantId = checkTenant(scope, key.tenantId);
+  const rows = await tx`SELECT * FROM ${tx(RUN_TABLE[scope])} WHERE run_id = ${key.runId}
+    ${tenantId ? tx`AND tenant_id = ${tenantId}` : tx``} ${options.forUpdate ? tx`FOR UPDATE` : tx``}`;
+  return rows[0] ? toRunRow(rows[0]) : null;
+}
+
+export interface RunTransition extends RunKey {
+  to: RunStatus;
+  /** Only transition when the current status is one of these; otherwise nothing changes and null is returned. */
+  from?: readonly RunStatus[];
+  /** New attempts value, or 'increment'. Unchanged when omitted. */
+  attempts?: number | 'increment';
+  /** 0..100. Unchanged when omitted. */
+  progress?: number;
+  /** JSON object of at most 2048 bytes. Unchanged when omitted. */
+  outcome?: Record<string, unknown>;
+}
+
+/**
+ * Moves a run to `to`, stamping the database clock: updated_at always; started_at on the first move to
+ * running; finished_at when `to` is final (cleared otherwise, as the table requires). Returns the new
+ * row, or null when the run does not exist or its status is not in `from`.
+ */
+export async function transitionRun(tx: TxSql, scope: RunScope, t: RunTransition): Promise<RunRow | null> {
+  const tenantId = checkTenant(scope, t.tenantId);
+  const final = FINAL_RUN_STATUSES.has(t.to);
+  const attempts =
+    t.attempts === undefined ? tx`attempts` : t.attempts === 'increment' ? tx`attempts + 1` : tx`${t.attempts}::int`;
+  const rows = await tx`
+    UPDATE ${tx(RUN_TABLE[scope])} SET
+      status = ${t.to},
+      attempts = ${attempts},
+      progress = ${t.progress === undefined ? tx`progress` : tx`${t.progress}::smallint`},
+      outcome = ${t.outcome === undefined ? tx`outcome` : tx`${tx.json(t.outcome as never)}`},
+      started_at = ${t.to === 'running' ? tx`COALESCE(started_at, clock_timestamp())` : tx`started_at`},
+      finished_at = ${final ? tx`clock_timestamp()` : tx`NULL`},
+      updated_at = clock_timestamp()
+    WHERE run_id = ${t.runId}
+      ${tenantId ? tx`AND tenant_id = ${tenantId}` : tx``}
+      ${t.from ? tx`AND status = ANY(${t.from as string[]}::text[])` : tx``}
+    RETURNING *`;
+  return rows[0] ? toRunRow(rows[0]) : null;
+}
+
+/** Records progress (0..100) of a running run without changing its status. Returns false when not running. */
+export async function setRunProgress(tx: TxSql, scope: RunScope, key: RunKey, progress: number): Promise<boolean> {
+  const tenantId = checkTenant(scope, key.tenantId);
+  const rows = await tx`UPDATE ${tx(RUN_TABLE[scope])} SET progress = ${progress}::smallint, updated_at = clock_timestamp()
+    WHERE run_id = ${key.runId} ${tenantId ? tx`AND tenant_id = ${tenantId}` : tx``} AND status = 'running'
+    RETURNING run_id`;
+  return rows.length === 1;
+}

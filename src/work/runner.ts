@@ -1,0 +1,554 @@
+// Runs one delivery of a queue message through the gated idempotency runner and settles it.
+//
+//   parse envelope ─► Redis gate (SET NX PX) ─► registration tx: lock run, trail `received`,
+//   status → running, attempts + 1 ─► effect tx: advisory lock + ledger claim, trail `started`,
+//   handler(payload, run), ledger `completed`, status → succeeded, trail `succeeded` ─commit─►
+//   result copied to Redis, message deleted.
+//
+// Failures: transient → ledger `failed_retryable`, run `retrying`, `retry_scheduled`, message back
+// with exponential backoff; permanent or the fifth receive → ledger `failed_permanent`, run `failed`,
+// `failed`, message to the dead-letter queue, `dead_lettered`. Shutdown past the drain window → run
+// `queued`, `released_on_shutdown`, message visible again at once. The effect transaction never holds
+// the run row locked while the handler runs, so `progress()` commits in its own short transaction.
+//
+// The runner knows nothing of SQS: the consumer passes a DeliveryPort that deletes, delays or
+// dead-letters the message.
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import type { Sql, TxSql } from '../db/client.ts';
+import { inUnitOfWork, type Actor } from '../db/unit-of-work.ts';
+import { evictRunStatus } from '../kv/run-status-cache.ts';
+import { RUN_JSON_MAX_BYTES, RUNTIME_MAX_RECEIVES } from '../config/limits.ts';
+import { backoffSeconds, type BackoffOptions } from './backoff.ts';
+import { parseEnvelope, type Envelope } from './envelope.ts';
+import {
+  acquireGate,
+  claimKey,
+  completeKey,
+  failKey,
+  fingerprintOf,
+  gateKeyOf,
+  idempotencyKeyOf,
+  readKey,
+  recordGateResult,
+  releaseGate,
+  tryLockKey,
+  type GateState,
+  type LedgerScope,
+} from './idempotency.ts';
+import {
+  appendTrailEvent,
+  FINAL_RUN_STATUSES,
+  readRun,
+  setRunProgress,
+  transitionRun,
+  type RunRow,
+  type RunScope,
+  type TrailEventName,
+} from './run-store.ts';
+import { classifyFailure, IdempotencyKeyReused, PermanentFailure, UnitNotRegistered, UnitTimedOut, ValidationFailure } from './unit-errors.ts';
+import type { UnitOutcome, UnitRun, WorkUnit } from './unit.ts';
+
+export interface Delivery {
+  messageId: string;
+  body: string;
+  /** ApproximateReceiveCount of this delivery (1 on the first). */
+  receiveCount: number;
+}
+
+export interface DeadLetterContext {
+  runId: string | null;
+  unit: string | null;
+  errorCode: string;
+  errorType: string;
+  errorMessage: string;
+  receiveCount: number;
+  workerInstance: string;
+}
+
+/** What the runner may do with the message; implemented by the consumer over SQS. */
+export interface DeliveryPort {
+  /** Deletes the message: the delivery is settled. */
+  ack(): Promise<void>;
+  /** Makes the message visible again after `seconds` (0: at once). */
+  retryAfter(seconds: number): Promise<void>;
+  /** Sends a copy with its error context to the dead-letter queue (the runner then acks). */
+  deadLetter(context: DeadLetterContext): Promise<void>;
+}
+
+export interface RunnerDeps {
+  sql: Sql;
+  /** Absent or down: the database ledger alone decides. */
+  redis?: Redis | undefined;
+  units: ReadonlyMap<string, WorkUnit>;
+  /** 1..128 characters naming this process in the trail, e.g. `workers@host:1234`. */
+  workerInstance: string;
+  logger: Logger;
+  /** Gate lease = unit timeout + this margin (SVC_IDEMPOTENCY_LEASE_MARGIN_MS). */
+  leaseMarginMs: number;
+  /** How long a finished key is kept for replay (SVC_IDEMPOTENCY_RETENTION_MS). */
+  retentionMs: number;
+  backoff: BackoffOptions;
+  /** Receives before the permanent path. Default 5. */
+  maxReceives?: number;
+  /** Aborted at the end of the drain window: running handlers are released back to the queue. */
+  releaseSignal?: AbortSignal;
+}
+
+export type DeliveryResult = 'succeeded' | 'replayed' | 'retrying' | 'failed' | 'held' | 'released' | 'settled';
+
+/** A failure already known when the message arrives: no handler will run for this delivery. */
+interface Failure {
+  code: string;
+  type: string;
+  message: string;
+  permanent: boolean;
+}
+
+class HeldElsewhere extends Error {
+  readonly code = 'IDEMPOTENCY_KEY_HELD';
+}
+
+export class ReleasedOnShutdown extends Error {
+  readonly code = 'RELEASED_ON_SHUTDOWN';
+  constructor() {
+    super('the worker is shutting down and the stop budget ran out: the run goes back to the queue');
+  }
+}
+
+/** Keeps a JSON object under the column limit by shortening its long strings. */
+export function fitDetail(detail: Record<string, unknown>, maxBytes = RUN_JSON_MAX_BYTES): Record<string, unknown> {
+  let out = detail;
+  for (let limit = 512; Buffer.byteLength(JSON.stringify(out)) > maxBytes && limit >= 16; limit = Math.floor(limit / 2)) {
+    out = Object.fromEntries(
+      Object.entries(detail).map(([k, v]) => [k, typeof v === 'string' && v.length > limit ? `${v.slice(0, limit)}…` : v]),
+    );
+  }
+  return Buffer.byteLength(JSON.stringify(out)) > maxBytes ? { truncated: true } : out;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Settles when the promise does, or rejects with the signal's reason when it is aborted first. */
+function raceAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason as Error);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (e: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(e as Error);
+      },
+    );
+  });
+}
+
+interface DeliveryContext {
+  deps: RunnerDeps;
+  delivery: Delivery;
+  port: DeliveryPort;
+  envelope: Envelope;
+  scope: RunScope;
+  tenantId: string | null;
+  unit: WorkUnit | undefined;
+  log: Logger;
+  actor: Actor;
+  maxReceives: number;
+  key?: Buffer;
+  fingerprint?: Buffer;
+  gateKey?: string;
+  gateToken?: string;
+}
+
+function ledgerScope(c: DeliveryContext): LedgerScope {
+  return { scope: c.scope, tenantId: c.tenantId };
+}
+
+async function evict(c: DeliveryContext): Promise<void> {
+  await evictRunStatus(c.deps.redis, c.envelope.run_id);
+}
+
+async function trail(
+  tx: TxSql,
+  c: DeliveryContext,
+  run: Pick<RunRow, 'queue'>,
+  event: TrailEventName,
+  attempt: number,
+  extra: { receiveCount?: number; errorCode?: string; errorType?: string; detail?: Record<string, unknown> } = {},
+): Promise<void> {
+  await appendTrailEvent(tx, c.scope, {
+    runId: c.envelope.run_id,
+    tenantId: c.tenantId,
+    event,
+    attempt,
+    receiveCount: extra.receiveCount ?? c.delivery.receiveCount,
+    queue: run.queue,
+    workerInstance: c.deps.workerInstance,
+    errorCode: extra.errorCode,
+    errorType: extra.errorType,
+    detail: fitDetail(extra.detail ?? {}),
+  });
+}
+
+async function releaseOwnGate(c: DeliveryContext): Promise<void> {
+  if (c.gateKey && c.gateToken) await releaseGate(c.deps.redis, c.gateKey, c.gateToken);
+}
+
+/** Processes one delivery end to end. Never throws for a unit's failure; throws only if the database is unreachable. */
+export async function runDelivery(deps: RunnerDeps, delivery: Delivery, port: DeliveryPort): Promise<DeliveryResult> {
+  const maxReceives = deps.maxReceives ?? RUNTIME_MAX_RECEIVES;
+  let envelope: Envelope;
+  try {
+    envelope = parseEnvelope(delivery.body);
+  } catch (error) {
+    // Not a run envelope: no run to record and no retry can fix it.
+    const f = classifyFailure(error);
+    deps.logger.error({ messageId: delivery.messageId, code: f.code }, 'message is not a run envelope: dead-lettered');
+    await port.deadLetter({
+      runId: null,
+      unit: null,
+      errorCode: 'MESSAGE_MALFORMED',
+      errorType: f.type,
+      errorMessage: f.message,
+      receiveCount: delivery.receiveCount,
+      workerInstance: deps.workerInstance,
+    });
+    await port.ack();
+    return 'failed';
+  }
+  const scope: RunScope = envelope.tenant_id === undefined ? 'platform' : 'tenant';
+  const tenantId = envelope.tenant_id ?? null;
+  const unit = deps.units.get(envelope.name);
+  const c: DeliveryContext = {
+    deps,
+    delivery,
+    port,
+    envelope,
+    scope,
+    tenantId,
+    unit,
+    maxReceives,
+    log: deps.logger.child({ runId: envelope.run_id, unit: envelope.name, receiveCount: delivery.receiveCount }),
+    // Every statement runs as the worker process, bound to the run's tenant.
+    actor: { kind: 'system', tenantId, label: `worker:${envelope.name}`.slice(0, 128) },
+  };
+
+  // Failures known before anything runs.
+  let early: Failure | null = null;
+  let payload: unknown;
+  if (!unit) {
+    early = classifyFailure(new UnitNotRegistered(envelope.name));
+  } else if (delivery.receiveCount > maxReceives) {
+    early = {
+      code: 'RECEIVES_EXHAUSTED',
+      type: 'ReceivesExhausted',
+      message: `the message was received ${delivery.receiveCount} times, more than the ${maxReceives} allowed: the handler is not run again`,
+      permanent: true,
+    };
+  } else if ((unit.context === 'tenant') !== (scope === 'tenant')) {
+    early = classifyFailure(
+      new PermanentFailure('RUN_CONTEXT_MISMATCH', `unit '${unit.name}' has context ${unit.context} but the message is a ${scope} run`),
+    );
+  } else {
+    const parsed = unit.payload.safeParse(envelope.payload);
+    if (!parsed.success) {
+      early = classifyFailure(new ValidationFailure(`payload of '${unit.name}' is invalid: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(payload)'} ${i.message}`).join('; ')}`));
+    } else {
+      payload = parsed.data;
+      try {
+        const source = unit.idempotencyKey ? unit.idempotencyKey(payload as never) : envelope.run_id;
+        c.key = idempotencyKeyOf(unit.name, source);
+        c.fingerprint = fingerprintOf(envelope.payload);
+        c.gateKey = gateKeyOf(scope, tenantId, c.key);
+      } catch (error) {
+        early = classifyFailure(error);
+      }
+    }
+  }
+
+  // The Redis gate: a concurrent duplicate sees it held; a finished key replays from it.
+  let gate: GateState = { state: 'unavailable' };
+  if (!early && unit && c.gateKey) {
+    const token = randomUUID();
+    gate = await acquireGate(deps.redis, c.gateKey, token, unit.timeoutSeconds * 1000 + deps.leaseMarginMs);
+    if (gate.state === 'acquired') c.gateToken = token;
+    if (gate.state === 'completed' && gate.fingerprintHex !== c.fingerprint!.toString('hex')) {
+      early = classifyFailure(new IdempotencyKeyReused(unit.name));
+    }
+  }
+
+  // Registration transaction: lock the run, record the delivery, start the attempt.
+  type Registration =
+    | { kind: 'missing' }
+    | { kind: 'final'; run: RunRow; deadLettered: boolean }
+    | { kind: 'early'; run: RunRow }
+    | { kind: 'held'; retryAfterMs: number }
+    | { kind: 'replayed' }
+    | { kind: 'execute'; run: RunRow; attempt: number; scheduledFor: string | null };
+  const leaseMs = unit ? unit.timeoutSeconds * 1000 + deps.leaseMarginMs : deps.leaseMarginMs;
+  const registration = await inUnitOfWork(deps.sql, c.actor, async (tx): Promise<Registration> => {
+    const run = await readRun(tx, scope, { runId: envelope.run_id, tenantId }, { forUpdate: true });
+    if (!run) return { kind: 'missing' };
+    if (FINAL_RUN_STATUSES.has(run.status)) {
+      await trail(tx, c, run, 'received', run.attempts, { detail: { settled: run.status } });
+      const rows = run.status === 'failed' ? await tx`SELECT 1 FROM ${tx(scope === 'tenant' ? 'task_run_events' : 'platform_task_run_events')}
+        WHERE run_id = ${run.runId} AND event = 'dead_lettered' LIMIT 1` : [1];
+      return { kind: 'final', run, deadLettered: rows.length > 0 };
+    }
+    if (early) {
+      await trail(tx, c, run, 'received', run.attempts);
+      return { kind: 'early', run };
+    }
+    if (gate.state === 'held') {
+      await trail(tx, c, run, 'received', run.attempts, { detail: { held: 'gate' } });
+      return { kind: 'held', retryAfterMs: gate.retryAfterMs };
+    }
+    if (gate.state === 'completed') {
+      // Another run with the same business key already produced this result: replay it.
+      await trail(tx, c, run, 'received', run.attempts, { detail: { replay: 'gate' } });
+      const outcome = fitOutcome(gate.outcome);
+      await transitionRun(tx, scope, { runId: run.runId, tenantId, to: 'succeeded', outcome, progress: 100 });
+      await trail(tx, c, run, 'succeeded', run.attempts, { detail: { replayed: true } });
+      return { kind: 'replayed' };
+    }
+    // Without Redis the advisory lock is the gate: an open effect transaction of a duplicate holds it.
+    if (!(await tryLockKey(tx, c.key!))) {
+      await trail(tx, c, run, 'received', run.attempts, { detail: { held: 'ledger' } });
+      return { kind: 'held', retryAfterMs: leaseMs };
+    }
+    const started = await transitionRun(tx, scope, { runId: run.runId, tenantId, to: 'running', attempts: 'increment' });
+    await trail(tx, c, run, 'received', started!.attempts);
+    const [origin] =
+      scope === 'platform'
+        ? await tx<{ at: string }[]>`SELECT to_char(scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS at
+            FROM platform_task_run_schedule_origins WHERE run_id = ${run.runId}`
+        : [];
+    return { kind: 'execute', run: started!, attempt: started!.attempts, scheduledFor: origin?.at ?? null };
+  });
+  if (registration.kind !== 'held') await evict(c);
+
+  switch (registration.kind) {
+    case 'missing': {
+      await releaseOwnGate(c);
+      c.log.error('the run of this message does not exist: dead-lettered');
+      await port.deadLetter(deadLetterContext(c, { code: 'RUN_NOT_FOUND', type: 'NotFoundFailure', message: 'no run row matches the message', permanent: true }));
+      await port.ack();
+      return 'failed';
+    }
+    case 'final': {
+      // A late duplicate of a finished run. Repopulate the gate from the ledger when Redis lacked it.
+      if (registration.run.status === 'succeeded' && c.key && c.gateToken) {
+        const row = await readKey(deps.sql, ledgerScope(c), c.key);
+        if (row?.status === 'completed') await recordGateResult(deps.redis, c.gateKey!, row.fingerprint, row.outcome, deps.retentionMs);
+        else await releaseOwnGate(c);
+      } else {
+        await releaseOwnGate(c);
+      }
+      if (registration.run.status === 'failed' && !registration.deadLettered) {
+        const f: Failure = { code: 'RUN_FAILED', type: 'RunFailed', message: 'the run had failed before its message was dead-lettered', permanent: true };
+        await deadLetter(c, registration.run, f);
+      }
+      await port.ack();
+      return 'settled';
+    }
+    case 'held':
+      if (c.gateToken) await releaseOwnGate(c);
+      await port.retryAfter(Math.max(1, Math.ceil(registration.retryAfterMs / 1000)));
+      return 'held';
+    case 'replayed':
+      await port.ack();
+      return 'replayed';
+    case 'early':
+      return settleFailure(c, registration.run, early!, null, registration.run.attempts);
+    case 'execute':
+      return execute(c, registration.run, registration.attempt, registration.scheduledFor, payload, leaseMs);
+  }
+}
+
+function fitOutcome(outcome: Record<string, unknown>): Record<string, unknown> {
+  return Buffer.byteLength(JSON.stringify(outcome)) <= RUN_JSON_MAX_BYTES ? outcome : { truncated: true };
+}
+
+function deadLetterContext(c: DeliveryContext, f: Failure): DeadLetterContext {
+  return {
+    runId: c.envelope.run_id,
+    unit: c.envelope.name,
+    errorCode: f.code,
+    errorType: f.type,
+    errorMessage: f.message,
+    receiveCount: c.delivery.receiveCount,
+    workerInstance: c.deps.workerInstance,
+  };
+}
+
+async function execute(
+  c: DeliveryContext,
+  run: RunRow,
+  attempt: number,
+  scheduledFor: string | null,
+  payload: unknown,
+  leaseMs: number,
+): Promise<DeliveryResult> {
+  const { deps, scope, tenantId } = c;
+  const unit = c.unit!;
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(new UnitTimedOut(unit.name, unit.timeoutSeconds)), unit.timeoutSeconds * 1000);
+  const onRelease = () => controller.abort(new ReleasedOnShutdown());
+  if (deps.releaseSignal?.aborted) onRelease();
+  else deps.releaseSignal?.addEventListener('abort', onRelease, { once: true });
+  let startedAt: string | null = null;
+  try {
+    const result = await inUnitOfWork(deps.sql, c.actor, async (tx) => {
+      controller.signal.throwIfAborted();
+      // A handler statement cannot outlive the unit's deadline even if it ignores the signal.
+      await tx`SELECT set_config('statement_timeout', ${String(unit.timeoutSeconds * 1000)}, true)`;
+      if (!(await tryLockKey(tx, c.key!))) throw new HeldElsewhere('a duplicate of this run is executing right now');
+      const claim = await claimKey(tx, ledgerScope(c), c.key!, c.fingerprint!, leaseMs);
+      if (claim.kind === 'reused') throw new IdempotencyKeyReused(unit.name);
+      if (claim.kind === 'failed_permanent') {
+        throw new PermanentFailure('IDEMPOTENCY_FAILED_PERMANENTLY', `an earlier execution with this idempotency key of '${unit.name}' failed permanently`);
+      }
+      if (claim.kind === 'held') throw new HeldElsewhere('the idempotency key is held by another execution');
+      if (claim.kind === 'completed') {
+        const outcome = fitOutcome(claim.outcome);
+        await transitionRun(tx, scope, { runId: run.runId, tenantId, to: 'succeeded', outcome, progress: 100 });
+        await trail(tx, c, run, 'succeeded', attempt, { detail: { replayed: true } });
+        return { replayed: true, outcome: claim.outcome };
+      }
+      const [clock] = await tx<{ at: string }[]>`SELECT clock_timestamp()::text AS at`;
+      startedAt = clock!.at;
+      await trail(tx, c, run, 'started', attempt);
+      const runObject: UnitRun = {
+        runId: run.runId,
+        name: unit.name,
+        attempt,
+        scheduledFor,
+        tenantId,
+        correlationId: run.correlationId,
+        async now() {
+          const [row] = await deps.sql<{ ms: number }[]>`SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS ms`;
+          return new Date(row!.ms);
+        },
+        logger: c.log.child({ attempt }),
+        progress: (percent: number) => reportProgress(c, run, attempt, percent),
+        transaction: tx,
+        signal: controller.signal,
+      };
+      const handling = Promise.resolve().then(() => unit.handler(payload as never, runObject));
+      handling.catch(() => {}); // settled below; a late rejection after an abort must not crash the process
+      const returned = await raceAbort(handling, controller.signal);
+      const outcome = returned === undefined ? {} : returned;
+      if (!isPlainObject(outcome)) throw new ValidationFailure(`handler of '${unit.name}' must return a JSON object or nothing`);
+      if (Buffer.byteLength(JSON.stringify(outcome)) > RUN_JSON_MAX_BYTES) {
+        throw new ValidationFailure(`handler of '${unit.name}' returned an outcome over ${RUN_JSON_MAX_BYTES} bytes`);
+      }
+      await completeKey(tx, ledgerScope(c), c.key!, outcome, deps.retentionMs);
+      await transitionRun(tx, scope, { runId: run.runId, tenantId, to: 'succeeded', outcome, progress: 100 });
+      await trail(tx, c, run, 'succeeded', attempt);
+      return { replayed: false, outcome: outcome as UnitOutcome };
+    });
+    clearTimeout(timer);
+    deps.releaseSignal?.removeEventListener('abort', onRelease);
+    await evict(c);
+    await recordGateResult(deps.redis, c.gateKey!, c.fingerprint!, result.outcome, deps.retentionMs);
+    await c.port.ack();
+    return result.replayed ? 'replayed' : 'succeeded';
+  } catch (error) {
+    clearTimeout(timer);
+    deps.releaseSignal?.removeEventListener('abort', onRelease);
+    if (error instanceof HeldElsewhere) {
+      await releaseOwnGate(c);
+      await c.port.retryAfter(Math.max(1, Math.ceil(leaseMs / 1000)));
+      return 'held';
+    }
+    if (error instanceof ReleasedOnShutdown || controller.signal.reason instanceof ReleasedOnShutdown) {
+      return release(c, run, attempt, startedAt);
+    }
+    // A statement cancelled by our own deadline reports as a query error: the timeout is the cause.
+    const cause = controller.signal.aborted ? controller.signal.reason : error;
+    return settleFailure(c, run, classifyFailure(cause), startedAt, attempt);
+  }
+}
+
+/** progress(percent): its own short transaction (status row + `progress` event), cache evicted. */
+async function reportProgress(c: DeliveryContext, run: RunRow, attempt: number, percent: number): Promise<void> {
+  if (!Number.isFinite(percent) || percent < 0 || percent > 100) {
+    throw new ValidationFailure(`progress must be a number from 0 to 100, got ${String(percent)}`);
+  }
+  const value = Math.round(percent);
+  await inUnitOfWork(c.deps.sql, c.actor, async (tx) => {
+    if (await setRunProgress(tx, c.scope, { runId: run.runId, tenantId: c.tenantId }, value)) {
+      await trail(tx, c, run, 'progress', attempt, { detail: { percent: value } });
+    }
+  });
+  await evict(c);
+}
+
+/** The `started` event of a rolled-back attempt is recorded again, so the trail shows every attempt. */
+async function rememberStart(tx: TxSql, c: DeliveryContext, run: RunRow, attempt: number, startedAt: string | null): Promise<void> {
+  if (startedAt !== null) await trail(tx, c, run, 'started', attempt, { detail: { startedAt, effect: 'rolled_back' } });
+}
+
+async function release(c: DeliveryContext, run: RunRow, attempt: number, startedAt: string | null): Promise<DeliveryResult> {
+  await inUnitOfWork(c.deps.sql, c.actor, async (tx) => {
+    await transitionRun(tx, c.scope, { runId: run.runId, tenantId: c.tenantId, to: 'queued', from: ['running'] });
+    await rememberStart(tx, c, run, attempt, startedAt);
+    await trail(tx, c, run, 'released_on_shutdown', attempt);
+  });
+  await evict(c);
+  await releaseOwnGate(c);
+  await c.port.retryAfter(0);
+  c.log.warn('released on shutdown: the message is visible again');
+  return 'released';
+}
+
+async function settleFailure(c: DeliveryContext, run: RunRow, f: Failure, startedAt: string | null, attempt: number): Promise<DeliveryResult> {
+  const exhausted = c.delivery.receiveCount >= c.maxReceives;
+  const errorFields = { errorCode: f.code, errorType: f.type };
+  if (!f.permanent && !exhausted) {
+    const delaySeconds = backoffSeconds(c.delivery.receiveCount, c.deps.backoff);
+    await inUnitOfWork(c.deps.sql, c.actor, async (tx) => {
+      if (c.key) await failKey(tx, ledgerScope(c), c.key, c.fingerprint!, 'failed_retryable', c.deps.retentionMs);
+      await transitionRun(tx, c.scope, { runId: run.runId, tenantId: c.tenantId, to: 'retrying' });
+      await rememberStart(tx, c, run, attempt, startedAt);
+      await trail(tx, c, run, 'retry_scheduled', attempt, { ...errorFields, detail: { message: f.message, retryInSeconds: delaySeconds } });
+    });
+    await evict(c);
+    await releaseOwnGate(c);
+    await c.port.retryAfter(delaySeconds);
+    c.log.warn({ code: f.code, retryInSeconds: delaySeconds }, 'transient failure: retry scheduled');
+    return 'retrying';
+  }
+  const reuse = f.code === 'IDEMPOTENCY_KEY_REUSED';
+  await inUnitOfWork(c.deps.sql, c.actor, async (tx) => {
+    // A reused key belongs to another request: its ledger row is left as it is.
+    if (c.key && !reuse) await failKey(tx, ledgerScope(c), c.key, c.fingerprint!, 'failed_permanent', c.deps.retentionMs);
+    await transitionRun(tx, c.scope, { runId: run.runId, tenantId: c.tenantId, to: 'failed' });
+    await rememberStart(tx, c, run, attempt, startedAt);
+    await trail(tx, c, run, 'failed', attempt, {
+      ...errorFields,
+      detail: { message: f.message, permanent: f.permanent, receivesExhausted: exhausted && !f.permanent },
+    });
+  });
+  await evict(c);
+  await releaseOwnGate(c);
+  await deadLetter(c, run, f, attempt);
+  await c.port.ack();
+  c.log.error({ code: f.code }, 'permanent failure: run failed, message dead-lettered');
+  return 'failed';
+}
+
+async function deadLetter(c: DeliveryContext, run: RunRow, f: Failure, attempt = run.attempts): Promise<void> {
+  await c.port.deadLetter(deadLetterContext(c, f));
+  await inUnitOfWork(c.deps.sql, c.actor, async (tx) => {
+    await trail(tx, c, run, 'dead_lettered', attempt, { errorCode: f.code, errorType: f.type });
+  });
+}

@@ -1,0 +1,110 @@
+// Failures a unit handler (or the runtime around it) can raise. The worker only asks one question of
+// an error: is it `permanent`? Permanent failures (validation, forbidden, not found and alike) go to
+// the dead-letter queue at once; everything else is transient and retried with backoff until the
+// fifth receive. An unknown error (a bug, a dropped connection) is transient: retrying is safe because
+// every handler runs behind the idempotency runner.
+
+export interface UnitFailure {
+  readonly code: string;
+  readonly permanent: boolean;
+}
+
+/** Base for failures that will not succeed on retry. */
+export class PermanentFailure extends Error implements UnitFailure {
+  readonly code: string;
+  readonly permanent = true;
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    this.name = 'PermanentFailure';
+  }
+}
+
+/** Base for failures worth retrying (a dependency is down, a lock timed out). */
+export class TransientFailure extends Error implements UnitFailure {
+  readonly code: string;
+  readonly permanent = false;
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    this.name = 'TransientFailure';
+  }
+}
+
+export class ValidationFailure extends PermanentFailure {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('VALIDATION_FAILED', message, options);
+    this.name = 'ValidationFailure';
+  }
+}
+
+export class ForbiddenFailure extends PermanentFailure {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('FORBIDDEN', message, options);
+    this.name = 'ForbiddenFailure';
+  }
+}
+
+export class NotFoundFailure extends PermanentFailure {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('NOT_FOUND', message, options);
+    this.name = 'NotFoundFailure';
+  }
+}
+
+/** The message names a unit this worker build does not know (deploy workers before the API). */
+export class UnitNotRegistered extends TransientFailure {
+  constructor(name: string) {
+    super(
+      'UNIT_NOT_REGISTERED',
+      `no unit named '${name}' is registered in this worker build: deploy workers that know it before the API publishes it`,
+    );
+    this.name = 'UnitNotRegistered';
+  }
+}
+
+/** The handler ran past the unit's timeoutSeconds and was aborted. */
+export class UnitTimedOut extends TransientFailure {
+  constructor(name: string, timeoutSeconds: number) {
+    super('UNIT_TIMED_OUT', `unit '${name}' exceeded its timeout of ${timeoutSeconds} s and was aborted`);
+    this.name = 'UnitTimedOut';
+  }
+}
+
+/** A business idempotency key was reused with a different payload. */
+export class IdempotencyKeyReused extends PermanentFailure {
+  constructor(name: string) {
+    super(
+      'IDEMPOTENCY_KEY_REUSED',
+      `unit '${name}': the idempotency key was already used with a different payload; use a new key for a different request`,
+    );
+    this.name = 'IdempotencyKeyReused';
+  }
+}
+
+/** The message body is not a valid envelope: no retry can fix it. */
+export class MalformedMessage extends PermanentFailure {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('MESSAGE_MALFORMED', message, options);
+    this.name = 'MalformedMessage';
+  }
+}
+
+/** Classifies any thrown value: explicit `permanent` flag wins; zod validation errors are permanent. */
+export function classifyFailure(error: unknown): { code: string; type: string; message: string; permanent: boolean } {
+  const e = error as { code?: unknown; permanent?: unknown; name?: unknown; message?: unknown; issues?: unknown };
+  const type = typeof e?.name === 'string' ? e.name : typeof error;
+  const message = typeof e?.message === 'string' ? e.message : String(error);
+  if (e && typeof e === 'object' && typeof e.permanent === 'boolean') {
+    return { code: typeof e.code === 'string' ? e.code : 'UNIT_FAILED', type, message, permanent: e.permanent };
+  }
+  if (type === 'ZodError' || Array.isArray(e?.issues)) {
+    return { code: 'VALIDATION_FAILED', type, message, permanent: true };
+  }
+  // PostgreSQL data exceptions (22xxx) and integrity violations (23xxx) repeat identically on retry;
+  // serialization failures, deadlocks and lost connections do not.
+  if (type === 'PostgresError' && typeof e.code === 'string' && /^2[23]/.test(e.code)) {
+    return { code: `PG_${e.code}`, type, message, permanent: true };
+  }
+  return { code: typeof e?.code === 'string' ? e.code : 'UNIT_FAILED', type, message, permanent: false };
+}

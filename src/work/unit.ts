@@ -1,0 +1,212 @@
+// Work units: a task (a command with exactly one handler) or an event subscriber (one of zero or more
+// handlers of a fact). A schedule is not a unit of its own: it is the `schedule` option of a task and
+// only dispatches that task. Each file under units/ named `*.task.ts` or `*.handler.ts` exports one
+// definition built by `defineTask` or `defineSubscriber`; these functions only attach defaults and a
+// brand, and `unitProblems` says what is wrong with a definition so `tasks:check` can name the file.
+import type { z } from 'zod';
+import type { Logger } from 'pino';
+import type { TxSql } from '../db/client.ts';
+import { QUEUE_NAMES, type QueueName } from '../config/limits.ts';
+import { isValidScheduleExpression } from './schedule-expression.ts';
+
+/** Queues a unit may name (the spec's four; each has a dead-letter queue). */
+export const UNIT_QUEUES = QUEUE_NAMES;
+export type UnitQueue = QueueName;
+
+export const UNIT_CONTEXTS = ['tenant', 'platform', 'system'] as const;
+/** `tenant` runs belong to a tenant (task_runs); `platform` and `system` runs have none (platform_task_runs). */
+export type UnitContext = (typeof UNIT_CONTEXTS)[number];
+
+export type Overlap = 'skip' | 'allow';
+
+/** Dot-separated segments of `[a-z][a-z0-9_]*`, at most 64 characters (and the database's own rule). */
+export const UNIT_NAME_RULE = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$/;
+export const UNIT_NAME_DB_RULE = /^[a-z][a-z0-9._-]{1,63}$/;
+export const UNIT_NAME_MAX = 64;
+
+/** JSON object a handler may return; stored as the run's `outcome` (at most 2048 bytes). */
+export type UnitOutcome = Record<string, unknown>;
+
+/** What a handler receives besides its payload. */
+export interface UnitRun {
+  runId: string;
+  name: string;
+  /** 1 for the first execution, counting every handler execution started. */
+  attempt: number;
+  /** ISO instant of the scheduled moment for scheduled runs, otherwise null. */
+  scheduledFor: string | null;
+  /** The tenant of a tenant run, otherwise null. */
+  tenantId: string | null;
+  correlationId: string;
+  /** The database clock (never the machine's). */
+  now(): Promise<Date>;
+  logger: Logger;
+  /** Commits 0..100 on the run in its own short transaction, visible while the effect is still open. */
+  progress(percent: number): Promise<void>;
+  /**
+   * The effect transaction, bound to the run's tenant and a system-process flag. Whatever the handler
+   * writes through it commits together with the run's `started` and `succeeded` events.
+   */
+  transaction: TxSql;
+  /** Aborted when the unit exceeds timeoutSeconds or the worker releases the run on shutdown. */
+  signal: AbortSignal;
+}
+
+export type UnitHandler<P> = (payload: P, run: UnitRun) => Promise<UnitOutcome | void>;
+
+interface CommonOptions<S extends z.ZodType> {
+  name: string;
+  queue: UnitQueue;
+  /** Simultaneous executions of this unit per worker process. Default 1. */
+  concurrency?: number;
+  /** Execution deadline in seconds; past it the handler is aborted (transient failure). Default 60. */
+  timeoutSeconds?: number;
+  /** Default `tenant`. */
+  context?: UnitContext;
+  /** zod schema of the payload; validated at dispatch and again before the handler runs. */
+  payload: S;
+  /**
+   * Business idempotency key; by default the run id is the key. Two runs with the same business key
+   * and the same payload execute once (the second replays the first's outcome).
+   */
+  idempotencyKey?: (payload: z.output<S>) => string;
+  handler: UnitHandler<z.output<S>>;
+}
+
+export interface TaskOptions<S extends z.ZodType> extends CommonOptions<S> {
+  /** `rate(<n> <unit>)`: the schedule dispatches this task at each moment. Default none. */
+  schedule?: string;
+  /** Only for scheduled tasks: `skip` (default) skips a moment while an earlier run is active. */
+  overlap?: Overlap;
+}
+
+export interface SubscriberOptions<S extends z.ZodType> extends CommonOptions<S> {
+  event: { type: string; version: number };
+}
+
+export const UNIT_BRAND: unique symbol = Symbol.for('svc.work.unit') as never;
+
+interface UnitBase {
+  readonly [UNIT_BRAND]: true;
+  name: string;
+  queue: UnitQueue;
+  concurrency: number;
+  timeoutSeconds: number;
+  context: UnitContext;
+  payload: z.ZodType;
+  idempotencyKey: ((payload: never) => string) | null;
+  handler: UnitHandler<never>;
+}
+
+export interface TaskUnit extends UnitBase {
+  kind: 'task';
+  schedule: string | null;
+  overlap: Overlap | null;
+}
+
+export interface SubscriberUnit extends UnitBase {
+  kind: 'subscriber';
+  event: { type: string; version: number };
+}
+
+export type WorkUnit = TaskUnit | SubscriberUnit;
+
+export const DEFAULT_CONCURRENCY = 1;
+export const DEFAULT_TIMEOUT_SECONDS = 60;
+
+export function defineTask<S extends z.ZodType>(options: TaskOptions<S>): TaskUnit {
+  const schedule = options.schedule ?? null;
+  return {
+    [UNIT_BRAND]: true,
+    kind: 'task',
+    name: options.name,
+    queue: options.queue,
+    concurrency: options.concurrency ?? DEFAULT_CONCURRENCY,
+    timeoutSeconds: options.timeoutSeconds ?? DEFAULT_TIMEOUT_SECONDS,
+    context: options.context ?? 'tenant',
+    schedule,
+    // `overlap` means nothing without a schedule; an explicit value there is reported by unitProblems.
+    overlap: options.overlap ?? (schedule ? 'skip' : null),
+    payload: options.payload,
+    idempotencyKey: (options.idempotencyKey as UnitBase['idempotencyKey']) ?? null,
+    handler: options.handler as UnitHandler<never>,
+  };
+}
+
+export function defineSubscriber<S extends z.ZodType>(options: SubscriberOptions<S>): SubscriberUnit {
+  return {
+    [UNIT_BRAND]: true,
+    kind: 'subscriber',
+    name: options.name,
+    event: { type: options.event?.type, version: options.event?.version },
+    queue: options.queue,
+    concurrency: options.concurrency ?? DEFAULT_CONCURRENCY,
+    timeoutSeconds: options.timeoutSeconds ?? DEFAULT_TIMEOUT_SECONDS,
+    context: options.context ?? 'tenant',
+    payload: options.payload,
+    idempotencyKey: (options.idempotencyKey as UnitBase['idempotencyKey']) ?? null,
+    handler: options.handler as UnitHandler<never>,
+  };
+}
+
+export function isWorkUnit(value: unknown): value is WorkUnit {
+  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[UNIT_BRAND] === true;
+}
+
+export function unitNameProblem(name: unknown): string | null {
+  if (typeof name !== 'string' || name.length === 0) return 'name is missing';
+  if (name.length > UNIT_NAME_MAX) return `name '${name}' is longer than ${UNIT_NAME_MAX} characters`;
+  if (!UNIT_NAME_RULE.test(name) || !UNIT_NAME_DB_RULE.test(name)) {
+    return `name '${name}' breaks the rule: dot-separated segments of [a-z][a-z0-9_]*, at least 2 characters`;
+  }
+  return null;
+}
+
+/** Everything wrong with one definition; empty when it is valid. */
+export function unitProblems(unit: WorkUnit): string[] {
+  const problems: string[] = [];
+  const nameProblem = unitNameProblem(unit.name);
+  if (nameProblem) problems.push(nameProblem);
+  if (!(UNIT_QUEUES as readonly string[]).includes(unit.queue)) {
+    problems.push(`unknown queue '${String(unit.queue)}': use one of ${UNIT_QUEUES.join(', ')}`);
+  }
+  if (!(UNIT_CONTEXTS as readonly string[]).includes(unit.context)) {
+    problems.push(`unknown context '${String(unit.context)}': use one of ${UNIT_CONTEXTS.join(', ')}`);
+  }
+  if (!Number.isInteger(unit.concurrency) || unit.concurrency < 1 || unit.concurrency > 1000) {
+    problems.push('concurrency must be a whole number from 1 to 1000');
+  }
+  if (!Number.isInteger(unit.timeoutSeconds) || unit.timeoutSeconds < 1 || unit.timeoutSeconds > 43_200) {
+    problems.push('timeoutSeconds must be a whole number from 1 to 43200');
+  }
+  if (typeof unit.handler !== 'function') problems.push('handler must be a function');
+  if (!unit.payload || typeof (unit.payload as { safeParse?: unknown }).safeParse !== 'function') {
+    problems.push('payload must be a zod schema');
+  }
+  if (unit.kind === 'task') {
+    if (unit.schedule !== null && !isValidScheduleExpression(unit.schedule)) {
+      problems.push(`invalid schedule '${unit.schedule}': write rate(<n> <unit>) with unit minute(s), hour(s) or day(s)`);
+    }
+    if (unit.schedule === null && unit.overlap !== null) {
+      problems.push('overlap is only for scheduled tasks: remove it or add a schedule');
+    }
+    if (unit.overlap !== null && unit.overlap !== 'skip' && unit.overlap !== 'allow') {
+      problems.push(`overlap must be skip or allow, not '${String(unit.overlap)}'`);
+    }
+  } else {
+    if (typeof unit.event?.type !== 'string' || !UNIT_NAME_RULE.test(unit.event.type)) {
+      problems.push('event.type must be a dot-separated name such as identity.session_started');
+    }
+    if (!Number.isInteger(unit.event?.version) || unit.event.version < 1) {
+      problems.push('event.version must be a whole number of at least 1');
+    }
+  }
+  return problems;
+}
+
+/** Simultaneous executions a process may hold for these units (the pool rule counts these). */
+export function slotsOf(units: Iterable<WorkUnit>): number {
+  let slots = 0;
+  for (const unit of units) slots += unit.concurrency;
+  return slots;
+}

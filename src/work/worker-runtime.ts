@@ -1,0 +1,199 @@
+// The workers process, built from explicit dependencies (main/workers.ts reads the environment):
+// one consumer set per queue in QUEUES, the outbox relay when asked, the local scheduler when asked,
+// and the health endpoint. Nothing consumes until the database holds the build's newest migration.
+//
+// Shutdown (stop): stop fetching and report not ready, wait for in-flight work up to the drain window
+// (SVC_STOP_TIMEOUT_MS minus 5 s), then release what is still running: its run goes back to `queued`
+// with `released_on_shutdown` and its message becomes visible at once.
+import type { SQSClient } from '@aws-sdk/client-sqs';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import type { Sql } from '../db/client.ts';
+import { dlqUrl, queueUrl, type QueueName } from '../queue/names.ts';
+import { DEFAULT_VISIBILITY_SECONDS } from '../queue/names.ts';
+import type { BackoffOptions } from './backoff.ts';
+import { createQueueConsumer, type QueueConsumer } from './consumer.ts';
+import { defaultInstanceLabel } from './dispatch.ts';
+import { startHealthServer, type HealthServer, type HealthState } from './health-server.ts';
+import { startRelay, type Relay } from './relay.ts';
+import type { RunnerDeps } from './runner.ts';
+import { startLocalScheduler, type LocalScheduler } from './scheduler.ts';
+import { schemaHolds } from './schema-gate.ts';
+import { SlotLimit } from './slot-limit.ts';
+import type { WorkUnit } from './unit.ts';
+
+export interface WorkerRuntimeOptions {
+  sql: Sql;
+  /** Gate, cache and wake signal; the workers run without it (database only). */
+  redis?: Redis | undefined;
+  sqs: SQSClient;
+  /** SVC_SQS_QUEUE_URL_PREFIX: queue URL = prefix + queue name. */
+  queueUrlPrefix: string;
+  /** QUEUES: the queues this process consumes. */
+  queues: readonly QueueName[];
+  /** Every unit of the build, by name. */
+  units: ReadonlyMap<string, WorkUnit>;
+  logger: Logger;
+  /** Names this process in the trail. Default `<hostname>:<pid>`. */
+  workerInstance?: string;
+  /** Visibility timeout per queue, seconds. Default the spec's (60, 120, 900, 300). */
+  visibilitySeconds?: Partial<Record<QueueName, number>>;
+  /** Heartbeat interval, ms. Default 20000. */
+  heartbeatIntervalMs?: number;
+  /** Long-polling wait, seconds. Default 20. */
+  waitSeconds?: number;
+  /** Drain window of a shutdown, ms (SVC_STOP_TIMEOUT_MS minus 5000). Default 25000. */
+  drainMs?: number;
+  /** Idempotency lease margin over the unit timeout, ms. Default 30000. */
+  leaseMarginMs?: number;
+  /** Retention of finished idempotency keys, ms. Default 7 days. */
+  retentionMs?: number;
+  backoff?: BackoffOptions;
+  /** Receives before the permanent path. Default 5. */
+  maxReceives?: number;
+  /** The build's newest migration; consuming waits until the database holds it. Null: no gate. */
+  latestMigration?: string | null;
+  /** How often the schema is re-checked while waiting, ms. Default 5000. */
+  schemaPollIntervalMs?: number;
+  /** Runs the outbox relay in this process (SVC_RELAY=true). */
+  relay?: { sweepIntervalMs?: number } | null;
+  /** Fires schedules in-process (SVC_LOCAL_SCHEDULER=true). */
+  localScheduler?: { tickMs: number } | null;
+  /** Port of /healthz and /readyz; 0 picks a free one; null serves none. Default null. */
+  healthPort?: number | null;
+  healthHost?: string;
+}
+
+export interface WorkerRuntime {
+  state(): HealthState;
+  /** The bound health port, when served. */
+  readonly healthPort: number | null;
+  /** Resolves once consumers run (the schema gate is passed). */
+  readonly consuming: Promise<void>;
+  /** Graceful stop: drain, release, close what this runtime opened (not sql/redis/sqs). */
+  stop(): Promise<void>;
+  /** Messages received and not yet settled, over all queues. */
+  inFlight(): number;
+}
+
+/** Sum of the concurrency of the units on the consumed queues: the slots of the pool rule. */
+export function slotsForQueues(units: Iterable<WorkUnit>, queues: readonly string[]): number {
+  let slots = 0;
+  for (const unit of units) if (queues.includes(unit.queue)) slots += unit.concurrency;
+  return slots;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<WorkerRuntime> {
+  const log = o.logger;
+  const workerInstance = (o.workerInstance ?? defaultInstanceLabel()).slice(0, 128);
+  const release = new AbortController();
+  const units = [...o.units.values()];
+  const unitSlots = new Map<string, SlotLimit>();
+  for (const unit of units) if (o.queues.includes(unit.queue)) unitSlots.set(unit.name, new SlotLimit(unit.concurrency));
+
+  const runner: RunnerDeps = {
+    sql: o.sql,
+    redis: o.redis,
+    units: o.units,
+    workerInstance,
+    logger: log,
+    leaseMarginMs: o.leaseMarginMs ?? 30_000,
+    retentionMs: o.retentionMs ?? 7 * 86_400_000,
+    backoff: o.backoff ?? {},
+    maxReceives: o.maxReceives,
+    releaseSignal: release.signal,
+  };
+
+  const consumers: QueueConsumer[] = o.queues.map((queue) =>
+    createQueueConsumer({
+      sqs: o.sqs,
+      queue,
+      queueUrl: queueUrl(o.queueUrlPrefix, queue),
+      dlqUrl: dlqUrl(o.queueUrlPrefix, queue),
+      visibilitySeconds: o.visibilitySeconds?.[queue] ?? DEFAULT_VISIBILITY_SECONDS[queue],
+      heartbeatIntervalMs: o.heartbeatIntervalMs ?? 20_000,
+      waitSeconds: o.waitSeconds ?? 20,
+      // A queue without units still gets one slot, so messages for unknown units are dead-lettered.
+      slots: Math.max(1, slotsForQueues(units, [queue])),
+      unitSlots,
+      runner,
+      logger: log,
+      releaseSignal: release.signal,
+    }),
+  );
+
+  let ready = false;
+  let draining = false;
+  let stopped = false;
+  let reason: string | null = o.latestMigration ? `waiting for migration ${o.latestMigration}` : 'starting';
+  let relay: Relay | undefined;
+  let scheduler: LocalScheduler | undefined;
+
+  const state = (): HealthState => ({ ready, draining, latestMigration: o.latestMigration ?? null, reason: ready ? null : reason });
+  let health: HealthServer | undefined;
+  if (o.healthPort !== undefined && o.healthPort !== null) {
+    health = await startHealthServer({ port: o.healthPort, host: o.healthHost, state });
+  }
+
+  const consuming = (async () => {
+    if (o.latestMigration) {
+      for (;;) {
+        if (stopped) return;
+        try {
+          if (await schemaHolds(o.sql, o.latestMigration)) break;
+          reason = `the database does not hold migration ${o.latestMigration} yet: run the migrator of this version`;
+        } catch (error) {
+          reason = `the database is unreachable: ${(error as Error).message}`;
+        }
+        log.warn({ latestMigration: o.latestMigration }, reason);
+        await sleep(o.schemaPollIntervalMs ?? 5_000);
+      }
+    }
+    if (stopped) return;
+    for (const c of consumers) c.start();
+    if (o.relay) {
+      relay = startRelay({ sql: o.sql, redis: o.redis, sqs: o.sqs, queueUrlPrefix: o.queueUrlPrefix, sweepIntervalMs: o.relay.sweepIntervalMs, instance: workerInstance, log });
+    }
+    if (o.localScheduler) {
+      scheduler = startLocalScheduler({ sql: o.sql, redis: o.redis, units: o.units, tickMs: o.localScheduler.tickMs, logger: log, instance: workerInstance });
+    }
+    ready = true;
+    reason = null;
+    log.info({ queues: o.queues, relay: Boolean(o.relay), localScheduler: Boolean(o.localScheduler) }, 'workers consuming');
+  })();
+
+  const inFlight = () => consumers.reduce((n, c) => n + c.inFlight, 0);
+
+  return {
+    state,
+    healthPort: health?.port ?? null,
+    consuming,
+    inFlight,
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      draining = true;
+      ready = false;
+      reason = 'draining: the process is shutting down';
+      const drainMs = o.drainMs ?? 25_000;
+      const deadline = Date.now() + drainMs;
+      await scheduler?.stop();
+      for (const c of consumers) c.stopFetching();
+      log.info({ drainMs, inFlight: inFlight() }, 'draining');
+      while (Date.now() < deadline && (inFlight() > 0 || consumers.some((c) => c.polling))) await sleep(25);
+      if (inFlight() > 0) {
+        log.warn({ inFlight: inFlight() }, 'drain window over: releasing unfinished work to the queue');
+        release.abort();
+        // The release itself is quick (one transaction and a visibility change per message).
+        const hardDeadline = Date.now() + 4_500;
+        while (inFlight() > 0 && Date.now() < hardDeadline) await sleep(25);
+      }
+      await consuming.catch(() => {});
+      await relay?.stop();
+      await health?.close();
+      log.info('workers stopped');
+    },
+  };
+}

@@ -1,0 +1,272 @@
+// The outbox relay against real PostgreSQL, Redis and the local SQS-protocol server, timings shortened.
+import { DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import { freshQueuePrefix, freshRedisUrl, type TestDatabase } from '../support/services.ts';
+import type { Sql } from '../../src/db/client.ts';
+import { inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
+import { createRedis } from '../../src/kv/client.ts';
+import { freePort, startRedisServer } from '../../src/kv/redis-server.ts';
+import { afterCommit } from '../../src/kv/wake.ts';
+import { createSqsClient } from '../../src/queue/client.ts';
+import { queueUrl, type QueueName } from '../../src/queue/names.ts';
+import { provisionQueues } from '../../src/queue/provision.ts';
+import { relayPass, startRelay, type Relay } from '../../src/work/relay.ts';
+import { createTenantMember, workDatabase } from './work-tables-support.ts';
+import { testDispatcher } from './work-test-units.ts';
+
+let db: TestDatabase;
+let sql: Sql;
+let redis: Redis;
+let sqs: SQSClient;
+let endpoint: string;
+let prefix: string;
+let actor: Actor;
+const system: Actor = { kind: 'system', label: 'relay-test' };
+const dispatcher = testDispatcher();
+const relays: Relay[] = [];
+/** Entries per SendMessageBatch call the client made, observed on the real client. */
+const batchCalls: number[] = [];
+
+beforeAll(async () => {
+  db = await workDatabase({ max: 12 });
+  sql = db.sql;
+  redis = createRedis(await freshRedisUrl(), { name: 'relay-test' });
+  await new Promise((resolve) => redis.once('ready', resolve));
+  const member = await createTenantMember(sql);
+  actor = { kind: 'system', tenantId: member.tenantId, label: 'relay-test' };
+  const q = freshQueuePrefix();
+  endpoint = q.endpoint;
+  sqs = createSqsClient({ region: 'us-east-1', endpoint, localCredentials: true }, { maxAttempts: 1 });
+  sqs.middlewareStack.add(
+    (next) => async (args) => {
+      const input = args.input as { Entries?: unknown[] };
+      if (input.Entries && (args.input as { QueueUrl?: string }).QueueUrl) batchCalls.push(input.Entries.length);
+      return next(args);
+    },
+    { step: 'initialize', name: 'countBatchEntries' },
+  );
+});
+
+beforeEach(async () => {
+  // Fresh queues per test so message counts never cross; outbox rows of earlier tests are dropped.
+  prefix = freshQueuePrefix().queueUrlPrefix;
+  await provisionQueues(sqs, prefix);
+  await sql`DELETE FROM outbox_messages`;
+  await sql`DELETE FROM platform_outbox_messages`;
+  batchCalls.length = 0;
+});
+
+afterEach(async () => {
+  await Promise.all(relays.splice(0).map((r) => r.stop()));
+});
+
+afterAll(async () => {
+  await Promise.all(relays.splice(0).map((r) => r.stop()));
+  redis?.disconnect();
+  sqs?.destroy();
+  await db?.drop();
+});
+
+function relay(options: Partial<Parameters<typeof startRelay>[0]> = {}): Relay {
+  const r = startRelay({ sql, redis, sqs, queueUrlPrefix: prefix, sweepIntervalMs: 60_000, instance: 'relay-test', ...options });
+  relays.push(r);
+  return r;
+}
+
+async function dispatchMany(n: number, options: { delaySeconds?: number; signal?: Redis | undefined } = {}): Promise<string[]> {
+  return afterCommit(
+    options.signal,
+    inUnitOfWork(sql, actor, async (tx) => {
+      const ids: string[] = [];
+      for (let i = 0; i < n; i++) {
+        ids.push((await dispatcher.dispatchTask(tx, 'demo.tenant_task', { n: i }, { actor, delaySeconds: options.delaySeconds })).runId);
+      }
+      return ids;
+    }),
+  );
+}
+
+async function pendingCount(): Promise<number> {
+  const [r] = await sql`SELECT (SELECT count(*) FROM outbox_messages WHERE sent_at IS NULL)
+    + (SELECT count(*) FROM platform_outbox_messages WHERE sent_at IS NULL) AS n`;
+  return Number(r!.n);
+}
+
+async function waitFor(check: () => Promise<boolean>, timeoutMs: number, stepMs = 10): Promise<number> {
+  const started = performance.now();
+  while (performance.now() - started < timeoutMs) {
+    if (await check()) return performance.now() - started;
+    await new Promise((r) => setTimeout(r, stepMs));
+  }
+  throw new Error(`condition not met within ${timeoutMs} ms`);
+}
+
+/** Receives (and deletes) messages until `expected` arrived or the queue stays empty for a second. */
+async function drain(queue: QueueName, expected: number): Promise<string[]> {
+  const url = queueUrl(prefix, queue);
+  const bodies: string[] = [];
+  for (let idle = 0; idle < 2 && bodies.length <= expected; ) {
+    const { Messages } = await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: bodies.length >= expected ? 0 : 1 }));
+    if (!Messages?.length) {
+      idle++;
+      if (bodies.length >= expected) break;
+      continue;
+    }
+    bodies.push(...Messages.map((m) => m.Body!));
+    await sqs.send(new DeleteMessageBatchCommand({ QueueUrl: url, Entries: Messages.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle! })) }));
+  }
+  return bodies;
+}
+
+/** Waits until the relay's own Redis connection blocks on the wake list. */
+async function relayListening(): Promise<void> {
+  await waitFor(async () => {
+    const clients = await redis.client('LIST') as string;
+    return clients.split('\n').some((line) => line.includes('name=svc-relay-wake') && line.includes('cmd=blpop'));
+  }, 5_000, 20);
+}
+
+describe('relay', () => {
+  it('R-OBX-10 a wake signal makes the relay send within milliseconds', async () => {
+    relay();
+    await relayListening();
+    const started = performance.now();
+    const [runId] = await dispatchMany(1, { signal: redis });
+    await waitFor(async () => (await pendingCount()) === 0, 2_000, 5);
+    const elapsed = performance.now() - started;
+    expect(elapsed).toBeLessThan(500);
+    const bodies = await drain('default', 1);
+    expect(bodies.map((b) => JSON.parse(b).run_id)).toEqual([runId]);
+  });
+
+  it('R-OBX-05 R-OBX-13 sets sent_at and writes the sent trail event; the message body is the envelope', async () => {
+    const ids = await dispatchMany(3);
+    const platform = await inUnitOfWork(sql, system, (tx) => dispatcher.dispatchTask(tx, 'demo.platform_task', { p: 1 }, { actor: system }));
+    const result = await relayPass(sql, sqs, prefix, { instance: 'relay-test' });
+    expect(result).toEqual({ sent: 4, failed: 0, full: false });
+    const rows = await sql`SELECT o.run_id, o.sent_at IS NOT NULL AS sent, e.event, e.worker_instance, e.occurred_at >= o.sent_at AS same_tx
+      FROM outbox_messages o JOIN task_run_events e ON e.run_id = o.run_id AND e.event = 'sent' WHERE o.run_id = ANY(${ids})`;
+    expect(rows.length).toBe(3);
+    for (const r of rows) expect(r).toMatchObject({ sent: true, event: 'sent', worker_instance: 'relay-test' });
+    const [p] = await sql`SELECT count(*)::int AS n FROM platform_task_run_events WHERE run_id = ${platform.runId} AND event = 'sent'`;
+    expect(p!.n).toBe(1);
+    const [o] = await sql`SELECT envelope FROM outbox_messages WHERE run_id = ${ids[0]!}`;
+    const bodies = await drain('default', 3);
+    expect(bodies.map((b) => JSON.parse(b)).find((e) => e.run_id === ids[0])).toEqual(o!.envelope);
+    expect((await drain('critical', 1)).map((b) => JSON.parse(b).run_id)).toEqual([platform.runId]);
+    // The run itself stays queued: `sent` is a trail event, not a status.
+    const [run] = await sql`SELECT status FROM task_runs WHERE run_id = ${ids[0]!}`;
+    expect(run!.status).toBe('queued');
+  });
+
+  it('R-OBX-13 R-OBX-15 a full batch triggers the next pass at once: 25 rows go out on one wake, at most 10 per call', async () => {
+    relay({ batchSize: 10 });
+    await relayListening();
+    const ids = await dispatchMany(25, { signal: redis });
+    await waitFor(async () => (await pendingCount()) === 0, 3_000);
+    expect(batchCalls.every((n) => n <= 10)).toBe(true);
+    expect(batchCalls.reduce((a, b) => a + b, 0)).toBe(25);
+    expect(new Set((await drain('default', 25)).map((b) => JSON.parse(b).run_id))).toEqual(new Set(ids));
+  });
+
+  it('R-OBX-07 R-OBX-03 a delayed row is not sent before available_at', async () => {
+    relay({ sweepIntervalMs: 100 });
+    const [runId] = await dispatchMany(1, { delaySeconds: 1.2, signal: redis });
+    await new Promise((r) => setTimeout(r, 700));
+    expect(await pendingCount()).toBe(1);
+    await waitFor(async () => (await pendingCount()) === 0, 3_000);
+    const [o] = await sql`SELECT sent_at >= available_at AS after FROM outbox_messages WHERE run_id = ${runId!}`;
+    expect(o!.after).toBe(true);
+  });
+
+  it('R-OBX-11 with Redis down the sweep alone still delivers', async () => {
+    const server = await startRedisServer();
+    const privateRedis = createRedis(server.url, { name: 'relay-private' });
+    privateRedis.on('error', () => {});
+    try {
+      await new Promise((resolve) => privateRedis.once('ready', resolve));
+      const r = relay({ redis: privateRedis, sweepIntervalMs: 300 });
+      await server.stop();
+      const ids = await dispatchMany(5, { signal: privateRedis }); // the signal is lost
+      await waitFor(async () => (await pendingCount()) === 0, 3_000);
+      expect((await drain('default', 5)).length).toBe(ids.length);
+      const t = performance.now();
+      await r.stop();
+      expect(performance.now() - t).toBeLessThan(1_000);
+    } finally {
+      privateRedis.disconnect();
+      await server.stop();
+    }
+  });
+
+  it('R-OBX-11 without any Redis the relay sweeps on its interval', async () => {
+    relay({ redis: undefined, sweepIntervalMs: 200 });
+    await dispatchMany(2);
+    await waitFor(async () => (await pendingCount()) === 0, 2_000);
+  });
+
+  it('R-OBX-14 a send failure counts an attempt and leaves the row pending, then it goes out once the queue answers', async () => {
+    const ids = await dispatchMany(3);
+    const missing = freshQueuePrefix().queueUrlPrefix; // queues never created under this prefix
+    const r1 = await relayPass(sql, sqs, missing);
+    expect(r1).toEqual({ sent: 0, failed: 3, full: false });
+    const down = `http://127.0.0.1:${await freePort()}/000000000000/`; // nothing listens there
+    const r2 = await relayPass(sql, sqs, down);
+    expect(r2.failed).toBe(3);
+    const rows = await sql`SELECT attempts, sent_at FROM outbox_messages WHERE run_id = ANY(${ids})`;
+    expect(rows.map((r) => [r.attempts, r.sent_at])).toEqual([[2, null], [2, null], [2, null]]);
+    const [t] = await sql`SELECT count(*)::int AS n FROM task_run_events WHERE run_id = ANY(${ids}) AND event = 'sent'`;
+    expect(t!.n).toBe(0);
+    // A failing row does not keep the relay spinning, and is sent when the queue is back.
+    relay({ sweepIntervalMs: 100 });
+    await waitFor(async () => (await pendingCount()) === 0, 2_000);
+    expect((await drain('default', 3)).length).toBe(3);
+  });
+
+  it('R-OBX-12 rows locked by another transaction are skipped, not waited for', async () => {
+    const ids = await dispatchMany(3);
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    let locked!: () => void;
+    const isLocked = new Promise<void>((r) => (locked = r));
+    const holder = sql.begin(async (tx) => {
+      await tx`SELECT id FROM outbox_messages WHERE run_id = ${ids[0]!} FOR UPDATE`;
+      locked();
+      await released;
+    });
+    await isLocked;
+    const t = performance.now();
+    const result = await relayPass(sql, sqs, prefix);
+    expect(performance.now() - t).toBeLessThan(1_000);
+    expect(result.sent).toBe(2);
+    release();
+    await holder;
+    expect(await pendingCount()).toBe(1);
+    expect((await relayPass(sql, sqs, prefix)).sent).toBe(1);
+  });
+
+  it('R-OBX-12 concurrent relays never send a row twice', async () => {
+    const ids = await dispatchMany(120);
+    for (let i = 0; i < 3; i++) relay({ batchSize: 10, sweepIntervalMs: 20, instance: `relay-${i}` });
+    await waitFor(async () => (await pendingCount()) === 0, 10_000);
+    const bodies = await drain('default', 120);
+    const runIds = bodies.map((b) => JSON.parse(b).run_id);
+    expect(runIds.length).toBe(120);
+    expect(new Set(runIds)).toEqual(new Set(ids));
+    const [t] = await sql`SELECT count(*)::int AS n, count(DISTINCT run_id)::int AS runs FROM task_run_events WHERE run_id = ANY(${ids}) AND event = 'sent'`;
+    expect(t).toEqual({ n: 120, runs: 120 });
+  });
+
+  it('R-OBX-16 a resend after a lost mark carries the same run_id and envelope', async () => {
+    const [runId] = await dispatchMany(1);
+    await relayPass(sql, sqs, prefix);
+    // As if the relay crashed after SendMessageBatch but before its transaction committed.
+    await sql`UPDATE outbox_messages SET sent_at = NULL WHERE run_id = ${runId!}`;
+    await relayPass(sql, sqs, prefix);
+    const bodies = await drain('default', 2);
+    expect(bodies.length).toBe(2);
+    expect(bodies[0]).toBe(bodies[1]);
+    expect(JSON.parse(bodies[0]!).run_id).toBe(runId);
+  });
+});

@@ -1,0 +1,618 @@
+// Database rules of the ten infrastructure tables (sql/idempotency/0015_idempotency.sql, sql/work/0016_work.sql).
+import { randomBytes, randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { TestDatabase } from '../support/services.ts';
+import type { Sql } from '../../src/db/client.ts';
+import { createTenant, createTenantMember, workDatabase, type TenantMember } from './work-tables-support.ts';
+
+let db: TestDatabase;
+let sql: Sql;
+let member: TenantMember;
+let otherMember: TenantMember;
+
+beforeAll(async () => {
+  db = await workDatabase();
+  sql = db.sql;
+  member = await createTenantMember(sql);
+  otherMember = await createTenantMember(sql);
+});
+afterAll(async () => db?.drop());
+
+async function refusal(work: Promise<unknown>): Promise<{ code: string; message: string; constraint_name?: string }> {
+  try {
+    await work;
+  } catch (error) {
+    return error as { code: string; message: string; constraint_name?: string };
+  }
+  throw new Error('expected the database to refuse the statement');
+}
+
+const key32 = () => randomBytes(32);
+
+interface RunValues {
+  run_id?: string;
+  tenant_id?: string;
+  name?: string;
+  queue?: string;
+  trigger?: string;
+  actor_kind?: string;
+  actor_label?: string;
+  status?: string;
+  attempts?: number;
+  progress?: number;
+  outcome?: unknown;
+  finished_at?: string | null;
+}
+
+/** Inserts a system run of the member's tenant (no actor row needed); returns its run_id. */
+async function insertRun(q: Sql, values: RunValues = {}): Promise<string> {
+  const runId = values.run_id ?? randomUUID();
+  const row = {
+    run_id: runId,
+    tenant_id: values.tenant_id ?? member.tenantId,
+    name: values.name ?? 'demo.task',
+    queue: values.queue ?? 'default',
+    trigger: values.trigger ?? 'dispatch',
+    actor_kind: values.actor_kind ?? 'system',
+    actor_label: values.actor_label ?? 'test',
+    correlation_id: randomUUID(),
+    causation_id: randomUUID(),
+    status: values.status ?? 'queued',
+    attempts: values.attempts ?? 0,
+    progress: values.progress ?? 0,
+    outcome: q.json((values.outcome ?? {}) as never),
+    ...(values.finished_at !== undefined ? { finished_at: values.finished_at } : {}),
+  };
+  await q`INSERT INTO task_runs ${q(row)}`;
+  return runId;
+}
+
+async function insertPlatformRun(q: Sql, values: RunValues = {}): Promise<string> {
+  const runId = values.run_id ?? randomUUID();
+  const row = {
+    run_id: runId,
+    name: values.name ?? 'maintenance.purge',
+    queue: values.queue ?? 'maintenance',
+    trigger: values.trigger ?? 'dispatch',
+    actor_kind: values.actor_kind ?? 'system',
+    actor_label: values.actor_label ?? 'test',
+    correlation_id: randomUUID(),
+    causation_id: randomUUID(),
+    status: values.status ?? 'queued',
+    outcome: q.json((values.outcome ?? {}) as never),
+    ...(values.finished_at !== undefined ? { finished_at: values.finished_at } : {}),
+  };
+  await q`INSERT INTO platform_task_runs ${q(row)}`;
+  return runId;
+}
+
+async function insertEvent(q: Sql, runId: string, values: Record<string, unknown> = {}) {
+  await q`INSERT INTO task_run_events ${q({
+    run_id: runId,
+    tenant_id: member.tenantId,
+    event: 'queued',
+    attempt: 0,
+    queue: 'default',
+    worker_instance: 'test-1',
+    ...values,
+  } as never)}`;
+}
+
+describe('infrastructure figures', () => {
+  it('R-DB-01 R-DB-02 R-DB-03 the ten infrastructure tables have exactly the counted constraints and triggers', async () => {
+    const tables = [
+      'idempotency_keys', 'platform_idempotency_keys', 'outbox_messages', 'platform_outbox_messages', 'task_runs',
+      'task_run_user_actors', 'task_run_events', 'platform_task_runs', 'platform_task_run_schedule_origins',
+      'platform_task_run_events',
+    ];
+    const [c] = await sql`
+      SELECT count(*) FILTER (WHERE contype = 'f')::int AS fks,
+             count(*) FILTER (WHERE contype = 'f' AND cardinality(conkey) > 1)::int AS composite,
+             count(*) FILTER (WHERE contype = 'c')::int AS checks,
+             count(*) FILTER (WHERE contype = 'u')::int AS uniques,
+             count(*) FILTER (WHERE contype = 'x')::int AS excludes,
+             count(*) FILTER (WHERE contype = 'f' AND (condeferrable OR confdeltype <> 'a' OR confupdtype <> 'a'))::int AS odd_fks
+        FROM pg_constraint WHERE conrelid::regclass::text = ANY(${tables})`;
+    expect(c).toEqual({ fks: 9, composite: 3, checks: 50, uniques: 6, excludes: 0, odd_fks: 0 });
+    const [t] = await sql`
+      SELECT count(*) FILTER (WHERE tgconstraint = 0)::int AS regular,
+             count(*) FILTER (WHERE tgconstraint <> 0 AND tgdeferrable AND tginitdeferred)::int AS deferred
+        FROM pg_trigger WHERE NOT tgisinternal AND tgrelid::regclass::text = ANY(${tables})`;
+    expect(t).toEqual({ regular: 8, deferred: 2 });
+    const identity = await sql`
+      SELECT table_name FROM information_schema.columns
+       WHERE table_schema = 'public' AND table_name = ANY(${tables}) AND is_identity = 'YES' AND identity_generation = 'ALWAYS'
+         AND column_name = 'id' AND data_type = 'bigint' ORDER BY 1`;
+    expect(identity.map((r) => r.table_name)).toEqual([
+      'idempotency_keys', 'outbox_messages', 'platform_idempotency_keys', 'platform_outbox_messages',
+      'platform_task_run_events', 'task_run_events',
+    ]);
+    const [u] = await sql`
+      SELECT count(*)::int AS n FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+       WHERE c.relname = ANY(${tables}) AND i.indisunique AND NOT i.indisprimary
+         AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid)`;
+    expect(u!.n).toBe(0);
+  });
+
+  it('R-DB-06 every instant with a default uses clock_timestamp()', async () => {
+    const rows = await sql`
+      SELECT table_name, column_name, column_default FROM information_schema.columns
+       WHERE table_schema = 'public' AND data_type = 'timestamp with time zone' AND column_default IS NOT NULL
+         AND table_name IN ('idempotency_keys', 'platform_idempotency_keys', 'outbox_messages', 'platform_outbox_messages',
+           'task_runs', 'task_run_events', 'platform_task_runs', 'platform_task_run_events')`;
+    expect(rows.length).toBe(14);
+    for (const r of rows) expect(r.column_default, `${r.table_name}.${r.column_name}`).toBe('clock_timestamp()');
+  });
+});
+
+describe('idempotency ledgers', () => {
+  const ledger = (tenantId: string | null, values: Record<string, unknown> = {}) => ({
+    ...(tenantId === null ? {} : { tenant_id: tenantId }),
+    idempotency_key: key32(),
+    request_fingerprint: key32(),
+    expires_at: new Date(Date.now() + 60_000),
+    ...values,
+  });
+  async function insertLedger(table: 'idempotency_keys' | 'platform_idempotency_keys', values: Record<string, unknown> = {}) {
+    const row = ledger(table === 'idempotency_keys' ? member.tenantId : null, values);
+    return sql`INSERT INTO ${sql(table)} ${sql(row as never)} RETURNING *`;
+  }
+
+  for (const table of ['idempotency_keys', 'platform_idempotency_keys'] as const) {
+    it(`R-IDM-01 ${table} has a database-generated identity id and refuses a supplied one`, async () => {
+      const [a] = await insertLedger(table);
+      const [b] = await insertLedger(table);
+      expect(BigInt(b!.id)).toBeGreaterThan(BigInt(a!.id));
+      const e = await refusal(insertLedger(table, { id: 999 }));
+      expect(e.code).toBe('428C9');
+    });
+
+    it(`R-IDM-03 ${table} key and fingerprint are exactly 32 bytes`, async () => {
+      for (const n of [0, 31, 33, 64]) {
+        expect((await refusal(insertLedger(table, { idempotency_key: randomBytes(n) }))).constraint_name).toBe(
+          `${table}_key_is_32_bytes`,
+        );
+        expect((await refusal(insertLedger(table, { request_fingerprint: randomBytes(n) }))).constraint_name).toBe(
+          `${table}_fingerprint_is_32_bytes`,
+        );
+      }
+    });
+
+    it(`R-IDM-04 ${table} status defaults to processing, attempt to 1, and both are checked`, async () => {
+      const [row] = await insertLedger(table);
+      expect(row!.status).toBe('processing');
+      expect(row!.attempt).toBe(1);
+      for (const status of ['completed', 'failed_retryable', 'failed_permanent']) {
+        await insertLedger(table, { status });
+      }
+      expect((await refusal(insertLedger(table, { status: 'done' }))).constraint_name).toBe(`${table}_status_known`);
+      expect((await refusal(insertLedger(table, { attempt: 0 }))).constraint_name).toBe(`${table}_attempt_positive`);
+    });
+
+    it(`R-IDM-05 ${table} outcome is an object of at most 4096 bytes and empty while processing`, async () => {
+      const big = (n: number) => ({ s: 'x'.repeat(n - 9) }); // {"s": "..."} is 9 bytes of framing
+      expect(JSON.stringify(big(4096)).length + 1).toBe(4096); // jsonb text adds a space after the colon
+      await insertLedger(table, { status: 'completed', outcome: sql.json(big(4096)) });
+      expect(
+        (await refusal(insertLedger(table, { status: 'completed', outcome: sql.json(big(4097)) }))).constraint_name,
+      ).toBe(`${table}_outcome_object_max_4096_bytes`);
+      for (const bad of [[1], 'text', 3, null]) {
+        const e = await refusal(insertLedger(table, { status: 'completed', outcome: sql.json(bad as never) }));
+        expect(e.code === '23514' || e.code === '23502').toBe(true);
+      }
+      expect(
+        (await refusal(insertLedger(table, { outcome: sql.json({ a: 1 }) }))).constraint_name,
+      ).toBe(`${table}_outcome_empty_while_processing`);
+      const [row] = await insertLedger(table);
+      const e = await refusal(sql`UPDATE ${sql(table)} SET outcome = '{"a":1}' WHERE id = ${row!.id}`);
+      expect(e.constraint_name).toBe(`${table}_outcome_empty_while_processing`);
+      await sql`UPDATE ${sql(table)} SET status = 'completed', outcome = '{"a":1}' WHERE id = ${row!.id}`;
+    });
+
+    it(`R-IDM-06 ${table} created_at/updated_at come from the database clock and expires_at is required`, async () => {
+      const rows = await sql.begin(async (tx) => {
+        await tx`SELECT pg_sleep(0.01)`;
+        const r1 = await tx`INSERT INTO ${tx(table)} ${tx(
+          ledger(table === 'idempotency_keys' ? member.tenantId : null, { expires_at: new Date(Date.now() + 60_000) }) as never,
+        )} RETURNING created_at, updated_at, now() AS tx_start`;
+        return r1;
+      });
+      // clock_timestamp(), not the transaction start.
+      expect(new Date(rows[0]!.created_at).getTime()).toBeGreaterThan(new Date(rows[0]!.tx_start).getTime());
+      expect(rows[0]!.updated_at).toBeTruthy();
+      const e = await refusal(insertLedger(table, { expires_at: null }));
+      expect(e.code).toBe('23502');
+    });
+  }
+
+  it('R-IDM-02 tenant_id exists only in idempotency_keys, references tenants and accepts no sentinel tenant 0', async () => {
+    const cols = await sql`SELECT table_name FROM information_schema.columns
+      WHERE column_name = 'tenant_id' AND table_name IN ('idempotency_keys', 'platform_idempotency_keys')`;
+    expect(cols.map((c) => c.table_name)).toEqual(['idempotency_keys']);
+    const e = await refusal(sql`INSERT INTO idempotency_keys (tenant_id, idempotency_key, request_fingerprint, expires_at)
+      VALUES (0, ${key32()}, ${key32()}, clock_timestamp())`);
+    expect(e.constraint_name).toBe('idempotency_keys_tenant_fk');
+    const n = await refusal(sql`INSERT INTO idempotency_keys (idempotency_key, request_fingerprint, expires_at)
+      VALUES (${key32()}, ${key32()}, clock_timestamp())`);
+    expect(n.code).toBe('23502');
+  });
+
+  it('R-IDM-07 R-IDM-08 uniqueness is per tenant in idempotency_keys and global in platform_idempotency_keys', async () => {
+    const k = key32();
+    const claim = (tenantId: string) => sql`INSERT INTO idempotency_keys (tenant_id, idempotency_key, request_fingerprint, expires_at)
+      VALUES (${tenantId}, ${k}, ${key32()}, clock_timestamp()) ON CONFLICT DO NOTHING RETURNING id`;
+    expect((await claim(member.tenantId)).length).toBe(1);
+    expect((await claim(member.tenantId)).length).toBe(0);
+    expect((await claim(otherMember.tenantId)).length).toBe(1);
+    const p = key32();
+    await sql`INSERT INTO platform_idempotency_keys (idempotency_key, request_fingerprint, expires_at) VALUES (${p}, ${key32()}, clock_timestamp())`;
+    const e = await refusal(sql`INSERT INTO platform_idempotency_keys (idempotency_key, request_fingerprint, expires_at)
+      VALUES (${p}, ${key32()}, clock_timestamp())`);
+    expect(e.constraint_name).toBe('platform_idempotency_keys_key_unique');
+  });
+});
+
+describe('outboxes', () => {
+  for (const table of ['outbox_messages', 'platform_outbox_messages'] as const) {
+    const row = (values: Record<string, unknown> = {}) => ({
+      ...(table === 'outbox_messages' ? { tenant_id: member.tenantId } : {}),
+      run_id: randomUUID(),
+      queue: 'default',
+      envelope: sql.json({ run_id: 'x' }),
+      ...values,
+    });
+
+    it(`R-OBX-01 ${table} has a database-generated identity id`, async () => {
+      const [a] = await sql`INSERT INTO ${sql(table)} ${sql(row() as never)} RETURNING id`;
+      expect(Number(a!.id)).toBeGreaterThan(0);
+      const e = await refusal(sql`INSERT INTO ${sql(table)} ${sql(row({ id: 77 }) as never)}`);
+      expect(e.code).toBe('428C9');
+    });
+
+    it(`R-OBX-02 ${table} run_id is unique, queue one of the four, envelope an object`, async () => {
+      const runId = randomUUID();
+      await sql`INSERT INTO ${sql(table)} ${sql(row({ run_id: runId }) as never)}`;
+      expect((await refusal(sql`INSERT INTO ${sql(table)} ${sql(row({ run_id: runId }) as never)}`)).constraint_name).toBe(
+        `${table}_run_unique`,
+      );
+      for (const queue of ['critical', 'default', 'bulk', 'maintenance']) {
+        await sql`INSERT INTO ${sql(table)} ${sql(row({ queue }) as never)}`;
+      }
+      expect((await refusal(sql`INSERT INTO ${sql(table)} ${sql(row({ queue: 'urgent' }) as never)}`)).constraint_name).toBe(
+        `${table}_queue_known`,
+      );
+      for (const bad of [[1], 'x', 2]) {
+        expect(
+          (await refusal(sql`INSERT INTO ${sql(table)} ${sql(row({ envelope: sql.json(bad as never) }) as never)}`)).constraint_name,
+        ).toBe(`${table}_envelope_object`);
+      }
+    });
+
+    it(`R-OBX-03 R-OBX-04 ${table} available_at defaults to the clock, sent_at is nullable, attempts >= 0`, async () => {
+      const [r] = await sql`INSERT INTO ${sql(table)} ${sql(row() as never)} RETURNING *, now() AS tx`;
+      expect(r!.sent_at).toBeNull();
+      expect(r!.attempts).toBe(0);
+      expect(r!.available_at).toBeTruthy();
+      expect(r!.created_at).toBeTruthy();
+      expect((await refusal(sql`INSERT INTO ${sql(table)} ${sql(row({ attempts: -1 }) as never)}`)).constraint_name).toBe(
+        `${table}_attempts_not_negative`,
+      );
+    });
+  }
+
+  it('R-OBX-01 outbox_messages.tenant_id references tenants; the platform outbox has no tenant_id', async () => {
+    const e = await refusal(sql`INSERT INTO outbox_messages (tenant_id, run_id, queue, envelope)
+      VALUES (0, ${randomUUID()}, 'default', '{}')`);
+    expect(e.constraint_name).toBe('outbox_messages_tenant_fk');
+    const [c] = await sql`SELECT count(*)::int AS n FROM information_schema.columns
+      WHERE table_name = 'platform_outbox_messages' AND column_name = 'tenant_id'`;
+    expect(c!.n).toBe(0);
+  });
+});
+
+describe('task_runs', () => {
+  it('R-RUN-02 R-RUN-03 run_id is the uuid primary key; tenant_id references tenants and is unique with run_id', async () => {
+    const runId = await insertRun(sql);
+    expect((await refusal(insertRun(sql, { run_id: runId }))).constraint_name).toBe('task_runs_pkey');
+    expect((await refusal(insertRun(sql, { tenant_id: '0' }))).constraint_name).toBe('task_runs_tenant_fk');
+    const [u] = await sql`SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conname = 'task_runs_run_tenant_unique'`;
+    expect(u!.def).toBe('UNIQUE (run_id, tenant_id)');
+  });
+
+  it('R-RUN-04 name format, queue and trigger are checked', async () => {
+    for (const name of ['a.b', 'maintenance.purge', 'x-y_z.1', 'a'.repeat(64)]) await insertRun(sql, { name });
+    for (const name of ['A.b', '1abc', 'a', 'a'.repeat(65), 'a b', 'a/b']) {
+      expect((await refusal(insertRun(sql, { name }))).constraint_name).toBe('task_runs_name_format');
+    }
+    expect((await refusal(insertRun(sql, { queue: 'urgent' }))).constraint_name).toBe('task_runs_queue_known');
+    for (const trigger of ['dispatch', 'event', 'redrive']) await insertRun(sql, { trigger });
+    expect((await refusal(insertRun(sql, { trigger: 'schedule' }))).constraint_name).toBe('task_runs_trigger_known');
+  });
+
+  it('R-RUN-05 actor_kind is user or system only (no platform operator) and actor_label is 1..128 long', async () => {
+    for (const kind of ['platform_operator', 'scheduler', 'operator']) {
+      expect((await refusal(insertRun(sql, { actor_kind: kind }))).constraint_name).toBe('task_runs_actor_kind_known');
+    }
+    await insertRun(sql, { actor_label: 'x'.repeat(128) });
+    for (const label of ['', 'x'.repeat(129)]) {
+      expect((await refusal(insertRun(sql, { actor_label: label }))).constraint_name).toBe('task_runs_actor_label_length');
+    }
+  });
+
+  it('R-RUN-06 correlation_id and causation_id are non-null uuids', async () => {
+    const cols = await sql`SELECT column_name, data_type, is_nullable FROM information_schema.columns
+      WHERE table_name = 'task_runs' AND column_name IN ('correlation_id', 'causation_id') ORDER BY 1`;
+    expect(cols.map((c) => [c.column_name, c.data_type, c.is_nullable])).toEqual([
+      ['causation_id', 'uuid', 'NO'],
+      ['correlation_id', 'uuid', 'NO'],
+    ]);
+  });
+
+  it('R-RUN-07 R-RUN-08 R-RUN-09 status, attempts, progress and outcome are checked; defaults hold', async () => {
+    const runId = await insertRun(sql);
+    const [r] = await sql`SELECT status, attempts, progress, outcome FROM task_runs WHERE run_id = ${runId}`;
+    expect(r).toEqual({ status: 'queued', attempts: 0, progress: 0, outcome: {} });
+    for (const status of ['queued', 'running', 'retrying']) await insertRun(sql, { status });
+    expect((await refusal(insertRun(sql, { status: 'done' }))).constraint_name).toBe('task_runs_status_known');
+    expect((await refusal(insertRun(sql, { attempts: -1 }))).constraint_name).toBe('task_runs_attempts_not_negative');
+    await insertRun(sql, { progress: 100 });
+    for (const progress of [-1, 101]) {
+      expect((await refusal(insertRun(sql, { progress }))).constraint_name).toBe('task_runs_progress_percent');
+    }
+    const big = (n: number) => ({ s: 'x'.repeat(n - 9) }); // jsonb text: {"s": "..."}
+    await insertRun(sql, { outcome: big(2048) });
+    for (const outcome of [big(2049), [1], 'x']) {
+      expect((await refusal(insertRun(sql, { outcome }))).constraint_name).toBe('task_runs_outcome_object_max_2048_bytes');
+    }
+  });
+
+  it('R-RUN-10 queued_at/updated_at come from the database clock; finished_at is set iff the run is final', async () => {
+    const [r] = await sql.begin(async (tx) => {
+      await tx`SELECT pg_sleep(0.01)`;
+      const runId = await insertRun(tx as unknown as Sql);
+      return tx`SELECT queued_at > now() AS after_tx_start, updated_at IS NOT NULL AS u, started_at FROM task_runs WHERE run_id = ${runId}`;
+    });
+    expect(r).toEqual({ after_tx_start: true, u: true, started_at: null });
+    for (const status of ['succeeded', 'failed', 'skipped']) {
+      await insertRun(sql, { status, finished_at: new Date().toISOString() });
+      expect((await refusal(insertRun(sql, { status }))).constraint_name).toBe('task_runs_finished_at_iff_final');
+    }
+    for (const status of ['queued', 'running', 'retrying']) {
+      expect((await refusal(insertRun(sql, { status, finished_at: new Date().toISOString() }))).constraint_name).toBe(
+        'task_runs_finished_at_iff_final',
+      );
+    }
+  });
+
+  it('R-RUN-11 only status, attempts, progress, outcome, started_at, finished_at and updated_at may change', async () => {
+    const runId = await insertRun(sql);
+    await sql`UPDATE task_runs SET status = 'running', attempts = 1, progress = 50, outcome = '{"a":1}',
+      started_at = clock_timestamp(), updated_at = clock_timestamp() WHERE run_id = ${runId}`;
+    await sql`UPDATE task_runs SET status = 'succeeded', finished_at = clock_timestamp() WHERE run_id = ${runId}`;
+    const changes: Array<[string, unknown]> = [
+      ['name', 'other.name'], ['queue', 'bulk'], ['trigger', 'event'], ['actor_label', 'x'],
+      ['correlation_id', randomUUID()], ['causation_id', randomUUID()], ['queued_at', new Date(0).toISOString()],
+      ['tenant_id', otherMember.tenantId], ['run_id', randomUUID()],
+    ];
+    for (const [column, value] of changes) {
+      const e = await refusal(sql`UPDATE task_runs SET ${sql(column)} = ${value as never} WHERE run_id = ${runId}`);
+      expect(e.message).toContain('task_runs');
+      expect(e.message).toContain(column);
+      expect(e.message).toContain('append-only');
+    }
+    // A no-op assignment of a fixed column is not a change.
+    await sql`UPDATE task_runs SET name = name, progress = 99 WHERE run_id = ${runId}`;
+  });
+
+  it('R-RUN-01 R-RUN-22 DELETE and TRUNCATE on task_runs are refused by a trigger naming the table', async () => {
+    const runId = await insertRun(sql);
+    for (const stmt of [sql`DELETE FROM task_runs WHERE run_id = ${runId}`, sql`DELETE FROM task_runs WHERE false`, sql`TRUNCATE task_runs CASCADE`]) {
+      const e = await refusal(stmt);
+      expect(e.message).toMatch(/^task_runs is an append-only trail/);
+    }
+    const [c] = await sql`SELECT count(*)::int AS n FROM task_runs WHERE run_id = ${runId}`;
+    expect(c!.n).toBe(1);
+  });
+
+  it('R-RUN-12 a user run without its task_run_user_actors row fails at COMMIT', async () => {
+    let afterInsert = false;
+    const e = await refusal(
+      sql.begin(async (tx) => {
+        await insertRun(tx as unknown as Sql, { actor_kind: 'user' });
+        afterInsert = true; // the insert itself succeeds: the check is deferred
+      }),
+    );
+    expect(afterInsert).toBe(true);
+    expect(e.message).toContain('task_run_user_actors');
+    const ok = await sql.begin(async (tx) => {
+      const runId = await insertRun(tx as unknown as Sql, { actor_kind: 'user', actor_label: 'user:1' });
+      await tx`INSERT INTO task_run_user_actors ${tx({ run_id: runId, tenant_id: member.tenantId, user_id: member.userId, membership_id: member.membershipId })}`;
+      return runId;
+    });
+    const [c] = await sql`SELECT count(*)::int AS n FROM task_run_user_actors WHERE run_id = ${ok}`;
+    expect(c!.n).toBe(1);
+  });
+
+  it('R-RUN-14 the user actor references the run and the membership of the same tenant', async () => {
+    const insertActor = (values: Record<string, string>) =>
+      sql.begin(async (tx) => {
+        const runId = await insertRun(tx as unknown as Sql, { actor_kind: 'user' });
+        await tx`INSERT INTO task_run_user_actors ${tx({ run_id: runId, tenant_id: member.tenantId, user_id: member.userId, membership_id: member.membershipId, ...values })}`;
+      });
+    // Membership of another tenant, or another user's membership: refused by the composite reference.
+    expect((await refusal(insertActor({ membership_id: otherMember.membershipId }))).constraint_name).toBe(
+      'task_run_user_actors_membership_fk',
+    );
+    expect((await refusal(insertActor({ user_id: otherMember.userId }))).constraint_name).toBe(
+      'task_run_user_actors_membership_fk',
+    );
+    // The run of another tenant: refused by (run_id, tenant_id).
+    expect((await refusal(insertActor({ tenant_id: otherMember.tenantId, user_id: otherMember.userId, membership_id: otherMember.membershipId }))).constraint_name).toBe(
+      'task_run_user_actors_run_fk',
+    );
+    await insertActor({});
+  });
+
+  it('R-RUN-15 R-RUN-22 UPDATE, DELETE and TRUNCATE on task_run_user_actors are refused naming the table', async () => {
+    for (const stmt of [
+      sql`UPDATE task_run_user_actors SET user_id = user_id`,
+      sql`DELETE FROM task_run_user_actors`,
+      sql`TRUNCATE task_run_user_actors`,
+    ]) {
+      const e = await refusal(stmt);
+      expect(e.message).toMatch(/^task_run_user_actors is an append-only trail: it accepts INSERT only/);
+    }
+  });
+});
+
+describe('task_run_events', () => {
+  it('R-TRL-01 R-TRL-02 id is an always-generated identity; (run_id, tenant_id) references the run', async () => {
+    const runId = await insertRun(sql);
+    await insertEvent(sql, runId);
+    expect((await refusal(insertEvent(sql, runId, { id: 5 }))).code).toBe('428C9');
+    expect((await refusal(insertEvent(sql, runId, { tenant_id: otherMember.tenantId }))).constraint_name).toBe(
+      'task_run_events_run_fk',
+    );
+    expect((await refusal(insertEvent(sql, randomUUID()))).constraint_name).toBe('task_run_events_run_fk');
+  });
+
+  it('R-TRL-03 R-TRL-04 R-TRL-05 event, attempt, receive_count, worker_instance and detail are checked', async () => {
+    const runId = await insertRun(sql);
+    const events = ['queued', 'sent', 'received', 'started', 'progress', 'retry_scheduled', 'succeeded', 'failed',
+      'skipped', 'dead_lettered', 'released_on_shutdown', 'redriven'];
+    for (const event of events) await insertEvent(sql, runId, { event });
+    expect((await refusal(insertEvent(sql, runId, { event: 'done' }))).constraint_name).toBe('task_run_events_event_known');
+    expect((await refusal(insertEvent(sql, runId, { attempt: -1 }))).constraint_name).toBe('task_run_events_attempt_not_negative');
+    expect((await refusal(insertEvent(sql, runId, { receive_count: -1 }))).constraint_name).toBe(
+      'task_run_events_receive_count_not_negative',
+    );
+    for (const w of ['', 'w'.repeat(129)]) {
+      expect((await refusal(insertEvent(sql, runId, { worker_instance: w }))).constraint_name).toBe(
+        'task_run_events_worker_instance_length',
+      );
+    }
+    for (const detail of [{ s: 'x'.repeat(2040) }, [1], 'x']) {
+      expect((await refusal(insertEvent(sql, runId, { detail: sql.json(detail as never) }))).constraint_name).toBe(
+        'task_run_events_detail_object_max_2048_bytes',
+      );
+    }
+    const [r] = await sql`SELECT receive_count, error_code, error_type, detail, occurred_at IS NOT NULL AS t
+      FROM task_run_events WHERE run_id = ${runId} ORDER BY id LIMIT 1`;
+    expect(r).toEqual({ receive_count: 0, error_code: '', error_type: '', detail: {}, t: true });
+  });
+
+  it('R-TRL-06 R-RUN-22 UPDATE, DELETE and TRUNCATE on task_run_events are refused naming the table', async () => {
+    const runId = await insertRun(sql);
+    await insertEvent(sql, runId);
+    for (const stmt of [
+      sql`UPDATE task_run_events SET attempt = 1 WHERE run_id = ${runId}`,
+      sql`DELETE FROM task_run_events WHERE run_id = ${runId}`,
+      sql`TRUNCATE task_run_events`,
+    ]) {
+      const e = await refusal(stmt);
+      expect(e.message).toMatch(/^task_run_events is an append-only trail: it accepts INSERT only/);
+    }
+  });
+});
+
+describe('platform runs', () => {
+  it('R-RUN-16 platform_task_runs has the task_runs columns without tenant_id and the same checks', async () => {
+    const cols = async (t: string) =>
+      (await sql`SELECT column_name, data_type, is_nullable, column_default FROM information_schema.columns
+        WHERE table_name = ${t} ORDER BY column_name`).map((c) => JSON.stringify(c));
+    const tenantCols = (await cols('task_runs')).filter((c) => !c.includes('"tenant_id"'));
+    expect(await cols('platform_task_runs')).toEqual(tenantCols);
+    await insertPlatformRun(sql, { trigger: 'event' });
+    expect((await refusal(insertPlatformRun(sql, { name: 'Bad' }))).constraint_name).toBe('platform_task_runs_name_format');
+    expect((await refusal(insertPlatformRun(sql, { actor_kind: 'user' }))).constraint_name).toBe(
+      'platform_task_runs_actor_kind_known',
+    );
+    expect((await refusal(insertPlatformRun(sql, { status: 'succeeded' }))).constraint_name).toBe(
+      'platform_task_runs_finished_at_iff_final',
+    );
+    const runId = await insertPlatformRun(sql);
+    const e = await refusal(sql`UPDATE platform_task_runs SET name = 'x.y' WHERE run_id = ${runId}`);
+    expect(e.message).toMatch(/^platform_task_runs is an append-only trail/);
+    for (const stmt of [sql`DELETE FROM platform_task_runs`, sql`TRUNCATE platform_task_runs CASCADE`]) {
+      expect((await refusal(stmt)).message).toMatch(/^platform_task_runs is an append-only trail/);
+    }
+  });
+
+  it('R-RUN-17 actor_kind scheduler holds exactly when trigger is schedule', async () => {
+    expect((await refusal(insertPlatformRun(sql, { trigger: 'schedule', actor_kind: 'system' }))).constraint_name).toBe(
+      'platform_task_runs_scheduler_iff_schedule',
+    );
+    expect((await refusal(insertPlatformRun(sql, { trigger: 'dispatch', actor_kind: 'scheduler' }))).constraint_name).toBe(
+      'platform_task_runs_scheduler_iff_schedule',
+    );
+  });
+
+  it('R-RUN-18 a scheduler run without its schedule origin fails at COMMIT', async () => {
+    let inserted = false;
+    const e = await refusal(
+      sql.begin(async (tx) => {
+        await insertPlatformRun(tx as unknown as Sql, { trigger: 'schedule', actor_kind: 'scheduler' });
+        inserted = true;
+      }),
+    );
+    expect(inserted).toBe(true);
+    expect(e.message).toContain('platform_task_run_schedule_origins');
+  });
+
+  it('R-RUN-19 one scheduled moment yields one run; execution_id is 1..128 long', async () => {
+    const moment = '2030-01-01T00:00:00Z';
+    const fire = (executionId: string, scheduledFor = moment) =>
+      sql.begin(async (tx) => {
+        const runId = await insertPlatformRun(tx as unknown as Sql, { trigger: 'schedule', actor_kind: 'scheduler' });
+        await tx`INSERT INTO platform_task_run_schedule_origins ${tx({ run_id: runId, schedule_name: 'maintenance.purge', execution_id: executionId, scheduled_for: scheduledFor })}`;
+      });
+    await fire('exec-1');
+    expect((await refusal(fire('exec-2'))).constraint_name).toBe('platform_task_run_schedule_origins_moment_unique');
+    await fire('exec-3', '2030-01-01T01:00:00Z');
+    for (const id of ['', 'e'.repeat(129)]) {
+      expect((await refusal(fire(id, '2031-01-01T00:00:00Z'))).constraint_name).toBe(
+        'platform_task_run_schedule_origins_execution_id_length',
+      );
+    }
+    expect((await refusal(sql`INSERT INTO platform_task_run_schedule_origins (run_id, schedule_name, execution_id, scheduled_for)
+      VALUES (${randomUUID()}, 's', 'e', clock_timestamp())`)).constraint_name).toBe('platform_task_run_schedule_origins_run_fk');
+  });
+
+  it('R-RUN-20 R-RUN-22 UPDATE, DELETE and TRUNCATE on platform_task_run_schedule_origins are refused naming the table', async () => {
+    for (const stmt of [
+      sql`UPDATE platform_task_run_schedule_origins SET execution_id = 'x'`,
+      sql`DELETE FROM platform_task_run_schedule_origins`,
+      sql`TRUNCATE platform_task_run_schedule_origins`,
+    ]) {
+      expect((await refusal(stmt)).message).toMatch(
+        /^platform_task_run_schedule_origins is an append-only trail: it accepts INSERT only/,
+      );
+    }
+  });
+
+  it('R-TRL-07 R-RUN-22 platform_task_run_events has no tenant_id, references the platform run and is append-only', async () => {
+    const runId = await insertPlatformRun(sql);
+    const ev = (values: Record<string, unknown> = {}) =>
+      sql`INSERT INTO platform_task_run_events ${sql({ run_id: runId, event: 'queued', attempt: 0, queue: 'maintenance', worker_instance: 'w', ...values } as never)}`;
+    await ev();
+    expect((await refusal(ev({ run_id: randomUUID() }))).constraint_name).toBe('platform_task_run_events_run_fk');
+    expect((await refusal(ev({ event: 'nope' }))).constraint_name).toBe('platform_task_run_events_event_known');
+    expect((await refusal(ev({ id: 1 }))).code).toBe('428C9');
+    const [c] = await sql`SELECT count(*)::int AS n FROM information_schema.columns
+      WHERE table_name = 'platform_task_run_events' AND column_name = 'tenant_id'`;
+    expect(c!.n).toBe(0);
+    for (const stmt of [
+      sql`UPDATE platform_task_run_events SET attempt = 2`,
+      sql`DELETE FROM platform_task_run_events`,
+      sql`TRUNCATE platform_task_run_events`,
+    ]) {
+      expect((await refusal(stmt)).message).toMatch(/^platform_task_run_events is an append-only trail: it accepts INSERT only/);
+    }
+  });
+});
+
+describe('tenant fixtures', () => {
+  it('creates distinct tenants', async () => {
+    expect(await createTenant(sql)).not.toBe(await createTenant(sql));
+  });
+});

@@ -1,0 +1,166 @@
+// No Docker engine runs on these machines, so the build definition and the composition are checked
+// statically: targets, base image, users, artifacts, services, dependencies, environment, ports and
+// health checks must agree with the code.
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { DockerfileParser } from 'dockerfile-ast';
+import { parse as parseYaml } from 'yaml';
+import { apiConfig } from '../../src/config/api.ts';
+import { workersConfig } from '../../src/config/workers.ts';
+import { DEFAULT_VISIBILITY_SECONDS, DLQ_SUFFIX, NATIVE_REDRIVE_MAX_RECEIVES, QUEUE_NAMES } from '../../src/queue/names.ts';
+import { CONTAINER_DEFINITIONS } from '../support/backends/containers.ts';
+import { selectBackendName } from '../support/backends/types.ts';
+
+const root = path.resolve(import.meta.dirname, '..', '..');
+const read = (f: string) => fs.readFileSync(path.join(root, f), 'utf8');
+const pkg = JSON.parse(read('package.json'));
+const dockerfile = DockerfileParser.parse(read('Dockerfile'));
+const compose = parseYaml(read('compose.yaml'), { merge: true }) as {
+  services: Record<string, any>;
+};
+
+function stage(name: string) {
+  const from = dockerfile.getFROMs().find((f) => f.getBuildStage() === name);
+  expect(from, `stage ${name}`).toBeDefined();
+  const lines = read('Dockerfile').split('\n');
+  const start = from!.getRange().start.line;
+  const next = dockerfile
+    .getFROMs()
+    .map((f) => f.getRange().start.line)
+    .filter((l) => l > start)
+    .sort((a, b) => a - b)[0];
+  return { from: from!, text: lines.slice(start, next ?? lines.length).join('\n') };
+}
+
+/** Resolves `FROM x AS y` chains to the external base image. */
+function baseImageOf(name: string): string {
+  const args = Object.fromEntries(
+    dockerfile.getInitialARGs().flatMap((a) => a.getProperties().map((p) => [p.getName(), p.getValue() ?? ''])),
+  );
+  let image = stage(name).from.getImage() ?? '';
+  for (let i = 0; i < 10; i++) {
+    image = image.replace(/\$\{(\w+)\}/g, (_, v: string) => args[v] ?? '');
+    const parent = dockerfile.getFROMs().find((f) => f.getBuildStage() === image);
+    if (!parent) return image;
+    image = parent.getImage() ?? '';
+  }
+  return image;
+}
+
+function envOf(service: string): Record<string, string> {
+  const env = compose.services[service].environment as Record<string, string | number | boolean>;
+  // `${VAR:-default}` resolves to its default when VAR is unset, as `docker compose` does.
+  return Object.fromEntries(
+    Object.entries(env).map(([k, v]) => [k, String(v).replace(/\$\{\w+:-([^}]*)\}/g, '$1')]),
+  );
+}
+
+describe('Dockerfile', () => {
+  it('R-EXE-01 defines the three targets runtime, workers and migrator in one build definition', () => {
+    for (const target of ['runtime', 'workers', 'migrator']) expect(stage(target).from.getBuildStage()).toBe(target);
+  });
+
+  it('uses a Node base image of the same major as the pinned runtime (package.json, engines, .nvmrc)', () => {
+    const pinned = pkg.devDependencies.node as string;
+    const major = pinned.split('.')[0];
+    expect(read('.nvmrc').trim()).toBe(pinned);
+    expect(pkg.engines.node).toContain(`${major}.`);
+    for (const target of ['runtime', 'workers', 'migrator']) expect(baseImageOf(target)).toMatch(new RegExp(`^node:${major}[-.]`));
+  });
+
+  it('R-EXE-13 emits the artifacts during the image build, installs production dependencies only and runs as a non-root user', () => {
+    const text = read('Dockerfile');
+    expect(text).toMatch(/npm ci --omit=dev/);
+    expect(stage('build').text).toMatch(/RUN node src\/main\/cli\.ts emit/);
+    expect(stage('app').text).toMatch(/COPY --from=build \/app\/dist \.\/dist/);
+    const user = dockerfile.getInstructions().filter((i) => i.getKeyword() === 'USER').map((i) => i.getArgumentsContent());
+    expect(user).toContain('node');
+    expect(user).not.toContain('root');
+  });
+
+  it('R-EXE-14 gives the migrator the permission registry of the same build and deploy as default command', () => {
+    expect(stage('app').text).toMatch(/SVC_PERMISSIONS_REGISTRY=\/app\/dist\/permissions\.json/);
+    expect(stage('migrator').text).toMatch(/ENTRYPOINT \["node", "src\/main\/cli\.ts", "migrator"\]/);
+    expect(stage('migrator').text).toMatch(/CMD \["deploy"\]/);
+  });
+
+  it('R-EXE-02 R-EXE-03 exposes the API on 3000 and the workers health on 8081, matching the config defaults', () => {
+    const api = apiConfig({ SVC_TASKS_CATALOG: 'x' });
+    expect(stage('runtime').text).toMatch(new RegExp(`EXPOSE ${api.SVC_API_PORT ?? 3000}`));
+    expect(stage('runtime').text).toMatch(/\/ready/);
+    expect(stage('workers').text).toMatch(/EXPOSE 8081/);
+    expect(stage('workers').text).toMatch(/\/healthz/);
+  });
+
+  it('ships every folder the executables read at run time', () => {
+    for (const dir of ['src', 'units', 'seeders', 'catalog', 'drizzle', 'sql']) {
+      expect(fs.existsSync(path.join(root, dir)), dir).toBe(true);
+      expect(stage('app').text).toContain(`COPY ${dir} ./${dir}`);
+    }
+  });
+});
+
+describe('compose.yaml', () => {
+  it('R-EXE-05 R-EXE-06 R-EXE-07 runs PostgreSQL 18, Redis 8 and an SQS-compatible server', () => {
+    expect(compose.services.postgres.image).toBe('postgres:18');
+    expect(compose.services.redis.image).toBe('redis:8');
+    expect(compose.services.sqs.image).toMatch(/fauxqs/);
+  });
+
+  it('R-LIM-01 R-LIM-02 R-EXE-07 creates the four queues and their dead-letter queues with the spec visibility and a redrive of 7', () => {
+    const init = JSON.parse(read('deploy/fauxqs-init.json')) as { queues: Array<{ name: string; attributes?: Record<string, string> }> };
+    const byName = new Map(init.queues.map((q) => [q.name, q]));
+    for (const name of QUEUE_NAMES) {
+      expect(byName.has(`${name}${DLQ_SUFFIX}`)).toBe(true);
+      const q = byName.get(name)!;
+      expect(Number(q.attributes!.VisibilityTimeout)).toBe(DEFAULT_VISIBILITY_SECONDS[name]);
+      const redrive = JSON.parse(q.attributes!.RedrivePolicy!);
+      expect(Number(redrive.maxReceiveCount)).toBe(NATIVE_REDRIVE_MAX_RECEIVES);
+      expect(redrive.deadLetterTargetArn).toMatch(new RegExp(`:${name}${DLQ_SUFFIX}$`));
+    }
+    expect(compose.services.sqs.volumes.join(' ')).toContain('./deploy/fauxqs-init.json');
+  });
+
+  it('R-EXE-15 runs the migrator on every start and starts API and workers only after it succeeded', () => {
+    expect(compose.services.migrator.build.target).toBe('migrator');
+    expect(compose.services.migrator.command).toEqual(['deploy']);
+    for (const svc of ['api', 'workers']) {
+      expect(compose.services[svc].depends_on.migrator.condition).toBe('service_completed_successfully');
+    }
+    expect(compose.services.api.build.target).toBe('runtime');
+    expect(compose.services.workers.build.target).toBe('workers');
+  });
+
+  it('R-CFG-02 gives exactly one workers service SVC_RELAY=true', () => {
+    const relays = Object.entries(compose.services).filter(([, s]) => String(s.environment?.SVC_RELAY) === 'true');
+    expect(relays.map(([n]) => n)).toEqual(['workers']);
+  });
+
+  it('provides every variable the config schemas require, valid by their rules', () => {
+    expect(() => workersConfig(envOf('workers'))).not.toThrow();
+    expect(() => apiConfig({ ...envOf('api'), SVC_TASKS_CATALOG: '/app/dist/tasks.json' })).not.toThrow();
+    expect(envOf('workers').SVC_SQS_QUEUE_URL_PREFIX).toMatch(/^http:\/\/sqs:4566\/\d{12}\/$/);
+  });
+
+  it('R-HTTP-06 R-WRK-12 checks health on /ready and /healthz at the ports the code uses', () => {
+    expect(compose.services.api.healthcheck.test.join(' ')).toContain('127.0.0.1:3000/ready');
+    expect(compose.services.api.ports).toContain('3000:3000');
+    expect(compose.services.workers.healthcheck.test.join(' ')).toContain(':8081/healthz');
+    expect(envOf('workers').SVC_HEALTH_PORT).toBe('8081');
+  });
+});
+
+describe('test back ends', () => {
+  it('selects embedded by default and containers on request, refusing anything else', () => {
+    expect(selectBackendName({})).toBe('embedded');
+    expect(selectBackendName({ SVC_TEST_BACKEND: 'containers' })).toBe('containers');
+    expect(() => selectBackendName({ SVC_TEST_BACKEND: 'docker' })).toThrow(/embedded or containers/);
+  });
+
+  it('defines containers with the same images compose uses', () => {
+    expect(CONTAINER_DEFINITIONS.postgres.image).toBe(compose.services.postgres.image);
+    expect(CONTAINER_DEFINITIONS.redis.image).toBe(compose.services.redis.image);
+    expect(CONTAINER_DEFINITIONS.sqs.image).toBe(compose.services.sqs.image);
+  });
+});
