@@ -1,8 +1,9 @@
-// `npm run bench -- api [--smoke] [--duration <s>] [--connections <n>]`: requests/s and p99 of
+// `npm run bench -- api [--smoke] [--duration <s>] [--rounds <n>] [--connections <n>]`: requests/s and p99 of
 // GET /task-runs/{id} served from the Redis cache (fake session resolver), against a bare Fastify route
 // returning constant JSON, measured in the same run with autocannon. Target: route >= 60% of bare.
-// Output: `INTERVAL target=<bare|route> t_s=<s> rps=<n>` every second, `RESULT target=... rps=... p50_ms=...
-// p99_ms=... errors=... non2xx=...` per target, and last `SUMMARY route_rps=<n> bare_rps=<n> ratio=<x> route_p99_ms=<n>`.
+// Rounds alternate bare and route (default 3 x 5 s each). Output: `INTERVAL target=<bare|route> round=<r> t_s=<s> rps=<n>`
+// every second, `ROUND ...` per round, `RESULT target=... rps=<mean> p50_ms=... p99_ms=<median> errors=... non2xx=...`
+// per target, and last `SUMMARY route_rps=<n> bare_rps=<n> ratio=<x> route_p99_ms=<n>`.
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
@@ -16,18 +17,23 @@ const ROOT = path.resolve(import.meta.dirname, '..', '..');
 interface Options {
   durationS: number;
   connections: number;
+  /** Rounds of bare-then-route, so load from neighbours on a shared machine hits both alike. */
+  rounds: number;
 }
 
 function parseOptions(args: string[]): Options {
-  const options: Options = { durationS: 10, connections: 32 };
+  const options: Options = { durationS: 5, connections: 32, rounds: 3 };
   for (let i = 0; i < args.length; i++) {
     const arg = args[i];
-    if (arg === '--smoke') options.durationS = 2;
+    if (arg === '--smoke') Object.assign(options, { durationS: 2, rounds: 1 });
+    else if (arg === '--rounds') options.rounds = Number(args[++i]);
     else if (arg === '--duration') options.durationS = Number(args[++i]);
     else if (arg === '--connections') options.connections = Number(args[++i]);
     else throw new Error(`unknown option ${arg}; use --smoke, --duration <s>, --connections <n>`);
   }
-  if (!(options.durationS > 0) || !(options.connections > 0)) throw new Error('--duration and --connections take positive numbers');
+  if (!(options.durationS > 0) || !(options.connections > 0) || !(options.rounds >= 1)) {
+    throw new Error('--duration, --connections and --rounds take positive numbers');
+  }
   return options;
 }
 
@@ -41,7 +47,7 @@ interface Measured {
   non2xx: number;
 }
 
-async function measure(target: 'bare' | 'route', url: string, headers: Record<string, string>, o: Options): Promise<Measured> {
+async function measure(target: 'bare' | 'route', round: number, url: string, headers: Record<string, string>, o: Options): Promise<Measured> {
   // One second of warm-up so JIT and connection set-up stay out of the numbers.
   await autocannon({ url, headers, connections: o.connections, duration: 1 });
   let t = 0;
@@ -51,10 +57,11 @@ async function measure(target: 'bare' | 'route', url: string, headers: Record<st
       error ? reject(error) : resolve(result),
     );
   });
-  instance.on('tick', (tick: { counter: number }) => {
+  // autocannon 9 emits { counter, bytes } per second; the v7 typings describe the event differently.
+  (instance as unknown as NodeJS.EventEmitter).on('tick', (tick: { counter: number }) => {
     t += 1;
     // autocannon ticks once more as it stops; that partial second is not an interval.
-    if (t <= o.durationS) console.log(`INTERVAL target=${target} t_s=${t} rps=${tick.counter}`);
+    if (t <= o.durationS) console.log(`INTERVAL target=${target} round=${round} t_s=${t} rps=${tick.counter}`);
   });
   const result = await finished;
   const m = {
@@ -63,6 +70,21 @@ async function measure(target: 'bare' | 'route', url: string, headers: Record<st
     p99: result.latency.p99,
     errors: result.errors + result.timeouts,
     non2xx: result.non2xx,
+  };
+  console.log(`ROUND target=${target} round=${round} rps=${m.rps} p50_ms=${m.p50} p99_ms=${m.p99} errors=${m.errors} non2xx=${m.non2xx}`);
+  return m;
+}
+
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+
+/** Mean requests/s over the rounds, median latencies, summed failures. */
+function combine(target: string, rounds: Measured[]): Measured {
+  const m = {
+    rps: Math.round(rounds.reduce((sum, r) => sum + r.rps, 0) / rounds.length),
+    p50: median(rounds.map((r) => r.p50)),
+    p99: median(rounds.map((r) => r.p99)),
+    errors: rounds.reduce((sum, r) => sum + r.errors, 0),
+    non2xx: rounds.reduce((sum, r) => sum + r.non2xx, 0),
   };
   console.log(`RESULT target=${target} rps=${m.rps} p50_ms=${m.p50} p99_ms=${m.p99} errors=${m.errors} non2xx=${m.non2xx}`);
   return m;
@@ -123,10 +145,19 @@ export async function main(args: string[]): Promise<number> {
     const headers = { authorization: `Bearer ${token}` };
     const first = await fetch(routeUrl, { headers });
     if (first.status !== 200) throw new Error(`warm-up read answered ${first.status}, expected 200`);
-    log(`cpu cores=${(await import('node:os')).availableParallelism()} connections=${options.connections} duration_s=${options.durationS}`);
+    log(
+      `cpu cores=${(await import('node:os')).availableParallelism()} connections=${options.connections} ` +
+        `duration_s=${options.durationS} rounds=${options.rounds}`,
+    );
 
-    const bare = await measure('bare', `http://127.0.0.1:${ports.bare}/bare`, {}, options);
-    const route = await measure('route', routeUrl, headers, options);
+    const bareRounds: Measured[] = [];
+    const routeRounds: Measured[] = [];
+    for (let round = 1; round <= options.rounds; round++) {
+      bareRounds.push(await measure('bare', round, `http://127.0.0.1:${ports.bare}/bare`, {}, options));
+      routeRounds.push(await measure('route', round, routeUrl, headers, options));
+    }
+    const bare = combine('bare', bareRounds);
+    const route = combine('route', routeRounds);
     if (route.non2xx > 0 || route.errors > 0 || bare.errors > 0) log('some requests failed: see RESULT lines');
     const ratio = bare.rps > 0 ? route.rps / bare.rps : 0;
     console.log(`SUMMARY route_rps=${route.rps} bare_rps=${bare.rps} ratio=${ratio.toFixed(2)} route_p99_ms=${route.p99}`);

@@ -9,7 +9,7 @@ import type { Session, SessionResolver } from '../../src/auth/session-resolver.t
 
 const env = process.env;
 const sql = createSql(env.BENCH_DATABASE_URL!, { max: 4, applicationName: 'bench-api' });
-const redis = createRedis(env.BENCH_REDIS_URL!, { name: 'bench-api' });
+const redis = createRedis(env.BENCH_REDIS_URL!, { name: 'bench-api', autoPipelining: true });
 const session: Session = { tenantId: env.BENCH_TENANT_ID!, userId: '1', membershipId: '1', permissions: new Set(['access.task_runs.read']) };
 const resolver: SessionResolver = { resolve: async (token) => (token === env.BENCH_TOKEN ? session : null) };
 

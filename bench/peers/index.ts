@@ -88,6 +88,8 @@ export async function main(args: string[]): Promise<number> {
     log(`machine: ${JSON.stringify(machine)}`);
     log(`options: ${JSON.stringify(options)}`);
 
+    // A system capped by its design gets bursts of about this many seconds of its ceiling.
+    const burstSeconds = options.smoke ? 3 : 30;
     // Set every system up first, so rounds can be interleaved across systems.
     let redisDb = 1;
     for (const name of options.systems) {
@@ -117,9 +119,9 @@ export async function main(args: string[]): Promise<number> {
         log(`setting up ${name}`);
         await adapter.setup(ctx);
         const ceiling = adapter.designCeiling?.(options.concurrency);
-        const scaled = scaleForCeiling(ceiling, options, options.smoke ? 3 : 30);
+        const scaled = scaleForCeiling(ceiling, options, burstSeconds);
         const note = scaled.scaled
-          ? `its documented design caps it at ${ceiling} jobs/s with concurrency ${options.concurrency}, so it ran ${scaled.jobs} burn-down jobs, ${scaled.effectJobs} effect jobs and a steady rate of ${scaled.rate} jobs/s (about ${options.smoke ? 3 : 30} s of its ceiling per round) instead of ${options.jobs}, ${options.effectJobs} and ${options.rate}.`
+          ? `its documented design caps it at ${ceiling} jobs/s with concurrency ${options.concurrency}, so it ran ${scaled.jobs} burn-down jobs, ${scaled.effectJobs} effect jobs and a steady rate of ${scaled.rate} jobs/s (about ${burstSeconds} s of its ceiling per round) instead of ${options.jobs}, ${options.effectJobs} and ${options.rate}.`
           : undefined;
         entries.push({ adapter, ctx, pool, jobs: scaled.jobs, effectJobs: scaled.effectJobs, rate: scaled.rate, scaled: note });
         infos.push({ name, durable: adapter.durable, settings: adapter.settings, scaled: note });
@@ -166,7 +168,7 @@ export async function main(args: string[]): Promise<number> {
 
     // Warm-up: a verified burn-down per system, excluded from the medians.
     for (const e of entries) {
-      const jobs = Math.max(1, Math.min(e.jobs, options.smoke ? 50 : Math.max(200, Math.ceil(e.jobs / 10))));
+      const jobs = Math.max(1, Math.min(e.jobs, options.smoke ? 20 : Math.max(200, Math.ceil(e.jobs / 10))));
       await guarded(e, 'warm-up', () => burnDown(e.adapter, e.ctx, 'burn', jobs, 0, roundOptions), jobs, 'burn', 0);
     }
     for (let round = 1; round <= options.rounds; round++) {

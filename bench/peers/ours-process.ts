@@ -1,11 +1,12 @@
 // A process of `ours` for the benchmarks: BENCH_ROLE=workers consumes the `default` queue with the
-// bench fixture unit; BENCH_ROLE=relay runs the outbox relay only. Both are the service's own runtime
-// (startWorkerRuntime: consumer, runner, idempotency, trail, relay) built from explicit settings, so
-// the relay and the workers run as separate processes, as in production. Prints READY once consuming
+// bench fixture unit (startWorkerRuntime: consumer, runner, idempotency, trail); BENCH_ROLE=relay runs
+// the outbox relay (startRelay) only. Both are the service's own runtime built from explicit settings,
+// with the relay and the workers as separate processes, as in production. Prints READY once running
 // and stops gracefully on SIGTERM.
 //
 // Environment: BENCH_ROLE, BENCH_DATABASE_URL, BENCH_REDIS_URL, BENCH_SQS_ENDPOINT,
-// BENCH_SQS_QUEUE_URL_PREFIX, BENCH_CONCURRENCY, BENCH_SQS_WAIT_SECONDS (default 2).
+// BENCH_SQS_QUEUE_URL_PREFIX, BENCH_CONCURRENCY, BENCH_SQS_WAIT_SECONDS (default 2),
+// BENCH_RELAY_PAUSED=true (relay: start paused, wait for `resume`).
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
@@ -13,6 +14,7 @@ import { createSql } from '../../src/db/client.ts';
 import { createRedis } from '../../src/kv/client.ts';
 import { createSqsClient } from '../../src/queue/client.ts';
 import { loadUnits } from '../../src/work/catalog.ts';
+import { startRelay, type Relay } from '../../src/work/relay.ts';
 import { startWorkerRuntime } from '../../src/work/worker-runtime.ts';
 import type { WorkUnit } from '../../src/work/unit.ts';
 
@@ -42,22 +44,49 @@ async function start(): Promise<void> {
   // Same concurrency as every other system: the fixture's slots come from the harness.
   const units = new Map<string, WorkUnit>([...loaded].map(([name, unit]) => [name, { ...unit, concurrency }]));
 
-  const runtime = await startWorkerRuntime({
-    sql,
-    redis,
-    sqs,
-    queueUrlPrefix: required('BENCH_SQS_QUEUE_URL_PREFIX'),
-    queues: role === 'workers' ? ['default'] : [],
-    units,
-    logger,
-    workerInstance: `bench-${role}-${process.pid}`,
-    waitSeconds: Number(process.env.BENCH_SQS_WAIT_SECONDS ?? 2),
-    drainMs: 5_000,
-    latestMigration: null,
-    healthPort: null,
-    relay: role === 'relay' ? {} : null,
-  });
-  await runtime.consuming;
+  const queueUrlPrefix = required('BENCH_SQS_QUEUE_URL_PREFIX');
+  const instance = `bench-${role}-${process.pid}`;
+  let stopRole: () => Promise<void>;
+  if (role === 'workers') {
+    const runtime = await startWorkerRuntime({
+      sql,
+      redis,
+      sqs,
+      queueUrlPrefix,
+      queues: ['default'],
+      units,
+      logger,
+      workerInstance: instance,
+      waitSeconds: Number(process.env.BENCH_SQS_WAIT_SECONDS ?? 2),
+      drainMs: 5_000,
+      latestMigration: null,
+      healthPort: null,
+      relay: null,
+    });
+    await runtime.consuming;
+    stopRole = () => runtime.stop();
+  } else {
+    // The relay process stays up for the whole invocation; the harness pauses it while it fills the
+    // outbox with a burst and resumes it to drain (IPC `pause` / `resume`, answered when done), so
+    // neither process start-up nor JIT warm-up lands inside a measured drain.
+    const relayOptions = { sql, redis, sqs, queueUrlPrefix, instance, log: logger };
+    let relay: Relay | undefined = process.env.BENCH_RELAY_PAUSED === 'true' ? undefined : startRelay(relayOptions);
+    process.on('message', (message: unknown) => {
+      void (async () => {
+        if (message === 'pause') {
+          await relay?.stop();
+          relay = undefined;
+          process.send?.('paused');
+        } else if (message === 'resume') {
+          relay ??= startRelay(relayOptions);
+          process.send?.('resumed');
+        }
+      })();
+    });
+    stopRole = async () => {
+      await relay?.stop();
+    };
+  }
   process.stdout.write('READY\n');
 
   let stopping = false;
@@ -65,7 +94,7 @@ async function start(): Promise<void> {
     if (stopping) return;
     stopping = true;
     try {
-      await runtime.stop();
+      await stopRole();
     } finally {
       await sql.end({ timeout: 5 });
       redis.disconnect();

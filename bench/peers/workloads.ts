@@ -70,7 +70,9 @@ async function drain(
     incomplete = await adapter.incomplete(tally.round, tally.size);
     if (incomplete === 0) return { completedAt: nowMs(), incomplete };
     if (nowMs() >= deadline) return { completedAt: Number.NaN, incomplete };
-    await sleep(adapter.workers === 'in-process' ? 20 : 50);
+    // External systems are polled through their database: keep that load small (the exact completion
+    // instant comes from lastCompletion(), not from this poll).
+    await sleep(adapter.workers === 'in-process' ? 20 : 250);
   }
 }
 

@@ -40,7 +40,7 @@ export async function run(args: string[]): Promise<number> {
     (line) => logger.info(line),
   );
   const sql = createSql(database.url, { max: config.DATABASE_POOL_SIZE, applicationName: 'svc-api' });
-  const redis = createRedis(config.REDIS_URL, { name: 'svc-api' });
+  const redis = createRedis(config.REDIS_URL, { name: 'svc-api', autoPipelining: true });
   // Redis is not authoritative: while it is down the API answers from the database and /ready says so.
   redis.on('error', (error: Error) => logger.warn({ reason: error.message }, 'redis unavailable'));
 

@@ -285,22 +285,34 @@ export async function runDelivery(deps: RunnerDeps, delivery: Delivery, port: De
     }
   }
 
-  // Registration transaction: lock the run, record the delivery, start the attempt.
-  type Registration =
-    | { kind: 'missing' }
-    | { kind: 'final'; run: RunRow; deadLettered: boolean }
-    | { kind: 'early'; run: RunRow }
-    | { kind: 'held'; retryAfterMs: number }
-    | { kind: 'replayed' }
-    | { kind: 'execute'; run: RunRow; attempt: number; scheduledFor: string | null };
   const leaseMs = unit ? unit.timeoutSeconds * 1000 + deps.leaseMarginMs : deps.leaseMarginMs;
-  const registration = await inUnitOfWork(deps.sql, c.actor, async (tx): Promise<Registration> => {
+  return deliver(c, early, gate, payload, leaseMs);
+}
+
+type Registration =
+  | { kind: 'missing' }
+  | { kind: 'final'; run: RunRow; deadLettered: boolean }
+  | { kind: 'early'; run: RunRow }
+  | { kind: 'held'; retryAfterMs: number }
+  | { kind: 'replayed' }
+  | { kind: 'execute'; run: RunRow; attempt: number; scheduledFor: string | null };
+
+/**
+ * Registration transaction: lock the run, record the delivery, start the attempt. `keyLocked` says
+ * whether the effect transaction (already open) holds the key's advisory lock.
+ */
+async function register(c: DeliveryContext, early: Failure | null, gate: GateState, keyLocked: boolean, leaseMs: number): Promise<Registration> {
+  const { scope, tenantId, envelope } = c;
+  return inUnitOfWork(c.deps.sql, c.actor, async (tx): Promise<Registration> => {
     const run = await readRun(tx, scope, { runId: envelope.run_id, tenantId }, { forUpdate: true });
     if (!run) return { kind: 'missing' };
     if (FINAL_RUN_STATUSES.has(run.status)) {
       await trail(tx, c, run, 'received', run.attempts, { detail: { settled: run.status } });
-      const rows = run.status === 'failed' ? await tx`SELECT 1 FROM ${tx(scope === 'tenant' ? 'task_run_events' : 'platform_task_run_events')}
-        WHERE run_id = ${run.runId} AND event = 'dead_lettered' LIMIT 1` : [1];
+      const rows =
+        run.status === 'failed'
+          ? await tx`SELECT 1 FROM ${tx(scope === 'tenant' ? 'task_run_events' : 'platform_task_run_events')}
+                      WHERE run_id = ${run.runId} AND event = 'dead_lettered' LIMIT 1`
+          : [1];
       return { kind: 'final', run, deadLettered: rows.length > 0 };
     }
     if (early) {
@@ -314,13 +326,12 @@ export async function runDelivery(deps: RunnerDeps, delivery: Delivery, port: De
     if (gate.state === 'completed') {
       // Another run with the same business key already produced this result: replay it.
       await trail(tx, c, run, 'received', run.attempts, { detail: { replay: 'gate' } });
-      const outcome = fitOutcome(gate.outcome);
-      await transitionRun(tx, scope, { runId: run.runId, tenantId, to: 'succeeded', outcome, progress: 100 });
+      await transitionRun(tx, scope, { runId: run.runId, tenantId, to: 'succeeded', outcome: fitOutcome(gate.outcome), progress: 100 });
       await trail(tx, c, run, 'succeeded', run.attempts, { detail: { replayed: true } });
       return { kind: 'replayed' };
     }
-    // Without Redis the advisory lock is the gate: an open effect transaction of a duplicate holds it.
-    if (!(await tryLockKey(tx, c.key!))) {
+    if (!keyLocked) {
+      // Without the Redis gate, the key's advisory lock is held by the open effect transaction of a duplicate.
       await trail(tx, c, run, 'received', run.attempts, { detail: { held: 'ledger' } });
       return { kind: 'held', retryAfterMs: leaseMs };
     }
@@ -333,8 +344,129 @@ export async function runDelivery(deps: RunnerDeps, delivery: Delivery, port: De
         : [];
     return { kind: 'execute', run: started!, attempt: started!.attempts, scheduledFor: origin?.at ?? null };
   });
-  if (registration.kind !== 'held') await evict(c);
+}
 
+function fitOutcome(outcome: Record<string, unknown>): Record<string, unknown> {
+  return Buffer.byteLength(JSON.stringify(outcome)) <= RUN_JSON_MAX_BYTES ? outcome : { truncated: true };
+}
+
+function deadLetterContext(c: DeliveryContext, f: Failure): DeadLetterContext {
+  return {
+    runId: c.envelope.run_id,
+    unit: c.envelope.name,
+    errorCode: f.code,
+    errorType: f.type,
+    errorMessage: f.message,
+    receiveCount: c.delivery.receiveCount,
+    workerInstance: c.deps.workerInstance,
+  };
+}
+
+/**
+ * Opens the effect transaction first and takes the key's advisory lock in it, then registers the
+ * delivery in its own transaction, then runs the handler in the effect transaction. Holding the lock
+ * from before registration to the end of the effect leaves no window in which a concurrent duplicate
+ * could register a second attempt (each slot holds at most these two transactions at once).
+ */
+async function deliver(c: DeliveryContext, early: Failure | null, gate: GateState, payload: unknown, leaseMs: number): Promise<DeliveryResult> {
+  const { deps, scope, tenantId, port } = c;
+  const unit = c.unit;
+  const controller = new AbortController();
+  const timeoutMs = (unit?.timeoutSeconds ?? 60) * 1000;
+  let timer: NodeJS.Timeout | undefined;
+  const onRelease = () => controller.abort(new ReleasedOnShutdown());
+  let registration: Registration | undefined;
+  let startedAt: string | null = null;
+  const needsLock = Boolean(c.key) && !early && gate.state !== 'held' && gate.state !== 'completed';
+  try {
+    const result = await inUnitOfWork(deps.sql, c.actor, async (tx) => {
+      const keyLocked = needsLock ? await tryLockKey(tx, c.key!) : true;
+      registration = await register(c, early, gate, keyLocked, leaseMs);
+      if (registration.kind !== 'execute') return null;
+      await evict(c);
+      const { run, attempt, scheduledFor } = registration;
+      // The deadline starts with the execution; a release on shutdown aborts it too.
+      timer = setTimeout(() => controller.abort(new UnitTimedOut(unit!.name, unit!.timeoutSeconds)), timeoutMs);
+      if (deps.releaseSignal?.aborted) onRelease();
+      else deps.releaseSignal?.addEventListener('abort', onRelease, { once: true });
+      controller.signal.throwIfAborted();
+      // A handler statement cannot outlive the unit's deadline even if the handler ignores the signal.
+      await tx`SELECT set_config('statement_timeout', ${String(timeoutMs)}, true)`;
+      const claim = await claimKey(tx, ledgerScope(c), c.key!, c.fingerprint!, leaseMs);
+      if (claim.kind === 'reused') throw new IdempotencyKeyReused(unit!.name);
+      if (claim.kind === 'failed_permanent') {
+        throw new PermanentFailure('IDEMPOTENCY_FAILED_PERMANENTLY', `an earlier execution with this idempotency key of '${unit!.name}' failed permanently`);
+      }
+      if (claim.kind === 'held') throw new HeldElsewhere('the idempotency key is held by another execution');
+      if (claim.kind === 'completed') {
+        await transitionRun(tx, scope, { runId: run.runId, tenantId, to: 'succeeded', outcome: fitOutcome(claim.outcome), progress: 100 });
+        await trail(tx, c, run, 'succeeded', attempt, { detail: { replayed: true } });
+        return { replayed: true, outcome: claim.outcome };
+      }
+      const [clock] = await tx<{ at: string }[]>`SELECT clock_timestamp()::text AS at`;
+      startedAt = clock!.at;
+      await trail(tx, c, run, 'started', attempt);
+      const runObject: UnitRun = {
+        runId: run.runId,
+        name: unit!.name,
+        attempt,
+        scheduledFor,
+        tenantId,
+        correlationId: run.correlationId,
+        async now() {
+          const [row] = await deps.sql<{ ms: number }[]>`SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS ms`;
+          return new Date(row!.ms);
+        },
+        logger: c.log.child({ attempt }),
+        progress: (percent: number) => reportProgress(c, run, attempt, percent),
+        transaction: tx,
+        signal: controller.signal,
+      };
+      const handling = Promise.resolve().then(() => unit!.handler(payload as never, runObject));
+      handling.catch(() => {}); // settled below; a late rejection after an abort must not crash the process
+      const returned = await raceAbort(handling, controller.signal);
+      const outcome = returned === undefined ? {} : returned;
+      if (!isPlainObject(outcome)) throw new ValidationFailure(`handler of '${unit!.name}' must return a JSON object or nothing`);
+      if (Buffer.byteLength(JSON.stringify(outcome)) > RUN_JSON_MAX_BYTES) {
+        throw new ValidationFailure(`handler of '${unit!.name}' returned an outcome over ${RUN_JSON_MAX_BYTES} bytes`);
+      }
+      await completeKey(tx, ledgerScope(c), c.key!, outcome, deps.retentionMs);
+      await transitionRun(tx, scope, { runId: run.runId, tenantId, to: 'succeeded', outcome, progress: 100 });
+      await trail(tx, c, run, 'succeeded', attempt);
+      return { replayed: false, outcome: outcome as UnitOutcome };
+    });
+    clearTimeout(timer);
+    deps.releaseSignal?.removeEventListener('abort', onRelease);
+    if (result) {
+      await evict(c);
+      await recordGateResult(deps.redis, c.gateKey!, c.fingerprint!, result.outcome, deps.retentionMs);
+      await port.ack();
+      return result.replayed ? 'replayed' : 'succeeded';
+    }
+  } catch (error) {
+    clearTimeout(timer);
+    deps.releaseSignal?.removeEventListener('abort', onRelease);
+    if (registration?.kind !== 'execute') throw error; // the registration itself failed: the consumer retries
+    const { run, attempt } = registration;
+    if (error instanceof HeldElsewhere) {
+      await releaseOwnGate(c);
+      await port.retryAfter(Math.max(1, Math.ceil(leaseMs / 1000)));
+      return 'held';
+    }
+    if (error instanceof ReleasedOnShutdown || controller.signal.reason instanceof ReleasedOnShutdown) {
+      return release(c, run, attempt, startedAt);
+    }
+    // A statement cancelled by our own deadline reports as a query error: the timeout is the cause.
+    const cause = controller.signal.aborted ? controller.signal.reason : error;
+    return settleFailure(c, run, classifyFailure(cause), startedAt, attempt);
+  }
+  return settleRegistration(c, registration!, early);
+}
+
+/** Settles a delivery that did not execute (finished run, held key, replay, early failure, no run). */
+async function settleRegistration(c: DeliveryContext, registration: Registration, early: Failure | null): Promise<DeliveryResult> {
+  const { deps, port } = c;
+  if (registration.kind !== 'held') await evict(c);
   switch (registration.kind) {
     case 'missing': {
       await releaseOwnGate(c);
@@ -360,7 +492,7 @@ export async function runDelivery(deps: RunnerDeps, delivery: Delivery, port: De
       return 'settled';
     }
     case 'held':
-      if (c.gateToken) await releaseOwnGate(c);
+      await releaseOwnGate(c);
       await port.retryAfter(Math.max(1, Math.ceil(registration.retryAfterMs / 1000)));
       return 'held';
     case 'replayed':
@@ -369,112 +501,7 @@ export async function runDelivery(deps: RunnerDeps, delivery: Delivery, port: De
     case 'early':
       return settleFailure(c, registration.run, early!, null, registration.run.attempts);
     case 'execute':
-      return execute(c, registration.run, registration.attempt, registration.scheduledFor, payload, leaseMs);
-  }
-}
-
-function fitOutcome(outcome: Record<string, unknown>): Record<string, unknown> {
-  return Buffer.byteLength(JSON.stringify(outcome)) <= RUN_JSON_MAX_BYTES ? outcome : { truncated: true };
-}
-
-function deadLetterContext(c: DeliveryContext, f: Failure): DeadLetterContext {
-  return {
-    runId: c.envelope.run_id,
-    unit: c.envelope.name,
-    errorCode: f.code,
-    errorType: f.type,
-    errorMessage: f.message,
-    receiveCount: c.delivery.receiveCount,
-    workerInstance: c.deps.workerInstance,
-  };
-}
-
-async function execute(
-  c: DeliveryContext,
-  run: RunRow,
-  attempt: number,
-  scheduledFor: string | null,
-  payload: unknown,
-  leaseMs: number,
-): Promise<DeliveryResult> {
-  const { deps, scope, tenantId } = c;
-  const unit = c.unit!;
-  const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(new UnitTimedOut(unit.name, unit.timeoutSeconds)), unit.timeoutSeconds * 1000);
-  const onRelease = () => controller.abort(new ReleasedOnShutdown());
-  if (deps.releaseSignal?.aborted) onRelease();
-  else deps.releaseSignal?.addEventListener('abort', onRelease, { once: true });
-  let startedAt: string | null = null;
-  try {
-    const result = await inUnitOfWork(deps.sql, c.actor, async (tx) => {
-      controller.signal.throwIfAborted();
-      // A handler statement cannot outlive the unit's deadline even if it ignores the signal.
-      await tx`SELECT set_config('statement_timeout', ${String(unit.timeoutSeconds * 1000)}, true)`;
-      if (!(await tryLockKey(tx, c.key!))) throw new HeldElsewhere('a duplicate of this run is executing right now');
-      const claim = await claimKey(tx, ledgerScope(c), c.key!, c.fingerprint!, leaseMs);
-      if (claim.kind === 'reused') throw new IdempotencyKeyReused(unit.name);
-      if (claim.kind === 'failed_permanent') {
-        throw new PermanentFailure('IDEMPOTENCY_FAILED_PERMANENTLY', `an earlier execution with this idempotency key of '${unit.name}' failed permanently`);
-      }
-      if (claim.kind === 'held') throw new HeldElsewhere('the idempotency key is held by another execution');
-      if (claim.kind === 'completed') {
-        const outcome = fitOutcome(claim.outcome);
-        await transitionRun(tx, scope, { runId: run.runId, tenantId, to: 'succeeded', outcome, progress: 100 });
-        await trail(tx, c, run, 'succeeded', attempt, { detail: { replayed: true } });
-        return { replayed: true, outcome: claim.outcome };
-      }
-      const [clock] = await tx<{ at: string }[]>`SELECT clock_timestamp()::text AS at`;
-      startedAt = clock!.at;
-      await trail(tx, c, run, 'started', attempt);
-      const runObject: UnitRun = {
-        runId: run.runId,
-        name: unit.name,
-        attempt,
-        scheduledFor,
-        tenantId,
-        correlationId: run.correlationId,
-        async now() {
-          const [row] = await deps.sql<{ ms: number }[]>`SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS ms`;
-          return new Date(row!.ms);
-        },
-        logger: c.log.child({ attempt }),
-        progress: (percent: number) => reportProgress(c, run, attempt, percent),
-        transaction: tx,
-        signal: controller.signal,
-      };
-      const handling = Promise.resolve().then(() => unit.handler(payload as never, runObject));
-      handling.catch(() => {}); // settled below; a late rejection after an abort must not crash the process
-      const returned = await raceAbort(handling, controller.signal);
-      const outcome = returned === undefined ? {} : returned;
-      if (!isPlainObject(outcome)) throw new ValidationFailure(`handler of '${unit.name}' must return a JSON object or nothing`);
-      if (Buffer.byteLength(JSON.stringify(outcome)) > RUN_JSON_MAX_BYTES) {
-        throw new ValidationFailure(`handler of '${unit.name}' returned an outcome over ${RUN_JSON_MAX_BYTES} bytes`);
-      }
-      await completeKey(tx, ledgerScope(c), c.key!, outcome, deps.retentionMs);
-      await transitionRun(tx, scope, { runId: run.runId, tenantId, to: 'succeeded', outcome, progress: 100 });
-      await trail(tx, c, run, 'succeeded', attempt);
-      return { replayed: false, outcome: outcome as UnitOutcome };
-    });
-    clearTimeout(timer);
-    deps.releaseSignal?.removeEventListener('abort', onRelease);
-    await evict(c);
-    await recordGateResult(deps.redis, c.gateKey!, c.fingerprint!, result.outcome, deps.retentionMs);
-    await c.port.ack();
-    return result.replayed ? 'replayed' : 'succeeded';
-  } catch (error) {
-    clearTimeout(timer);
-    deps.releaseSignal?.removeEventListener('abort', onRelease);
-    if (error instanceof HeldElsewhere) {
-      await releaseOwnGate(c);
-      await c.port.retryAfter(Math.max(1, Math.ceil(leaseMs / 1000)));
-      return 'held';
-    }
-    if (error instanceof ReleasedOnShutdown || controller.signal.reason instanceof ReleasedOnShutdown) {
-      return release(c, run, attempt, startedAt);
-    }
-    // A statement cancelled by our own deadline reports as a query error: the timeout is the cause.
-    const cause = controller.signal.aborted ? controller.signal.reason : error;
-    return settleFailure(c, run, classifyFailure(cause), startedAt, attempt);
+      throw new Error('unreachable: an executed delivery settles in deliver()');
   }
 }
 

@@ -2,7 +2,9 @@
 // routes, the authentication reading rules, the origin check, CORS, tenant isolation and the run
 // status cache.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import postgres from 'postgres';
 import { runStatusKey } from '../../src/kv/keys.ts';
+import { services } from '../support/services.ts';
 import { evictRunStatus } from '../../src/kv/run-status-cache.ts';
 import { bearer, cookie, httpFixture, insertRun, LATEST, type HttpFixture } from './http-support.ts';
 
@@ -190,6 +192,9 @@ describe('authentication of GET /task-runs/{runId}', () => {
       expect(res.statusCode).toBe(401);
       expect(res.json().error.code).toBe('UNAUTHENTICATED');
     }
+    // The HEAD twin of the GET route is protected too.
+    expect((await f.app.inject({ method: 'HEAD', url: url() })).statusCode).toBe(401);
+    expect((await f.app.inject({ method: 'HEAD', url: url(), headers: bearer('token-a') })).statusCode).toBe(200);
   });
 
   it('R-AUTH-09 the scheme word Bearer is case-insensitive', async () => {
@@ -423,12 +428,55 @@ describe('run status', () => {
     expect((await get(`/task-runs/${runId}`, bearer('token-a'))).json().data.progress).toBe(60); // miss → DB
   });
 
+  it('R-EXE-11 the read runs in a unit of work carrying the caller\'s tenant as actor context', async () => {
+    const own = await httpFixture();
+    const role = `api_rls_${Math.random().toString(36).slice(2, 10)}`;
+    // The API connects as a role row security applies to (superusers bypass it).
+    const asRole = postgres(own.db.url, { max: 2, connection: { role }, onnotice: () => {} });
+    const { buildApp } = await import('../../src/http/app.ts');
+    try {
+      const runId = await insertRun(own.db.sql, own.tenantA, { status: 'running' });
+      // Row security that only admits rows of app.tenant_id: the API reads the run only if it applied the
+      // actor context inside the same transaction as its query.
+      await own.db.sql.unsafe(`
+        CREATE ROLE ${role} NOLOGIN;
+        GRANT SELECT ON task_runs TO ${role};
+        ALTER TABLE task_runs ENABLE ROW LEVEL SECURITY;
+        CREATE POLICY by_actor_tenant ON task_runs TO ${role} USING (tenant_id::text = current_setting('app.tenant_id', true));`);
+      expect((await asRole`SELECT count(*)::int AS n FROM task_runs`)[0]!.n).toBe(0);
+      const app = await buildApp({
+        sql: asRole,
+        redis: own.redis,
+        resolver: own.resolver,
+        catalog: { version: 1, tasks: [], subscriptions: [] },
+        latestMigration: LATEST,
+        config: { corsOrigins: [], corsCredentials: false },
+        logger: false,
+      });
+      try {
+        const res = await app.inject({ method: 'GET', url: `/task-runs/${runId}`, headers: bearer('token-a') });
+        expect(res.statusCode).toBe(200);
+        expect(res.json().data.runId).toBe(runId);
+        await own.redis.flushdb();
+        expect((await app.inject({ method: 'GET', url: `/task-runs/${runId}`, headers: bearer('token-b') })).statusCode).toBe(404);
+      } finally {
+        await app.close();
+      }
+    } finally {
+      await asRole.end({ timeout: 2 });
+      await own.close();
+      const { createSql } = await import('../../src/db/client.ts');
+      const admin = createSql(services().pgAdminUrl, { max: 1 });
+      await admin.unsafe(`DROP ROLE IF EXISTS ${role}`).finally(() => admin.end());
+    }
+  });
+
   it('R-EXE-06 R-HTTP-09 with Redis down the database still answers', async () => {
     const { freePort } = await import('../../src/kv/redis-server.ts');
     const down = await httpFixture({}, () => {});
     const { createRedis } = await import('../../src/kv/client.ts');
     const { buildApp } = await import('../../src/http/app.ts');
-    const deadRedis = createRedis(`redis://127.0.0.1:${await freePort()}`, { name: 'dead' });
+    const deadRedis = createRedis(`redis://127.0.0.1:${await freePort()}`, { name: 'dead', autoPipelining: true });
     deadRedis.on('error', () => {});
     const app = await buildApp({
       sql: down.db.sql,

@@ -77,7 +77,7 @@ describe('GET /ready', () => {
   });
 
   it('R-HTTP-07 Redis unreachable: 503 with a public reason', async () => {
-    const dead = createRedis(`redis://127.0.0.1:${await freePort()}`, { name: 'dead' });
+    const dead = createRedis(`redis://127.0.0.1:${await freePort()}`, { name: 'dead', autoPipelining: true });
     dead.on('error', () => {});
     const app = await appWith({ redis: dead });
     try {

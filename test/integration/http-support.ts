@@ -69,7 +69,7 @@ export async function httpFixture(
   };
   try {
     const redisUrl = await freshRedisUrl();
-    const redis = createRedis(redisUrl, { name: 'http-test' });
+    const redis = createRedis(redisUrl, { name: 'http-test', autoPipelining: true });
     closers.push(async () => redis.disconnect());
     const tenantA = await createTenant(db.sql);
     const tenantB = await createTenant(db.sql);

@@ -67,7 +67,7 @@ describe('worker delivery', () => {
       await new Promise((r) => setTimeout(r, 50));
     }
     const trail = await h.trail(runId);
-    console.log(JSON.stringify(trail.map((t) => [t.event, t.receive_count, t.detail])), h.logs().slice(-2000));
+    if (!trail.some((t) => t.detail.held === 'gate')) console.log(JSON.stringify(trail.map((t) => [t.event, t.receive_count, t.detail])));
     expect(trail.filter((t) => t.event === 'received').some((t) => t.detail.held === 'gate')).toBe(true);
     expect(trail.filter((t) => t.event === 'started')).toHaveLength(1);
     expect(await h.effects('conc-dup')).toBe(1);

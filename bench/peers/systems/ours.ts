@@ -4,9 +4,9 @@
 // server with SendMessageBatch; the workers process receives them, claims the idempotency key, runs
 // the handler in the effect transaction and marks the run `succeeded` with its trail events.
 //
-// The relay and the workers are separate processes (bench/peers/ours-process.ts). The workers process
-// lives for the whole invocation; the relay process is started per round after the bulk enqueue (so
-// the burst waits in the outbox, as the peers' bursts wait in their tables) and stopped after the drain.
+// The relay and the workers are separate processes (bench/peers/ours-process.ts), both alive for the
+// whole invocation. The relay is paused while the harness fills the outbox with a burst (so the burst
+// waits in the outbox, as the peers' bursts wait in their tables) and resumed to drain it.
 // Each round dispatches for a tenant of its own, so its runs are counted through the
 // (tenant_id, queued_at) index; runs and trails are never deleted (the database refuses it).
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -36,6 +36,8 @@ const READY_TIMEOUT_MS = 60_000;
 
 export interface OursProcess {
   child: ChildProcess;
+  /** Relay only: sends `pause`/`resume` and resolves when the process confirms. */
+  command(message: 'pause' | 'resume'): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -66,6 +68,21 @@ export async function spawnOurs(role: 'relay' | 'workers', env: Record<string, s
   });
   return {
     child,
+    command(message) {
+      const answer = message === 'pause' ? 'paused' : 'resumed';
+      return new Promise<void>((resolve, reject) => {
+        const onMessage = (m: unknown) => {
+          if (m !== answer) return;
+          child.off('message', onMessage);
+          child.off('exit', onExit);
+          resolve();
+        };
+        const onExit = () => reject(new Error(`ours ${role} process exited while asked to ${message}`));
+        child.on('message', onMessage);
+        child.once('exit', onExit);
+        child.send(message);
+      });
+    },
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill('SIGTERM');
@@ -169,12 +186,13 @@ export function ours(): SystemAdapter {
     durable: true,
     workers: 'external',
     get settings() {
-      return `fixture task bench.job (tenant context, queue default, unit concurrency=C), workers process (pool 2C+2, long poll 2 s) and relay process (wake signal + 5 s sweep, SendMessageBatch of 10) separate; the harness dispatches in transactions of ${BULK_CHUNK} runs (burst) or 1 run (steady) and pushes the wake signal after commit; PostgreSQL durable, Redis gate/cache/wake, fauxqs SQS server in the harness process`;
+      return `fixture task bench.job (tenant context, queue default, unit concurrency=C), workers process (pool 2C+2, long poll 2 s) and relay process (wake signal + 5 s sweep, its default batch settings) separate; the harness dispatches in transactions of ${BULK_CHUNK} runs (burst) or 1 run (steady) and pushes the wake signal after commit; PostgreSQL durable, Redis gate/cache/wake, fauxqs SQS server in the harness process`;
     },
     async setup(c) {
       ctx = c;
       stack = await prepareOurs({ pgUrl: c.pgUrl, redisUrl: c.redisUrl, sqs: c.sqs, concurrency: c.concurrency, log: c.log });
       workers = await spawnOurs('workers', stack.env);
+      relay = await spawnOurs('relay', { ...stack.env, BENCH_RELAY_PAUSED: 'true' });
     },
     async enqueueBulk(jobs) {
       const round = jobs[0]?.r ?? 0;
@@ -191,11 +209,10 @@ export function ours(): SystemAdapter {
       }
     },
     async startWorkers() {
-      relay = await spawnOurs('relay', stack!.env);
+      await relay!.command('resume');
     },
     async stopWorkers() {
-      await relay?.stop();
-      relay = undefined;
+      await relay?.command('pause');
     },
     async incomplete(round, size) {
       const [row] = await ctx.sql<{ total: number; done: number }[]>`

@@ -103,17 +103,13 @@ export function pgBoss(options: { best: boolean; shape?: { loops: number; batchS
           QUEUE,
           { localConcurrency, batchSize, ...polling, transactional: true },
           async (jobs: Job<object>[], tx) => {
-            // One transaction is one connection: its statements run one after another anyway.
-            await Promise.all(
-              jobs.map((job) =>
-                slot(async () => {
-                  const data = job.data as BenchJob;
-                  ctx.book.start(data, nowMs());
-                  await tx.executeSql('INSERT INTO bench_effects (system, round, seq) VALUES ($1, $2, $3)', [name, data.r, data.s]);
-                  ctx.book.finish(data, nowMs());
-                }),
-              ),
-            );
+            // One transaction is one connection: its statements run one after another.
+            for (const job of jobs) {
+              const data = job.data as BenchJob;
+              ctx.book.start(data, nowMs());
+              await tx.executeSql('INSERT INTO bench_effects (system, round, seq) VALUES ($1, $2, $3)', [name, data.r, data.s]);
+              ctx.book.finish(data, nowMs());
+            }
           },
         );
       } else {

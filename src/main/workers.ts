@@ -1,0 +1,95 @@
+// `svc workers`: the workers executable. Reads the environment, discovers the units, refuses to boot
+// when the pool is smaller than 2 x slots + 2 (or on any bad variable, including SVC_LOCAL_SCHEDULER
+// in production), then consumes QUEUES once the database holds this build's newest migration. On
+// SIGTERM/SIGINT it drains for SVC_STOP_TIMEOUT_MS minus 5 s and releases what is unfinished.
+import os from 'node:os';
+import path from 'node:path';
+import { checkPoolSize, workersConfig } from '../config/workers.ts';
+import { readSchemaVersion } from '../config/schema-version.ts';
+import { resolveDatabase } from '../db/connect.ts';
+import { createSql } from '../db/client.ts';
+import { createRedis } from '../kv/client.ts';
+import { createLogger } from '../logging/logger.ts';
+import { createSqsClient } from '../queue/client.ts';
+import { loadUnits } from '../work/catalog.ts';
+import { slotsForQueues, startWorkerRuntime } from '../work/worker-runtime.ts';
+
+const PROJECT_ROOT = path.resolve(import.meta.dirname, '..', '..');
+
+function stopSignal(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const onSignal = (signal: NodeJS.Signals) => {
+      process.off('SIGTERM', onSignal);
+      process.off('SIGINT', onSignal);
+      resolve(signal);
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+  });
+}
+
+export async function run(args: string[]): Promise<number> {
+  if (args.length > 0) {
+    console.error('usage: svc workers   (configured by environment variables: QUEUES, SVC_RELAY, SVC_SQS_*, ...)');
+    return 2;
+  }
+  // A bad variable throws ConfigError: the CLI prints one message naming every variable and exits 1.
+  const config = workersConfig(process.env);
+  const logger = createLogger({ level: config.LOG_LEVEL, base: { service: 'workers' } });
+  const latestMigration = readSchemaVersion(config.SVC_SCHEMA_VERSION);
+  // SVC_UNITS_DIR lets tests and tools run other units; the image runs the build's units/.
+  const units = await loadUnits(process.env.SVC_UNITS_ROOT ?? PROJECT_ROOT, { dir: process.env.SVC_UNITS_DIR ?? 'units' });
+  const slots = slotsForQueues(units.values(), config.QUEUES);
+  // Boot refusal: each slot may hold an effect and a registration transaction, plus relay and scheduler.
+  const poolSize = checkPoolSize(config.DATABASE_POOL_SIZE, slots);
+
+  const database = await resolveDatabase(
+    { DATABASE_URL: config.DATABASE_URL, SVC_DATA_DIR: config.SVC_DATA_DIR, SVC_EMBEDDED_PG_PORT: String(config.SVC_EMBEDDED_PG_PORT) },
+    (line) => logger.info(line),
+  );
+  const sql = createSql(database.url, { max: poolSize, applicationName: 'svc-workers' });
+  const redis = createRedis(config.REDIS_URL, { name: 'svc-workers' });
+  // Redis is never authoritative: while it is down the workers run on the database ledger alone.
+  redis.on('error', (error: Error) => logger.warn({ reason: error.message }, 'redis unavailable'));
+  const sqs = createSqsClient({
+    region: config.SVC_SQS_REGION,
+    endpoint: config.SVC_SQS_ENDPOINT,
+    localCredentials: config.SVC_SQS_LOCAL_CREDENTIALS,
+  });
+
+  const stopping = stopSignal();
+  const runtime = await startWorkerRuntime({
+    sql,
+    redis,
+    sqs,
+    queueUrlPrefix: config.SVC_SQS_QUEUE_URL_PREFIX,
+    queues: config.QUEUES,
+    units,
+    logger,
+    workerInstance: `${os.hostname()}:${process.pid}`,
+    visibilitySeconds: config.visibilitySeconds,
+    heartbeatIntervalMs: config.SVC_HEARTBEAT_INTERVAL_MS,
+    waitSeconds: config.SVC_SQS_WAIT_SECONDS,
+    drainMs: config.drainMs,
+    leaseMarginMs: config.SVC_IDEMPOTENCY_LEASE_MARGIN_MS,
+    retentionMs: config.SVC_IDEMPOTENCY_RETENTION_MS,
+    backoff: { baseMs: config.SVC_BACKOFF_BASE_MS, capMs: config.SVC_BACKOFF_CAP_MS },
+    latestMigration,
+    schemaPollIntervalMs: config.SVC_SCHEMA_POLL_INTERVAL_MS,
+    relay: config.SVC_RELAY ? { sweepIntervalMs: config.SVC_RELAY_SWEEP_INTERVAL_MS } : null,
+    localScheduler: config.SVC_LOCAL_SCHEDULER ? { tickMs: config.SVC_LOCAL_SCHEDULER_TICK_MS } : null,
+    healthPort: config.SVC_HEALTH_PORT,
+  });
+  logger.info({ queues: config.QUEUES, slots, poolSize, healthPort: runtime.healthPort, latestMigration }, 'workers started');
+  try {
+    const signal = await stopping;
+    logger.info({ signal, drainMs: config.drainMs }, 'stopping: no new messages, draining work in flight');
+    await runtime.stop();
+  } finally {
+    sqs.destroy();
+    await sql.end({ timeout: 5 });
+    redis.disconnect();
+    await database.stop();
+  }
+  return 0;
+}

@@ -1,0 +1,65 @@
+// A worker process killed with SIGKILL mid-handler: the message reappears after its visibility, the
+// idempotency lease of the dead holder runs out, another worker executes it, and the run ends
+// succeeded with exactly one effect.
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { events, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
+
+let h: WorkHarness;
+let child: ChildProcess | undefined;
+
+beforeAll(async () => {
+  h = await workHarness();
+});
+afterAll(async () => {
+  if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  await h?.close();
+});
+
+function startChild(): Promise<ChildProcess> {
+  const script = path.resolve(import.meta.dirname, '..', 'fixtures', 'worker-child.ts');
+  const proc = spawn(process.execPath, [script], {
+    env: {
+      ...process.env,
+      CHILD_DATABASE_URL: h.db.url,
+      CHILD_REDIS_URL: h.redisUrl ?? '',
+      CHILD_SQS_ENDPOINT: h.endpoint,
+      CHILD_QUEUE_URL_PREFIX: h.queueUrlPrefix,
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  return new Promise((resolve, reject) => {
+    proc.once('exit', (code) => reject(new Error(`worker child exited early with ${code}`)));
+    proc.stdout!.on('data', (chunk: Buffer) => {
+      if (chunk.toString().includes('consuming')) resolve(proc);
+    });
+  });
+}
+
+describe('worker crash', () => {
+  it('R-WRK-07 R-IDM-09 a worker killed with SIGKILL mid-handler: the message reappears and the run succeeds with one effect', async () => {
+    child = await startChild();
+    const { runId } = await h.dispatch('fixture.effect', { key: 'crash', sleepMs: 30_000, sleepUntilAttempt: 1 });
+    await h.relay();
+    // Wait until the child is inside the handler (the run is running with one attempt).
+    await h.waitForStatus(runId, ['running']);
+    await new Promise((r) => setTimeout(r, 300));
+    child.kill('SIGKILL');
+    await new Promise((r) => child!.once('exit', r));
+    // A surviving worker picks the message up once its visibility expires.
+    await h.startWorkers({ queues: ['default'] });
+    const run = await h.waitForStatus(runId, ['succeeded', 'failed'], 30_000);
+    expect(run.status).toBe('succeeded');
+    expect(run.attempts).toBe(2);
+    expect(await h.effects('crash')).toBe(1);
+    const trail = (await h.trail(runId)).filter((t) => t.event !== 'sent');
+    // The dead worker's `started` rolled back with its transaction; the next delivery is a new attempt.
+    expect(events(trail)[0]).toBe('queued');
+    expect(trail[1]).toMatchObject({ event: 'received', receive_count: 1 });
+    expect(trail[1]!.worker_instance).toMatch(/^child:/);
+    expect(events(trail).slice(-3)).toEqual(['received', 'started', 'succeeded']);
+    expect(trail.at(-3)!.receive_count).toBeGreaterThanOrEqual(2);
+    expect(trail.at(-1)!.worker_instance).toBe('test-worker');
+  });
+});
