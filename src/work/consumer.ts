@@ -155,7 +155,10 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
     shouldDeleteMessages: false,
     async preReceiveMessageCallback() {
       // Receive only what free slots can take (only this poll adds work, so free slots only grow meanwhile).
-      while (fetching && o.slots - inFlight < nextBatch) await new Promise<void>((resolve) => (slotFreed = resolve));
+      while (fetching && o.slots - inFlight < nextBatch) {
+        log.debug({ inFlight, nextBatch, slots: o.slots }, 'waiting for free slots before the next receive');
+        await new Promise<void>((resolve) => (slotFreed = resolve));
+      }
       if (!fetching) throw new StoppedFetching('fetching stopped');
     },
     async handleMessageBatch(messages: Message[]) {

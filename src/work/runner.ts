@@ -304,7 +304,11 @@ type Registration =
 async function register(c: DeliveryContext, early: Failure | null, gate: GateState, keyLocked: boolean, leaseMs: number): Promise<Registration> {
   const { scope, tenantId, envelope } = c;
   return inUnitOfWork(c.deps.sql, c.actor, async (tx): Promise<Registration> => {
-    const run = await readRun(tx, scope, { runId: envelope.run_id, tenantId }, { forUpdate: true });
+    // FOR NO KEY UPDATE, not FOR UPDATE: the open effect transaction of a duplicate holds a KEY SHARE
+    // lock on the run (its trail rows reference it), and this registration must not wait for it.
+    await tx`SELECT 1 FROM ${tx(scope === 'tenant' ? 'task_runs' : 'platform_task_runs')}
+              WHERE run_id = ${envelope.run_id} ${tenantId ? tx`AND tenant_id = ${tenantId}` : tx``} FOR NO KEY UPDATE`;
+    const run = await readRun(tx, scope, { runId: envelope.run_id, tenantId });
     if (!run) return { kind: 'missing' };
     if (FINAL_RUN_STATUSES.has(run.status)) {
       await trail(tx, c, run, 'received', run.attempts, { detail: { settled: run.status } });

@@ -56,7 +56,7 @@ describe('worker delivery', () => {
   });
 
   it('R-IDM-11 R-OBX-16 the same message delivered twice concurrently has one effect', async () => {
-    const { runId, envelope } = await h.dispatch('fixture.effect', { key: 'conc-dup', sleepMs: 1_000 });
+    const { runId, envelope } = await h.dispatch('fixture.effect', { key: 'conc-dup', sleepMs: 1_500 });
     await h.sendRaw('default', envelope);
     await h.sendRaw('default', envelope);
     await h.waitForStatus(runId, ['succeeded']);
@@ -67,7 +67,6 @@ describe('worker delivery', () => {
       await new Promise((r) => setTimeout(r, 50));
     }
     const trail = await h.trail(runId);
-    if (!trail.some((t) => t.detail.held === 'gate')) console.log(JSON.stringify(trail.map((t) => [t.event, t.receive_count, t.detail])));
     expect(trail.filter((t) => t.event === 'received').some((t) => t.detail.held === 'gate')).toBe(true);
     expect(trail.filter((t) => t.event === 'started')).toHaveLength(1);
     expect(await h.effects('conc-dup')).toBe(1);
@@ -115,5 +114,16 @@ describe('worker delivery', () => {
     const [effect] = await h.sql`SELECT xmin::text AS x FROM fixture_effects WHERE key = 'tenant-1'`;
     const trailXmins = await h.sql`SELECT event, xmin::text AS x FROM task_run_events WHERE run_id = ${runId} AND event IN ('started', 'succeeded')`;
     expect(trailXmins.map((t) => t.x)).toEqual([effect!.x, effect!.x]);
+  });
+
+  it('R-WRK-08 a heartbeat keeps a message invisible while it is processed past its visibility timeout', async () => {
+    // Visibility is 2 s in these tests; the handler takes 3.5 s; the heartbeat extends every 500 ms.
+    const { runId } = await h.dispatch('fixture.effect', { key: 'heartbeat', sleepMs: 3_500 });
+    await h.relay();
+    await h.waitForStatus(runId, ['succeeded']);
+    await new Promise((r) => setTimeout(r, 500));
+    const trail = await h.trail(runId);
+    expect(trail.filter((t) => t.event === 'received')).toHaveLength(1);
+    expect(await h.effects('heartbeat')).toBe(1);
   });
 });

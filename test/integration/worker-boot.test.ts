@@ -1,0 +1,84 @@
+// `svc workers` as a real process: the pool-size boot refusal, and a boot that waits for the schema,
+// serves /healthz and /readyz, and stops cleanly on SIGTERM.
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../src/kv/redis-server.ts';
+import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
+
+const ROOT = path.resolve(import.meta.dirname, '..', '..');
+const CLI = path.join(ROOT, 'src/main/cli.ts');
+let h: WorkHarness;
+let dir: string;
+
+beforeAll(async () => {
+  h = await workHarness();
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'workers-boot-'));
+});
+afterAll(async () => {
+  fs.rmSync(dir, { recursive: true, force: true });
+  await h?.close();
+});
+
+async function baseEnv(extra: Record<string, string>): Promise<NodeJS.ProcessEnv> {
+  const [latest] = await h.sql`SELECT name FROM mikro_orm_migrations ORDER BY id DESC LIMIT 1`;
+  const schemaFile = path.join(dir, 'schema-version.json');
+  fs.writeFileSync(schemaFile, JSON.stringify({ latestMigration: latest?.name ?? 'none' }));
+  return {
+    ...process.env,
+    DATABASE_URL: h.db.url,
+    REDIS_URL: h.redisUrl!,
+    SVC_SQS_ENDPOINT: h.endpoint,
+    SVC_SQS_QUEUE_URL_PREFIX: h.queueUrlPrefix,
+    SVC_SQS_LOCAL_CREDENTIALS: 'true',
+    SVC_SQS_WAIT_SECONDS: '1',
+    SVC_STOP_TIMEOUT_MS: '7000',
+    SVC_SCHEMA_VERSION: schemaFile,
+    LOG_LEVEL: 'warn',
+    NODE_ENV: 'test',
+    ...extra,
+  };
+}
+
+describe('svc workers', () => {
+  it('R-WRK-11 refuses to boot with DATABASE_POOL_SIZE below 2 x slots + 2, naming the variable', async () => {
+    // The shipped units: maintenance.purge (1) on maintenance + login notification (4) on critical = 5 slots.
+    const result = spawnSync(process.execPath, [CLI, 'workers'], {
+      env: await baseEnv({ QUEUES: 'critical,maintenance', DATABASE_POOL_SIZE: '11' }),
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(result.status).toBe(1);
+    expect(result.stderr).toContain('DATABASE_POOL_SIZE');
+    expect(result.stderr).toContain('at least 12');
+  });
+
+  it('R-WRK-12 R-CFG-07 boots, reports ready on SVC_HEALTH_PORT, and exits 0 on SIGTERM', async () => {
+    const port = await freePort();
+    const child = spawn(process.execPath, [CLI, 'workers'], {
+      env: await baseEnv({ QUEUES: 'critical,maintenance', DATABASE_POOL_SIZE: '12', SVC_HEALTH_PORT: String(port), SVC_RELAY: 'true' }),
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    try {
+      const deadline = Date.now() + 30_000;
+      let ready: Response | undefined;
+      while (Date.now() < deadline) {
+        ready = await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined);
+        if (ready?.status === 200) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(ready?.status, stderr).toBe(200);
+      const health = await fetch(`http://127.0.0.1:${port}/healthz`);
+      expect(await health.json()).toMatchObject({ ready: true, draining: false });
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    }
+  });
+});

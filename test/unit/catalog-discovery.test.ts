@@ -1,0 +1,119 @@
+// Discovery of units and the tasks.json catalog: what `tasks:check` refuses (each problem naming its
+// file), what the catalog holds, and how the API loads it without importing unit code.
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { CatalogError, discoverUnits, emitCatalog, loadCatalog, subscribersOf, TasksCheckFailed, writeCatalog } from '../../src/work/catalog.ts';
+
+const ROOT = path.resolve(import.meta.dirname, '..', '..');
+const CASES = path.join(ROOT, 'test/fixtures/units/catalog');
+const at = (name: string) => path.join(CASES, name);
+
+async function problems(name: string) {
+  return (await discoverUnits(at(name))).problems;
+}
+
+describe('tasks:check', () => {
+  it('R-UNT-13 R-UNT-01 builds the catalog from *.task.ts and *.handler.ts files', async () => {
+    const catalog = await emitCatalog(at('valid'));
+    expect(catalog).toEqual({
+      version: 1,
+      tasks: [
+        { name: 'demo.nightly_report', queue: 'bulk', context: 'platform', concurrency: 1, timeoutSeconds: 60, schedule: 'rate(1 day)', overlap: 'skip', file: 'units/demo/nightly.task.ts' },
+        { name: 'demo.ping', queue: 'default', context: 'tenant', concurrency: 3, timeoutSeconds: 30, schedule: null, overlap: null, file: 'units/demo/ping.task.ts' },
+      ],
+      subscriptions: [
+        { name: 'demo.pong_on_ping', event: { type: 'demo.pinged', version: 2 }, queue: 'critical', context: 'tenant', concurrency: 1, timeoutSeconds: 60, file: 'units/demo/pong.handler.ts' },
+      ],
+    });
+  });
+
+  it('R-UNT-15 refuses a unit in a file discovery does not see, naming the file', async () => {
+    expect(await problems('undiscovered')).toEqual([
+      { file: 'units/demo/stray.ts', problem: expect.stringContaining('discovery does not see') },
+    ]);
+  });
+
+  it('R-UNT-15 refuses malformed unit files: no definition, two definitions, wrong kind, a load error', async () => {
+    const found = await problems('malformed');
+    expect(found.map((p) => p.file).sort()).toEqual([
+      'units/demo/broken.task.ts',
+      'units/demo/empty.task.ts',
+      'units/demo/two.task.ts',
+      'units/demo/wrong-kind.handler.ts',
+    ]);
+    expect(found.find((p) => p.file.endsWith('empty.task.ts'))!.problem).toMatch(/exports no unit definition/);
+    expect(found.find((p) => p.file.endsWith('two.task.ts'))!.problem).toMatch(/exactly one unit/);
+    expect(found.find((p) => p.file.endsWith('wrong-kind.handler.ts'))!.problem).toMatch(/must export a subscriber/);
+    expect(found.find((p) => p.file.endsWith('broken.task.ts'))!.problem).toMatch(/cannot be loaded: this unit file fails/);
+  });
+
+  it('R-UNT-15 refuses duplicate names, naming both files', async () => {
+    expect(await problems('duplicate')).toEqual([
+      { file: 'units/other/same.task.ts', problem: "duplicate unit name 'demo.same' (also defined in units/demo/same.task.ts)" },
+    ]);
+  });
+
+  it('R-UNT-02 R-UNT-15 refuses a name breaking the rule', async () => {
+    expect(await problems('bad-name')).toEqual([{ file: 'units/demo/bad.task.ts', problem: expect.stringContaining("name 'Demo.Bad-Name' breaks the rule") }]);
+  });
+
+  it('R-UNT-07 R-UNT-15 refuses an invalid schedule expression', async () => {
+    expect(await problems('bad-schedule')).toEqual([{ file: 'units/demo/sched.task.ts', problem: expect.stringContaining("invalid schedule 'every 5 minutes'") }]);
+  });
+
+  it('R-UNT-03 R-UNT-15 refuses an unknown queue', async () => {
+    expect(await problems('unknown-queue')).toEqual([{ file: 'units/demo/queue.task.ts', problem: expect.stringContaining("unknown queue 'urgent'") }]);
+  });
+
+  it('R-UNT-15 emitCatalog throws TASKS_CHECK_FAILED listing every file', async () => {
+    const error = await emitCatalog(at('malformed')).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(TasksCheckFailed);
+    expect((error as TasksCheckFailed).code).toBe('TASKS_CHECK_FAILED');
+    expect((error as Error).message).toContain('units/demo/two.task.ts');
+  });
+
+  it('R-UNT-10 R-UNT-12 R-UNT-13 the shipped units pass the check and appear in the catalog', async () => {
+    const catalog = await emitCatalog(ROOT);
+    expect(catalog.tasks.find((t) => t.name === 'maintenance.purge')).toMatchObject({
+      queue: 'maintenance', context: 'system', schedule: 'rate(1 hour)', overlap: 'skip', timeoutSeconds: 900, file: 'units/maintenance/purge.task.ts',
+    });
+    expect(subscribersOf(catalog, 'identity.session_started', 1)).toEqual([
+      expect.objectContaining({ name: 'identity.login_notification_email', queue: 'critical', file: 'units/identity/login-notification-email.handler.ts' }),
+    ]);
+  });
+
+  it('R-UNT-15 `svc tasks check` exits 1 naming the file, 0 on the shipped units', () => {
+    const cli = path.join(ROOT, 'src/main/cli.ts');
+    const bad = spawnSync(process.execPath, [cli, 'tasks', 'check'], { env: { ...process.env, SVC_UNITS_ROOT: at('bad-schedule') }, encoding: 'utf8' });
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toContain('units/demo/sched.task.ts');
+    const good = spawnSync(process.execPath, [cli, 'tasks', 'check'], { env: { ...process.env, SVC_UNITS_ROOT: undefined }, encoding: 'utf8' });
+    expect(good.stdout).toMatch(/tasks:check ok/);
+    expect(good.status).toBe(0);
+  });
+});
+
+describe('loadCatalog', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'catalog-'));
+
+  it('R-UNT-14 R-CFG-08 reads a written catalog back without importing unit code', async () => {
+    const file = path.join(dir, 'tasks.json');
+    const catalog = await emitCatalog(at('valid'));
+    writeCatalog(file, catalog);
+    expect(loadCatalog(file)).toEqual(catalog);
+    expect(subscribersOf(loadCatalog(file), 'demo.pinged', 2).map((s) => s.name)).toEqual(['demo.pong_on_ping']);
+  });
+
+  it('R-UNT-14 a missing catalog is TASKS_CATALOG_MISSING, an invalid one TASKS_CATALOG_INVALID', () => {
+    expect(() => loadCatalog(path.join(dir, 'nope.json'))).toThrow(expect.objectContaining({ code: 'TASKS_CATALOG_MISSING' }));
+    const bad = path.join(dir, 'bad.json');
+    fs.writeFileSync(bad, JSON.stringify({ version: 1, tasks: [{ name: 'x' }], subscriptions: [] }));
+    expect(() => loadCatalog(bad)).toThrow(CatalogError);
+    expect(() => loadCatalog(bad)).toThrow(expect.objectContaining({ code: 'TASKS_CATALOG_INVALID' }));
+    fs.writeFileSync(bad, '{not json');
+    expect(() => loadCatalog(bad)).toThrow(expect.objectContaining({ code: 'TASKS_CATALOG_INVALID' }));
+  });
+});
