@@ -113,11 +113,25 @@ export function redisServerPid(port: number): number | undefined {
   return undefined;
 }
 
+/** A short label of a process: its command name, plus BENCH_ROLE for the bench's own node processes. */
+export function processLabel(pid: number): string {
+  let label = `pid${pid}`;
+  try {
+    label = fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() || label;
+    const role = /(?:^|\0)BENCH_ROLE=([a-z]+)/.exec(fs.readFileSync(`/proc/${pid}/environ`, 'utf8'))?.[1];
+    if (role) label = `ours-${role}`;
+  } catch {
+    // Gone, or not ours to read: the command name (or pid) will do.
+  }
+  return label;
+}
+
 /** A CPU meter over this process plus a set of external process trees. */
 export class CpuMeter {
   private readonly roots: () => readonly number[];
   private startSelf = 0;
   private startTree = 0;
+  private startPerRoot = new Map<number, number>();
 
   constructor(externalRoots: () => readonly number[]) {
     this.roots = externalRoots;
@@ -126,6 +140,15 @@ export class CpuMeter {
   begin(): void {
     this.startSelf = selfCpuSeconds();
     this.startTree = treeCpuSeconds(this.roots());
+    this.startPerRoot = new Map(this.roots().map((pid) => [pid, treeCpuSeconds([pid])]));
+  }
+
+  /** CPU seconds since begin() per external tree, labelled (a profile of where the CPU went). */
+  breakdown(): Array<{ label: string; seconds: number }> {
+    return this.roots().map((pid) => ({
+      label: processLabel(pid),
+      seconds: Math.max(0, treeCpuSeconds([pid]) - (this.startPerRoot.get(pid) ?? 0)),
+    }));
   }
 
   /** CPU seconds since begin(): this process, and the external trees. */

@@ -144,6 +144,8 @@ export async function burnDown(
     await ticker.stop();
   }
   const used = cpu.end();
+  const parts = cpu.breakdown().map((b) => `${b.label}=${b.seconds.toFixed(2)}`);
+  ctx.log(`CPU_BREAKDOWN system=${adapter.name} workload=${workload} round=${round} jobs=${jobs} harness=${used.self.toFixed(2)} ${parts.join(' ')}`);
   await adapter.stopWorkers();
   // After verify: for external workers the start instants arrive through collect().
   const counts = await verify(adapter, ctx, tally, outcome.incomplete, workload);

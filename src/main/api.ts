@@ -6,7 +6,7 @@ import { resolveDatabase } from '../db/connect.ts';
 import { createSql } from '../db/client.ts';
 import { createRedis } from '../kv/client.ts';
 import { createLogger } from '../logging/logger.ts';
-import { noSessionResolver } from '../auth/session-resolver.ts';
+import { noSessionResolver, type SessionResolver } from '../auth/session-resolver.ts';
 import { buildApp, httpSettings } from '../http/app.ts';
 import { loadCatalog } from '../work/catalog.ts';
 
@@ -28,8 +28,17 @@ export async function run(args: string[]): Promise<number> {
     console.error('usage: svc api   (configured by environment variables; see the README)');
     return 2;
   }
+  // Login is being rebuilt: production resolves no session, so every protected route answers 401.
+  return serveApi(process.env, noSessionResolver);
+}
+
+/**
+ * Builds and serves the API until SIGTERM/SIGINT. The session resolver is a parameter so the
+ * end-to-end test can run this same executable code with its test resolver (test/fixtures/).
+ */
+export async function serveApi(env: NodeJS.ProcessEnv, resolver: SessionResolver): Promise<number> {
   // A bad or missing variable throws ConfigError here: the CLI prints one message and exits 1.
-  const config = apiConfig(process.env);
+  const config = apiConfig(env);
   const logger = createLogger({ level: config.LOG_LEVEL, base: { service: 'api' } });
   const latestMigration = readSchemaVersion(config.SVC_SCHEMA_VERSION);
   // The API does not start without the work-unit catalog.
@@ -47,8 +56,7 @@ export async function run(args: string[]): Promise<number> {
   const app = await buildApp({
     sql,
     redis,
-    // Login is being rebuilt: production resolves no session, so every protected route answers 401.
-    resolver: noSessionResolver,
+    resolver,
     catalog,
     latestMigration,
     config: httpSettings(config),

@@ -146,6 +146,8 @@ export async function run(args: string[]): Promise<number> {
       SVC_SCHEMA_VERSION: path.join(DIST_DIR, 'schema-version.json'),
       SVC_PERMISSIONS_REGISTRY: path.join(DIST_DIR, 'permissions.json'),
       SVC_API_PORT: String(apiPort),
+      // A laptop's API answers on loopback only unless asked otherwise.
+      SVC_API_HOST: env.SVC_API_HOST ?? '127.0.0.1',
       SVC_HEALTH_PORT: String(healthPort),
     };
 

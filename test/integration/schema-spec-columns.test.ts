@@ -131,6 +131,60 @@ describe('R-DB-05 column lists: name, nullability (trailing ?) and type family',
   });
 });
 
+describe('value sets the spec lists for text columns', () => {
+  const QUEUES = 'critical default bulk maintenance';
+  const RUN_STATUSES = 'queued running retrying succeeded failed skipped';
+  const TRAIL_EVENTS = 'queued sent received started progress retry_scheduled succeeded failed skipped dead_lettered released_on_shutdown redriven';
+  const LEDGER_STATUSES = 'processing completed failed_retryable failed_permanent';
+  // [requirement ids, table, column, values]
+  const cases: Array<[string, string, string, string]> = [
+    ['R-AUTHZ-02', 'permissions', 'scope', 'platform tenant broker'],
+    ['R-AUTHZ-05', 'permission_changes', 'change', 'added modified deprecated renamed'],
+    ['R-AUTHZ-10', 'access_profile_templates', 'scope', 'tenant broker'],
+    ['R-AUTHZ-10', 'access_profile_templates', 'auto_assign', 'tenant_admin broker_master broker_member'],
+    ['R-AUTHZ-14', 'access_profile_template_change_decisions', 'decision', 'followed detached'],
+    ['R-AUTHZ-18', 'platform_access_profile_templates', 'scope', 'tenant broker'],
+    ['R-AUTHZ-18', 'platform_access_profile_templates', 'auto_assign', 'tenant_admin broker_master broker_member'],
+    ['R-AUTHZ-25', 'platform_invitations', 'channel', 'email phone'],
+    ['R-AUTHZ-25', 'platform_invitations', 'status', 'pending accepted revoked expired'],
+    ['R-AUTHZ-28', 'platform_invitation_deliveries', 'channel', 'email sms whatsapp'],
+    ['R-AUTHZ-28', 'platform_invitation_deliveries', 'status', 'queued sent delivered opened clicked bounced failed complained'],
+    ['R-BRK-10', 'broker_store_codes', 'regime', 'standard substabelecido indicado subzero'],
+    ['R-RUN-04', 'task_runs', 'queue', QUEUES],
+    ['R-RUN-04', 'task_runs', 'trigger', 'dispatch event redrive'],
+    ['R-RUN-05', 'task_runs', 'actor_kind', 'user system'],
+    ['R-RUN-07', 'task_runs', 'status', RUN_STATUSES],
+    ['R-RUN-16', 'platform_task_runs', 'queue', QUEUES],
+    ['R-RUN-16', 'platform_task_runs', 'trigger', 'dispatch event redrive schedule'],
+    ['R-RUN-16', 'platform_task_runs', 'actor_kind', 'system scheduler'],
+    ['R-RUN-16', 'platform_task_runs', 'status', RUN_STATUSES],
+    ['R-TRL-03', 'task_run_events', 'event', TRAIL_EVENTS],
+    ['R-TRL-07', 'platform_task_run_events', 'event', TRAIL_EVENTS],
+    ['R-IDM-04', 'idempotency_keys', 'status', LEDGER_STATUSES],
+    ['R-IDM-04', 'platform_idempotency_keys', 'status', LEDGER_STATUSES],
+    ['R-OBX-02', 'outbox_messages', 'queue', QUEUES],
+    ['R-OBX-02', 'platform_outbox_messages', 'queue', QUEUES],
+  ];
+  /** Value sets of the CHECKs that are exactly `column IN (...)` on the table. */
+  async function valueChecks(table: string, column: string): Promise<string[][]> {
+    const defs = await db.sql`SELECT pg_get_constraintdef(oid) AS d FROM pg_constraint
+      WHERE contype = 'c' AND conrelid = ${table}::regclass`;
+    const whole = new RegExp(`^CHECK \\(\\(${column} = ANY \\(ARRAY\\[([^\\]]*)\\]\\)\\)\\)$`);
+    return defs.flatMap((r) => {
+      const m = whole.exec(r.d as string);
+      return m ? [[...m[1]!.matchAll(/'([^']*)'::text/g)].map((v) => v[1]!).sort()] : [];
+    });
+  }
+  for (const [ids, table, column, values] of cases) {
+    it(`${ids} ${table}.${column} accepts exactly: ${values}`, async () => {
+      expect(await valueChecks(table, column)).toEqual([values.split(' ').sort()]);
+    });
+  }
+  it('self-check: a column without a value CHECK yields none', async () => {
+    expect(await valueChecks('user_banks', 'kind')).toEqual([]);
+  });
+});
+
 /** A unique (constraint or index) over exactly these columns, with this predicate, or undefined. */
 function findUnique(table: string, cols: string[], predicate: string | null = null): DbUnique | undefined {
   const key = [...cols].sort().join(',');

@@ -43,7 +43,9 @@ export interface OursProcess {
 
 /** Spawns a relay or workers process of ours and resolves once it prints READY. */
 export async function spawnOurs(role: 'relay' | 'workers', env: Record<string, string>): Promise<OursProcess> {
-  const child = spawn(process.execPath, [PROCESS_FILE], {
+  // BENCH_NODE_ARGS (e.g. `--cpu-prof --cpu-prof-dir=dist/prof`) profiles the relay and workers processes.
+  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter((a) => a.length > 0);
+  const child = spawn(process.execPath, [...nodeArgs, PROCESS_FILE], {
     env: { ...process.env, ...env, BENCH_ROLE: role },
     stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
   });
