@@ -1,7 +1,7 @@
 // Writes of run rows and trail events, shared by dispatch/publish, the relay and the worker. Every
 // function takes the caller's transaction first: a transition and its trail event commit together.
 // Evicting the cached run status after commit is the caller's job (src/kv/run-status-cache.ts).
-import type { TxSql } from '../db/client.ts';
+import type { Sql, TxSql } from '../db/client.ts';
 import type { QueueName } from '../queue/names.ts';
 
 /** tenant: task_runs / task_run_events / outbox_messages; platform: the platform_* tables (platform and system tasks). */
@@ -247,5 +247,128 @@ export async function setRunProgress(tx: TxSql, scope: RunScope, key: RunKey, pr
   const rows = await tx`UPDATE ${tx(RUN_TABLE[scope])} SET progress = ${progress}::smallint, updated_at = clock_timestamp()
     WHERE run_id = ${key.runId} ${tenantId ? tx`AND tenant_id = ${tenantId}` : tx``} AND status = 'running'
     RETURNING run_id`;
+  return rows.length === 1;
+}
+
+// ───────────── the worker's hot path: one statement per step instead of one per row ─────────────
+// Each statement below does what the general functions above do in several round trips (lock, read,
+// update, append the trail event), so a delivery costs a handful of round trips instead of ~18. The
+// trail event still commits with its transition: they are one statement in one transaction.
+
+/** app.tenant_id, app.user_id, app.process of the unit of work (see src/db/unit-of-work.ts). */
+export interface ActorSettings {
+  tenantId: string;
+  userId: string;
+  process: string;
+}
+
+export interface DeliveryStart extends RunKey {
+  receiveCount: number;
+  workerInstance: string;
+}
+
+/**
+ * Registration of a delivery that will execute, as ONE autocommitted statement (its own transaction):
+ * applies the actor context, moves a non-final run to `running` (attempts + 1, started_at on the first
+ * start) and appends `received` with the new attempt. Returns the updated run and, for a platform run,
+ * its scheduled moment; null when the run is missing or final (nothing was written: the caller takes
+ * the general path, which locks, reads and records those cases).
+ */
+export async function startDelivery(
+  sql: Sql,
+  scope: RunScope,
+  actor: ActorSettings,
+  d: DeliveryStart,
+): Promise<{ run: RunRow; scheduledFor: string | null } | null> {
+  const tenantId = checkTenant(scope, d.tenantId);
+  // The uncorrelated EXISTS is an init-plan: the settings are applied before the first row is updated.
+  const rows =
+    scope === 'tenant'
+      ? await sql`
+      WITH ctx AS MATERIALIZED (
+        SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
+               set_config('app.process', ${actor.process}, true) AS p),
+      run AS (
+        UPDATE task_runs SET status = 'running', attempts = attempts + 1,
+               started_at = COALESCE(started_at, clock_timestamp()), finished_at = NULL, updated_at = clock_timestamp()
+         WHERE run_id = ${d.runId} AND tenant_id = ${tenantId} AND status IN ('queued', 'running', 'retrying')
+           AND EXISTS (SELECT 1 FROM ctx)
+        RETURNING *),
+      ev AS (
+        INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance)
+        SELECT run_id, tenant_id, 'received', attempts, ${d.receiveCount}, queue, ${d.workerInstance} FROM run)
+      SELECT run.*, NULL::text AS scheduled_for_at FROM run`
+      : await sql`
+      WITH ctx AS MATERIALIZED (
+        SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
+               set_config('app.process', ${actor.process}, true) AS p),
+      run AS (
+        UPDATE platform_task_runs SET status = 'running', attempts = attempts + 1,
+               started_at = COALESCE(started_at, clock_timestamp()), finished_at = NULL, updated_at = clock_timestamp()
+         WHERE run_id = ${d.runId} AND status IN ('queued', 'running', 'retrying')
+           AND EXISTS (SELECT 1 FROM ctx)
+        RETURNING *),
+      ev AS (
+        INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance)
+        SELECT run_id, 'received', attempts, ${d.receiveCount}, queue, ${d.workerInstance} FROM run)
+      SELECT run.*, (SELECT to_char(o.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+                       FROM platform_task_run_schedule_origins o WHERE o.run_id = run.run_id) AS scheduled_for_at
+        FROM run`;
+  const row = rows[0];
+  if (!row) return null;
+  return { run: toRunRow(row), scheduledFor: (row.scheduled_for_at as string | null) ?? null };
+}
+
+export interface DeliveryFinish extends RunKey {
+  attempt: number;
+  receiveCount: number;
+  queue: string;
+  workerInstance: string;
+  /** JSON object of at most 2048 bytes. */
+  outcome: Record<string, unknown>;
+  /** The claimed idempotency key, marked `completed` with the outcome in the same statement. */
+  ledger: { key: Buffer; retentionMs: number };
+}
+
+/**
+ * The end of a successful execution inside the effect transaction, as ONE statement: marks the ledger
+ * key `completed` with the outcome (as completeKey), moves the run to `succeeded` (outcome, progress
+ * 100, finished_at) and appends `succeeded` (as transitionRun + appendTrailEvent). Returns false when
+ * the run row is gone.
+ */
+export async function finishDelivery(tx: TxSql, scope: RunScope, f: DeliveryFinish): Promise<boolean> {
+  const tenantId = checkTenant(scope, f.tenantId);
+  const outcome = tx.json(f.outcome as never);
+  const retention = f.ledger.retentionMs / 1000;
+  const rows =
+    scope === 'tenant'
+      ? await tx`
+      WITH k AS (
+        UPDATE idempotency_keys SET status = 'completed', outcome = ${outcome},
+               expires_at = clock_timestamp() + make_interval(secs => ${retention}), updated_at = clock_timestamp()
+         WHERE idempotency_key = ${f.ledger.key} AND tenant_id = ${tenantId}),
+      run AS (
+        UPDATE task_runs SET status = 'succeeded', progress = 100::smallint, outcome = ${outcome},
+               finished_at = clock_timestamp(), updated_at = clock_timestamp()
+         WHERE run_id = ${f.runId} AND tenant_id = ${tenantId}
+        RETURNING run_id, tenant_id),
+      ev AS (
+        INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance)
+        SELECT run_id, tenant_id, 'succeeded', ${f.attempt}, ${f.receiveCount}, ${f.queue}, ${f.workerInstance} FROM run)
+      SELECT 1 AS done FROM run`
+      : await tx`
+      WITH k AS (
+        UPDATE platform_idempotency_keys SET status = 'completed', outcome = ${outcome},
+               expires_at = clock_timestamp() + make_interval(secs => ${retention}), updated_at = clock_timestamp()
+         WHERE idempotency_key = ${f.ledger.key}),
+      run AS (
+        UPDATE platform_task_runs SET status = 'succeeded', progress = 100::smallint, outcome = ${outcome},
+               finished_at = clock_timestamp(), updated_at = clock_timestamp()
+         WHERE run_id = ${f.runId}
+        RETURNING run_id),
+      ev AS (
+        INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance)
+        SELECT run_id, 'succeeded', ${f.attempt}, ${f.receiveCount}, ${f.queue}, ${f.workerInstance} FROM run)
+      SELECT 1 AS done FROM run`;
   return rows.length === 1;
 }

@@ -18,31 +18,35 @@ import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Sql, TxSql } from '../db/client.ts';
 import { inUnitOfWork, type Actor } from '../db/unit-of-work.ts';
+import { runStatusKey } from '../kv/keys.ts';
 import { evictRunStatus } from '../kv/run-status-cache.ts';
 import { RUN_JSON_MAX_BYTES, RUNTIME_MAX_RECEIVES } from '../config/limits.ts';
 import { backoffSeconds, type BackoffOptions } from './backoff.ts';
 import { parseEnvelope, type Envelope } from './envelope.ts';
 import {
   acquireGate,
-  claimKey,
-  completeKey,
+  advisoryKeyOf,
+  claimKeyAndStart,
   failKey,
   fingerprintOf,
   gateKeyOf,
   idempotencyKeyOf,
   readKey,
   recordGateResult,
+  recordGateResultAndEvict,
   releaseGate,
-  tryLockKey,
   type GateState,
   type LedgerScope,
 } from './idempotency.ts';
 import {
   appendTrailEvent,
   FINAL_RUN_STATUSES,
+  finishDelivery,
   readRun,
   setRunProgress,
+  startDelivery,
   transitionRun,
+  type ActorSettings,
   type RunRow,
   type RunScope,
   type TrailEventName,
@@ -303,6 +307,17 @@ type Registration =
  */
 async function register(c: DeliveryContext, early: Failure | null, gate: GateState, keyLocked: boolean, leaseMs: number): Promise<Registration> {
   const { scope, tenantId, envelope } = c;
+  if (!early && keyLocked && (gate.state === 'acquired' || gate.state === 'unavailable')) {
+    // The usual delivery: one autocommitted statement (actor context, lock, running, `received`).
+    const started = await startDelivery(c.deps.sql, scope, actorSettingsOf(c.actor), {
+      runId: envelope.run_id,
+      tenantId,
+      receiveCount: c.delivery.receiveCount,
+      workerInstance: c.deps.workerInstance,
+    });
+    if (started) return { kind: 'execute', run: started.run, attempt: started.run.attempts, scheduledFor: started.scheduledFor };
+    // Missing or final: nothing was written; the general path below records it.
+  }
   return inUnitOfWork(c.deps.sql, c.actor, async (tx): Promise<Registration> => {
     // FOR NO KEY UPDATE, not FOR UPDATE: the open effect transaction of a duplicate holds a KEY SHARE
     // lock on the run (its trail rows reference it), and this registration must not wait for it.
@@ -350,6 +365,13 @@ async function register(c: DeliveryContext, early: Failure | null, gate: GateSta
   });
 }
 
+/** The transaction-local actor settings, as applyActorContext (src/db/unit-of-work.ts) sets them. */
+function actorSettingsOf(actor: Actor): ActorSettings {
+  if (actor.kind === 'user') return { tenantId: actor.tenantId, userId: actor.userId, process: '' };
+  if (actor.kind === 'scheduler') return { tenantId: '', userId: '', process: actor.label };
+  return { tenantId: actor.tenantId ?? '', userId: '', process: actor.label };
+}
+
 function fitOutcome(outcome: Record<string, unknown>): Record<string, unknown> {
   return Buffer.byteLength(JSON.stringify(outcome)) <= RUN_JSON_MAX_BYTES ? outcome : { truncated: true };
 }
@@ -380,23 +402,36 @@ async function deliver(c: DeliveryContext, early: Failure | null, gate: GateStat
   let timer: NodeJS.Timeout | undefined;
   const onRelease = () => controller.abort(new ReleasedOnShutdown());
   let registration: Registration | undefined;
+  let evicted: Promise<void> = Promise.resolve();
   let startedAt: string | null = null;
   const needsLock = Boolean(c.key) && !early && gate.state !== 'held' && gate.state !== 'completed';
   try {
-    const result = await inUnitOfWork(deps.sql, c.actor, async (tx) => {
-      const keyLocked = needsLock ? await tryLockKey(tx, c.key!) : true;
-      registration = await register(c, early, gate, keyLocked, leaseMs);
+    const result = await deps.sql.begin(async (tx) => {
+      // One statement: the actor context (as inUnitOfWork), the deadline of every statement of this
+      // transaction (a handler statement cannot outlive the unit's timeout even if the handler ignores
+      // the signal) and the key's advisory lock.
+      const settings = actorSettingsOf(c.actor);
+      const [opened] = await tx<{ locked: boolean }[]>`
+        SELECT set_config('app.tenant_id', ${settings.tenantId}, true), set_config('app.user_id', ${settings.userId}, true),
+               set_config('app.process', ${settings.process}, true), set_config('statement_timeout', ${String(timeoutMs)}, true),
+               ${needsLock ? tx`pg_try_advisory_xact_lock(${advisoryKeyOf(c.key!)}::bigint)` : tx`true`} AS locked`;
+      registration = await register(c, early, gate, opened!.locked, leaseMs);
       if (registration.kind !== 'execute') return null;
-      await evict(c);
+      // Not awaited: later Redis commands of this delivery go down the same connection after it.
+      evicted = evict(c);
       const { run, attempt, scheduledFor } = registration;
       // The deadline starts with the execution; a release on shutdown aborts it too.
       timer = setTimeout(() => controller.abort(new UnitTimedOut(unit!.name, unit!.timeoutSeconds)), timeoutMs);
       if (deps.releaseSignal?.aborted) onRelease();
       else deps.releaseSignal?.addEventListener('abort', onRelease, { once: true });
       controller.signal.throwIfAborted();
-      // A handler statement cannot outlive the unit's deadline even if the handler ignores the signal.
-      await tx`SELECT set_config('statement_timeout', ${String(timeoutMs)}, true)`;
-      const claim = await claimKey(tx, ledgerScope(c), c.key!, c.fingerprint!, leaseMs);
+      const claim = await claimKeyAndStart(tx, ledgerScope(c), c.key!, c.fingerprint!, leaseMs, {
+        runId: run.runId,
+        attempt,
+        receiveCount: c.delivery.receiveCount,
+        queue: run.queue,
+        workerInstance: deps.workerInstance,
+      });
       if (claim.kind === 'reused') throw new IdempotencyKeyReused(unit!.name);
       if (claim.kind === 'failed_permanent') {
         throw new PermanentFailure('IDEMPOTENCY_FAILED_PERMANENTLY', `an earlier execution with this idempotency key of '${unit!.name}' failed permanently`);
@@ -407,9 +442,13 @@ async function deliver(c: DeliveryContext, early: Failure | null, gate: GateStat
         await trail(tx, c, run, 'succeeded', attempt, { detail: { replayed: true } });
         return { replayed: true, outcome: claim.outcome };
       }
-      const [clock] = await tx<{ at: string }[]>`SELECT clock_timestamp()::text AS at`;
-      startedAt = clock!.at;
-      await trail(tx, c, run, 'started', attempt);
+      if (claim.startedAt !== undefined) {
+        startedAt = claim.startedAt; // `started` was written with the claim
+      } else {
+        const [clock] = await tx<{ at: string }[]>`SELECT clock_timestamp()::text AS at`;
+        startedAt = clock!.at;
+        await trail(tx, c, run, 'started', attempt);
+      }
       const runObject: UnitRun = {
         runId: run.runId,
         name: unit!.name,
@@ -434,22 +473,31 @@ async function deliver(c: DeliveryContext, early: Failure | null, gate: GateStat
       if (Buffer.byteLength(JSON.stringify(outcome)) > RUN_JSON_MAX_BYTES) {
         throw new ValidationFailure(`handler of '${unit!.name}' returned an outcome over ${RUN_JSON_MAX_BYTES} bytes`);
       }
-      await completeKey(tx, ledgerScope(c), c.key!, outcome, deps.retentionMs);
-      await transitionRun(tx, scope, { runId: run.runId, tenantId, to: 'succeeded', outcome, progress: 100 });
-      await trail(tx, c, run, 'succeeded', attempt);
+      // Ledger `completed`, run `succeeded`, trail `succeeded`: one statement, committed with the effect.
+      await finishDelivery(tx, scope, {
+        runId: run.runId,
+        tenantId,
+        attempt,
+        receiveCount: c.delivery.receiveCount,
+        queue: run.queue,
+        workerInstance: deps.workerInstance,
+        outcome: outcome as Record<string, unknown>,
+        ledger: { key: c.key!, retentionMs: deps.retentionMs },
+      });
       return { replayed: false, outcome: outcome as UnitOutcome };
     });
     clearTimeout(timer);
     deps.releaseSignal?.removeEventListener('abort', onRelease);
     if (result) {
-      await evict(c);
-      await recordGateResult(deps.redis, c.gateKey!, c.fingerprint!, result.outcome, deps.retentionMs);
+      await evicted;
+      await recordGateResultAndEvict(deps.redis, runStatusKey(c.envelope.run_id), c.gateKey, c.fingerprint, result.outcome, deps.retentionMs);
       await port.ack();
       return result.replayed ? 'replayed' : 'succeeded';
     }
   } catch (error) {
     clearTimeout(timer);
     deps.releaseSignal?.removeEventListener('abort', onRelease);
+    await evicted;
     if (registration?.kind !== 'execute') throw error; // the registration itself failed: the consumer retries
     const { run, attempt } = registration;
     if (error instanceof HeldElsewhere) {

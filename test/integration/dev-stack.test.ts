@@ -60,7 +60,7 @@ describe('npm start (svc dev)', () => {
 
   it('R-EXE-01 R-MIG-17 starts everything, stops on Ctrl-C leaving nothing behind, and a second start on the same data changes nothing', async () => {
     const pgPort = await freePort();
-    const baseEnv = async (): Promise<NodeJS.ProcessEnv> => ({
+    const baseEnv = async () => ({
       PATH: process.env.PATH,
       HOME: process.env.HOME,
       SVC_DATA_DIR: dataDir,

@@ -164,3 +164,17 @@ describe('test back ends', () => {
     expect(CONTAINER_DEFINITIONS.sqs.image).toBe(compose.services.sqs.image);
   });
 });
+
+describe('deployment rules', () => {
+  it('R-AUTH-26 the composition runs the API with CORS_CREDENTIALS=false unless told otherwise (staging until login issues cookies)', () => {
+    expect(envOf('api').CORS_CREDENTIALS).toBe('false');
+    expect(apiConfig({ ...envOf('api'), SVC_TASKS_CATALOG: 'x' }).CORS_CREDENTIALS).toBe(false);
+  });
+
+  it('R-EXE-16 the README tells operators to publish the workers before the API when a release adds units', () => {
+    const readme = read('README.md');
+    expect(readme).toMatch(/publish the workers before the API/);
+    expect(readme).toMatch(/Run the `migrator` image once per version[^.]*before the API and the\s+workers/);
+  });
+});
+
