@@ -1,5 +1,7 @@
 // Errors a tenant administrator can cause while editing access-profile templates or reading profiles.
 // Each has a stable `code` and a message in English and Portuguese saying what to do.
+import { LocalizedError, type LocalizedMessages } from '../errors/localized-error.ts';
+
 export const ACCESS_MESSAGES = {
   ACCESS_TEMPLATE_NOT_FOUND: {
     en: 'No access-profile template with this id exists in your tenant; check the id.',
@@ -33,15 +35,13 @@ export const ACCESS_MESSAGES = {
     en: 'No access profile with this id exists in your tenant; check the id.',
     pt: 'Não existe perfil de acesso com este id no seu tenant; confira o id.',
   },
-} as const satisfies Record<string, { en: string; pt: string }>;
+} as const satisfies LocalizedMessages;
 
 export type AccessErrorCode = keyof typeof ACCESS_MESSAGES;
 
-export class AccessError extends Error {
-  readonly code: AccessErrorCode;
+export class AccessError extends LocalizedError<AccessErrorCode> {
   constructor(code: AccessErrorCode, options?: { cause?: unknown }) {
-    super(ACCESS_MESSAGES[code].en, options);
+    super(ACCESS_MESSAGES, code, options);
     this.name = 'AccessError';
-    this.code = code;
   }
 }

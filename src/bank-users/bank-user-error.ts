@@ -2,6 +2,8 @@
 // `code` and a message in English and Portuguese saying what to do. Messages never carry a bank-user
 // number or a password, and the ones about existence are neutral: they never tell whether a bank user
 // exists in another tenant or for another broker.
+import { LocalizedError, type LocalizedMessages } from '../errors/localized-error.ts';
+
 export const BANK_USER_MESSAGES = {
   BANK_USER_NUMBER_INVALID: {
     en: 'The bank-user number is empty; type the number the institution gave the bank user.',
@@ -67,15 +69,13 @@ export const BANK_USER_MESSAGES = {
     en: 'The bank credential key must be 32 bytes; configure a 256-bit key.',
     pt: 'A chave das credenciais de banco deve ter 32 bytes; configure uma chave de 256 bits.',
   },
-} as const satisfies Record<string, { en: string; pt: string }>;
+} as const satisfies LocalizedMessages;
 
 export type BankUserErrorCode = keyof typeof BANK_USER_MESSAGES;
 
-export class BankUserError extends Error {
-  readonly code: BankUserErrorCode;
+export class BankUserError extends LocalizedError<BankUserErrorCode> {
   constructor(code: BankUserErrorCode, options?: { cause?: unknown }) {
-    super(BANK_USER_MESSAGES[code].en, options);
+    super(BANK_USER_MESSAGES, code, options);
     this.name = 'BankUserError';
-    this.code = code;
   }
 }

@@ -1,5 +1,7 @@
 // Errors an administrator can cause while giving a broker a store code or when none can be resolved.
 // Each has a stable `code` and a message in English and Portuguese saying what to do.
+import { LocalizedError, type LocalizedMessages } from '../errors/localized-error.ts';
+
 export const BROKER_STORE_CODE_MESSAGES = {
   BROKER_NOT_IN_TENANT: {
     en: 'This broker does not work with your tenant or is disabled; choose an active broker of the tenant.',
@@ -37,15 +39,13 @@ export const BROKER_STORE_CODE_MESSAGES = {
     en: 'The broker has no active store code at this institution on this date; assign one to the broker first.',
     pt: 'O corretor não tem código de loja ativo nesta instituição nesta data; atribua um ao corretor antes.',
   },
-} as const satisfies Record<string, { en: string; pt: string }>;
+} as const satisfies LocalizedMessages;
 
 export type BrokerStoreCodeErrorCode = keyof typeof BROKER_STORE_CODE_MESSAGES;
 
-export class BrokerStoreCodeError extends Error {
-  readonly code: BrokerStoreCodeErrorCode;
+export class BrokerStoreCodeError extends LocalizedError<BrokerStoreCodeErrorCode> {
   constructor(code: BrokerStoreCodeErrorCode, options?: { cause?: unknown }) {
-    super(BROKER_STORE_CODE_MESSAGES[code].en, options);
+    super(BROKER_STORE_CODE_MESSAGES, code, options);
     this.name = 'BrokerStoreCodeError';
-    this.code = code;
   }
 }

@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
+import { CodedError } from '../errors/coded-error.ts';
 
 export interface EmbeddedPostgresOptions {
   /** Directory of the cluster; created and initialised when empty. */
@@ -31,11 +32,9 @@ export interface EmbeddedPostgres {
   stop(): Promise<void>;
 }
 
-export class EmbeddedPostgresError extends Error {
-  readonly code: string;
+export class EmbeddedPostgresError extends CodedError {
   constructor(code: string, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.code = code;
+    super(code, message, options);
     this.name = 'EmbeddedPostgresError';
   }
 }

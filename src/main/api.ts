@@ -9,19 +9,7 @@ import { createLogger } from '../logging/logger.ts';
 import { noSessionResolver, type SessionResolver } from '../auth/session-resolver.ts';
 import { buildApp, httpSettings } from '../http/app.ts';
 import { loadCatalog } from '../work/catalog.ts';
-
-/** Resolves on the first SIGTERM or SIGINT. */
-function stopSignal(): Promise<NodeJS.Signals> {
-  return new Promise((resolve) => {
-    const onSignal = (signal: NodeJS.Signals) => {
-      process.off('SIGTERM', onSignal);
-      process.off('SIGINT', onSignal);
-      resolve(signal);
-    };
-    process.on('SIGTERM', onSignal);
-    process.on('SIGINT', onSignal);
-  });
-}
+import { stopSignal } from './stop-signal.ts';
 
 export async function run(args: string[]): Promise<number> {
   if (args.length > 0) {

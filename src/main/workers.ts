@@ -13,20 +13,9 @@ import { createLogger } from '../logging/logger.ts';
 import { createSqsClient } from '../queue/client.ts';
 import { loadUnits } from '../work/catalog.ts';
 import { slotsForQueues, startWorkerRuntime } from '../work/worker-runtime.ts';
+import { stopSignal } from './stop-signal.ts';
 
 const PROJECT_ROOT = path.resolve(import.meta.dirname, '..', '..');
-
-function stopSignal(): Promise<NodeJS.Signals> {
-  return new Promise((resolve) => {
-    const onSignal = (signal: NodeJS.Signals) => {
-      process.off('SIGTERM', onSignal);
-      process.off('SIGINT', onSignal);
-      resolve(signal);
-    };
-    process.on('SIGTERM', onSignal);
-    process.on('SIGINT', onSignal);
-  });
-}
 
 export async function run(args: string[]): Promise<number> {
   if (args.length > 0) {

@@ -1,10 +1,10 @@
 // Errors an author or operator can cause while creating, checking or applying migrations. Each has a
 // stable `code` (scripts and tests match on it) and a message saying what to do next.
-export class MigratorError extends Error {
-  readonly code: string;
+import { CodedError } from '../errors/coded-error.ts';
+
+export class MigratorError extends CodedError {
   constructor(code: string, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.code = code;
+    super(code, message, options);
     this.name = 'MigratorError';
   }
 }

@@ -1,5 +1,7 @@
 // Errors a platform operator can cause while creating a tenant. Each has a stable `code` and a message
 // in English and Portuguese saying what to do; none echoes a value the caller sent.
+import { LocalizedError, type LocalizedMessages } from '../errors/localized-error.ts';
+
 export const TENANCY_MESSAGES = {
   TENANT_BLUEPRINT_NOT_FOUND: {
     en: 'No tenant blueprint with this id exists; choose one of the platform blueprints.',
@@ -17,15 +19,13 @@ export const TENANCY_MESSAGES = {
     en: 'The tenant name is empty; give the tenant a name.',
     pt: 'O nome do tenant está vazio; dê um nome ao tenant.',
   },
-} as const satisfies Record<string, { en: string; pt: string }>;
+} as const satisfies LocalizedMessages;
 
 export type TenancyErrorCode = keyof typeof TENANCY_MESSAGES;
 
-export class TenancyError extends Error {
-  readonly code: TenancyErrorCode;
+export class TenancyError extends LocalizedError<TenancyErrorCode> {
   constructor(code: TenancyErrorCode, options?: { cause?: unknown }) {
-    super(TENANCY_MESSAGES[code].en, options);
+    super(TENANCY_MESSAGES, code, options);
     this.name = 'TenancyError';
-    this.code = code;
   }
 }

@@ -165,7 +165,6 @@ export async function tryLockKey(tx: TxSql, key: Buffer): Promise<boolean> {
 
 /** Claims the key inside the effect transaction (call tryLockKey first). */
 export async function claimKey(tx: TxSql, at: LedgerScope, key: Buffer, fingerprint: Buffer, leaseMs: number): Promise<ClaimResult> {
-  const ledger = LEDGER_TABLE[at.scope];
   const lease = leaseMs / 1000;
   const inserted =
     at.scope === 'tenant'
