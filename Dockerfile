@@ -40,6 +40,8 @@ COPY --from=build /app/dist ./dist
 ENV SVC_TASKS_CATALOG=/app/dist/tasks.json \
     SVC_SCHEMA_VERSION=/app/dist/schema-version.json \
     SVC_PERMISSIONS_REGISTRY=/app/dist/permissions.json
+# `svc` on PATH inside every image (Node 26 runs the TypeScript entry point directly).
+RUN chmod 755 src/main/cli.ts && ln -s /app/src/main/cli.ts /usr/local/bin/svc
 # The official image's unprivileged user.
 USER node
 

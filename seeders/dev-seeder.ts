@@ -1,5 +1,6 @@
 // DevSeeder (`npm run db:seed -- --class DevSeeder`): sample data for development. Creates a tenant
-// (with its blueprint), a tenant account, a broker working under it, a tenant profile and a broker
+// from its blueprint (which holds one tenant-scope platform template, copied into the tenant by
+// createTenantFromBlueprint), a tenant account, a broker working under it, a tenant profile and a broker
 // profile, and two members (a tenant administrator and a broker member) with e-mail logins. Tax ids
 // are syntactically valid (check digits right) but derived from arbitrary bases: they identify nobody.
 // Refused when NODE_ENV=production. Idempotent: every row is looked up by a natural key first, so a
@@ -8,6 +9,7 @@
 import type { TxSql } from '../src/db/client.ts';
 import type { SeedContext, Seeder } from '../src/migrator/seed-runner.ts';
 import { TASK_RUNS_READ } from '../src/permissions/declarations/access.ts';
+import { createTenantFromBlueprint } from '../src/tenancy/create-tenant-from-blueprint.ts';
 import { SeederError } from './seeder-error.ts';
 import { cnpjFromBase, cpfFromBase } from './tax-ids.ts';
 
@@ -15,6 +17,7 @@ export const DEV_TENANT_UID = 'dev-tenant';
 export const DEV_BROKER_UID = 'dev-broker';
 const BLUEPRINT_NAME = 'Development blueprint';
 const TENANT_PROFILE = 'Tenant administrator';
+const TENANT_TEMPLATE = 'Tenant administrator';
 const BROKER_PROFILE = 'Broker member';
 
 /** Sample tax ids: fixed bases, computed check digits. */
@@ -102,6 +105,33 @@ async function profile(tx: TxSql, tenantId: Id, brokerId: Id | null, name: strin
   return String(row!.id);
 }
 
+/**
+ * The development blueprint with one tenant-scope platform template, so the tenant created from it
+ * shows a copied template (holding access.task_runs.read once the PermissionsSeeder has declared it).
+ */
+async function blueprint(tx: TxSql, created: string[]): Promise<Id> {
+  await tx`INSERT INTO platform_tenant_blueprints (name, description)
+           VALUES (${BLUEPRINT_NAME}, 'Sample blueprint created by DevSeeder') ON CONFLICT (name) DO NOTHING`;
+  const [row] = await tx`SELECT id FROM platform_tenant_blueprints WHERE name = ${BLUEPRINT_NAME}`;
+  const blueprintId = String(row!.id);
+  let templateId = found(await tx`
+    SELECT id FROM platform_access_profile_templates WHERE blueprint_id = ${blueprintId} AND name = ${TENANT_TEMPLATE}`);
+  if (!templateId) {
+    const [t] = await tx`
+      INSERT INTO platform_access_profile_templates (blueprint_id, scope, name, description, auto_assign)
+      VALUES (${blueprintId}, 'tenant', ${TENANT_TEMPLATE}, 'Sample template created by DevSeeder', 'tenant_admin')
+      RETURNING id`;
+    templateId = String(t!.id);
+    created.push(`platform template ${TENANT_TEMPLATE}`);
+  }
+  const granted = await tx`
+    INSERT INTO platform_access_profile_template_permissions (template_id, permission_id)
+    SELECT ${templateId}, id FROM permissions WHERE code = ${TASK_RUNS_READ}
+    ON CONFLICT DO NOTHING RETURNING permission_id`;
+  if (granted.length) created.push(`permission ${TASK_RUNS_READ} on platform template ${TENANT_TEMPLATE}`);
+  return blueprintId;
+}
+
 export const DevSeeder: Seeder = {
   name: 'DevSeeder',
   async run(tx: TxSql, ctx: SeedContext): Promise<void> {
@@ -113,16 +143,13 @@ export const DevSeeder: Seeder = {
     }
     const created: string[] = [];
 
-    await tx`INSERT INTO platform_tenant_blueprints (name, description)
-             VALUES (${BLUEPRINT_NAME}, 'Sample blueprint created by DevSeeder') ON CONFLICT (name) DO NOTHING`;
-    const [blueprint] = await tx`SELECT id FROM platform_tenant_blueprints WHERE name = ${BLUEPRINT_NAME}`;
-
+    const blueprintId = await blueprint(tx, created);
     let tenantId = found(await tx`SELECT id FROM tenants WHERE uid = ${DEV_TENANT_UID}`);
     if (!tenantId) {
-      const [t] = await tx`INSERT INTO tenants (uid, name, blueprint_id)
-                           VALUES (${DEV_TENANT_UID}, 'Demo Promotora', ${blueprint!.id}) RETURNING id`;
-      tenantId = String(t!.id);
-      created.push(`tenant ${DEV_TENANT_UID}`);
+      // The same use case a platform operator goes through: the blueprint's templates are copied in.
+      const tenant = await createTenantFromBlueprint(tx, { blueprintId, name: 'Demo Promotora', uid: DEV_TENANT_UID });
+      tenantId = tenant.tenantId;
+      created.push(`tenant ${DEV_TENANT_UID} with ${tenant.templates.length} access-profile template(s)`);
     }
 
     const tenantCompany = await companyParty(tx, DEV_TAX_IDS.tenantCompany, 'Demo Promotora de Crédito Ltda', created);

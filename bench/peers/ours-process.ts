@@ -37,9 +37,27 @@ async function start(): Promise<void> {
     max: role === 'workers' ? 2 * concurrency + 2 : 4,
     applicationName: `bench-ours-${role}`,
   });
+  // Not auto-pipelined, as in src/main/workers.ts (tried: no gain at C=10, +latency from the deferred flush).
   const redis = createRedis(required('BENCH_REDIS_URL'), { name: `bench-ours-${role}` });
   redis.on('error', () => {});
   const sqs = createSqsClient({ region: 'us-east-1', endpoint: required('BENCH_SQS_ENDPOINT'), localCredentials: true });
+  // BENCH_COUNT_CALLS=true: SQS calls per command (and messages they carried) are printed on stderr at exit.
+  const calls = new Map<string, { calls: number; entries: number }>();
+  if (process.env.BENCH_COUNT_CALLS === 'true') {
+    sqs.middlewareStack.add(
+      (next, context) => async (args) => {
+        const out = await next(args);
+        const input = args.input as { Entries?: unknown[] };
+        const output = out.output as { Messages?: unknown[] };
+        const c = calls.get(context.commandName ?? '?') ?? { calls: 0, entries: 0 };
+        c.calls += 1;
+        c.entries += input.Entries?.length ?? output.Messages?.length ?? 1;
+        calls.set(context.commandName ?? '?', c);
+        return out;
+      },
+      { step: 'initialize', name: 'benchCountCalls' },
+    );
+  }
   const loaded = await loadUnits(root, { dir: FIXTURE_UNITS_DIR });
   // Same concurrency as every other system: the fixture's slots come from the harness.
   const units = new Map<string, WorkUnit>([...loaded].map(([name, unit]) => [name, { ...unit, concurrency }]));
@@ -96,6 +114,7 @@ async function start(): Promise<void> {
     try {
       await stopRole();
     } finally {
+      for (const [name, c] of calls) console.error(`# SQS_CALLS role=${role} command=${name} calls=${c.calls} messages=${c.entries}`);
       await sql.end({ timeout: 5 });
       redis.disconnect();
       sqs.destroy();

@@ -1,6 +1,6 @@
 // Errors a tenant administrator can cause while editing access-profile templates or reading profiles.
 // Each has a stable `code` and a message in English and Portuguese saying what to do.
-import { LocalizedError, type LocalizedMessages } from '../errors/localized-error.ts';
+import { localizedErrorClass, type LocalizedMessages } from '../errors/localized-error.ts';
 
 export const ACCESS_MESSAGES = {
   ACCESS_TEMPLATE_NOT_FOUND: {
@@ -39,9 +39,4 @@ export const ACCESS_MESSAGES = {
 
 export type AccessErrorCode = keyof typeof ACCESS_MESSAGES;
 
-export class AccessError extends LocalizedError<AccessErrorCode> {
-  constructor(code: AccessErrorCode, options?: { cause?: unknown }) {
-    super(ACCESS_MESSAGES, code, options);
-    this.name = 'AccessError';
-  }
-}
+export class AccessError extends localizedErrorClass('AccessError', ACCESS_MESSAGES) {}

@@ -2,7 +2,7 @@
 // `code` and a message in English and Portuguese saying what to do. Messages never carry a bank-user
 // number or a password, and the ones about existence are neutral: they never tell whether a bank user
 // exists in another tenant or for another broker.
-import { LocalizedError, type LocalizedMessages } from '../errors/localized-error.ts';
+import { localizedErrorClass, type LocalizedMessages } from '../errors/localized-error.ts';
 
 export const BANK_USER_MESSAGES = {
   BANK_USER_NUMBER_INVALID: {
@@ -73,9 +73,4 @@ export const BANK_USER_MESSAGES = {
 
 export type BankUserErrorCode = keyof typeof BANK_USER_MESSAGES;
 
-export class BankUserError extends LocalizedError<BankUserErrorCode> {
-  constructor(code: BankUserErrorCode, options?: { cause?: unknown }) {
-    super(BANK_USER_MESSAGES, code, options);
-    this.name = 'BankUserError';
-  }
-}
+export class BankUserError extends localizedErrorClass('BankUserError', BANK_USER_MESSAGES) {}

@@ -9,7 +9,7 @@
 import type { TxSql } from '../db/client.ts';
 import { BrokerStoreCodeError } from './broker-store-code-error.ts';
 import { isBusinessDate } from './business-date.ts';
-import type { StoreCodeRegime } from './resolve-broker-store-code.ts';
+import type { BrokerStoreCodePeriod, StoreCodeRegime } from './resolve-broker-store-code.ts';
 
 export const STORE_CODE_REGIMES: readonly StoreCodeRegime[] = ['standard', 'substabelecido', 'indicado', 'subzero'];
 
@@ -26,13 +26,7 @@ export interface AssignBrokerStoreCodeInput {
   assignedByUserId: string;
 }
 
-export interface AssignedBrokerStoreCode {
-  brokerStoreCodeId: string;
-  storeCodeId: string;
-  code: string;
-  regime: StoreCodeRegime;
-  validFrom: string;
-  validUntil: string | null;
+export interface AssignedBrokerStoreCode extends BrokerStoreCodePeriod {
   /** The open-ended period this assignment closed on `validFrom`, if any. */
   closedBrokerStoreCodeId: string | null;
 }

@@ -1,6 +1,6 @@
 // Errors an administrator can cause while giving a broker a store code or when none can be resolved.
 // Each has a stable `code` and a message in English and Portuguese saying what to do.
-import { LocalizedError, type LocalizedMessages } from '../errors/localized-error.ts';
+import { localizedErrorClass, type LocalizedMessages } from '../errors/localized-error.ts';
 
 export const BROKER_STORE_CODE_MESSAGES = {
   BROKER_NOT_IN_TENANT: {
@@ -43,9 +43,4 @@ export const BROKER_STORE_CODE_MESSAGES = {
 
 export type BrokerStoreCodeErrorCode = keyof typeof BROKER_STORE_CODE_MESSAGES;
 
-export class BrokerStoreCodeError extends LocalizedError<BrokerStoreCodeErrorCode> {
-  constructor(code: BrokerStoreCodeErrorCode, options?: { cause?: unknown }) {
-    super(BROKER_STORE_CODE_MESSAGES, code, options);
-    this.name = 'BrokerStoreCodeError';
-  }
-}
+export class BrokerStoreCodeError extends localizedErrorClass('BrokerStoreCodeError', BROKER_STORE_CODE_MESSAGES) {}

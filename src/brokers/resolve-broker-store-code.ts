@@ -16,7 +16,8 @@ export interface BrokerStoreCodeContext {
   on?: string;
 }
 
-export interface ResolvedStoreCode {
+/** One period [validFrom, validUntil) of a broker working under a store code at an institution. */
+export interface BrokerStoreCodePeriod {
   brokerStoreCodeId: string;
   storeCodeId: string;
   /** As the institution wrote it (leading zeros kept). */
@@ -24,6 +25,9 @@ export interface ResolvedStoreCode {
   regime: StoreCodeRegime;
   validFrom: string;
   validUntil: string | null;
+}
+
+export interface ResolvedStoreCode extends BrokerStoreCodePeriod {
   owner: { kind: 'group_account'; financialInstitutionAccountId: string } | { kind: 'broker' };
 }
 

@@ -13,8 +13,22 @@ export interface LocalizedMessage {
 /** A feature's message table: stable code → message. */
 export type LocalizedMessages<Code extends string = string> = Readonly<Record<Code, LocalizedMessage>>;
 
-export class LocalizedError<Code extends string> extends CodedError<Code> {
+/** Base of every feature's localized error, whatever its table. */
+export class LocalizedError<Code extends string = string> extends CodedError<Code> {
   constructor(messages: LocalizedMessages<Code>, code: Code, options?: { cause?: unknown }) {
     super(code, messages[code].en, options);
   }
+}
+
+/**
+ * The error class of one feature, bound to its table and named for logs:
+ * `class AccessError extends localizedErrorClass('AccessError', ACCESS_MESSAGES) {}`.
+ */
+export function localizedErrorClass<Code extends string>(name: string, messages: LocalizedMessages<Code>) {
+  return class extends LocalizedError<Code> {
+    constructor(code: Code, options?: { cause?: unknown }) {
+      super(messages, code, options);
+      this.name = name;
+    }
+  };
 }

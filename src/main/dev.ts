@@ -12,6 +12,7 @@ import { startRedisServer, redisServerInstalled, RedisServerMissingError } from 
 import { startLocalSqsServer } from '../queue/local-sqs-server.ts';
 import { createSqsClient } from '../queue/client.ts';
 import { provisionQueues } from '../queue/provision.ts';
+import { CodedError } from '../errors/coded-error.ts';
 
 /** Development bootstrap operator, used only when the variables are unset (documented in the README). */
 export const DEV_BOOTSTRAP = {
@@ -23,13 +24,7 @@ export const DEV_BOOTSTRAP = {
 
 const log = (line: string) => console.log(`[dev] ${line}`);
 
-class DevError extends Error {
-  readonly code: string;
-  constructor(code: string, message: string) {
-    super(message);
-    this.code = code;
-  }
-}
+class DevError extends CodedError {}
 
 async function portFree(port: number): Promise<boolean> {
   return new Promise((resolve) => {

@@ -11,6 +11,7 @@ import { createSql } from '../db/client.ts';
 import { createRedis } from '../kv/client.ts';
 import { createLogger } from '../logging/logger.ts';
 import { createSqsClient } from '../queue/client.ts';
+import { sqsSettings } from '../queue/config.ts';
 import { loadUnits } from '../work/catalog.ts';
 import { slotsForQueues, startWorkerRuntime } from '../work/worker-runtime.ts';
 import { stopSignal } from './stop-signal.ts';
@@ -40,18 +41,15 @@ export async function run(args: string[]): Promise<number> {
   const redis = createRedis(config.REDIS_URL, { name: 'svc-workers' });
   // Redis is never authoritative: while it is down the workers run on the database ledger alone.
   redis.on('error', (error: Error) => logger.warn({ reason: error.message }, 'redis unavailable'));
-  const sqs = createSqsClient({
-    region: config.SVC_SQS_REGION,
-    endpoint: config.SVC_SQS_ENDPOINT,
-    localCredentials: config.SVC_SQS_LOCAL_CREDENTIALS,
-  });
+  const sqsConfig = sqsSettings(config);
+  const sqs = createSqsClient(sqsConfig);
 
   const stopping = stopSignal();
   const runtime = await startWorkerRuntime({
     sql,
     redis,
     sqs,
-    queueUrlPrefix: config.SVC_SQS_QUEUE_URL_PREFIX,
+    queueUrlPrefix: sqsConfig.queueUrlPrefix,
     queues: config.QUEUES,
     units,
     logger,

@@ -1,29 +1,19 @@
-// The SVC_SQS_* variables, as a zod shape each executable's env schema spreads in.
-import { z } from 'zod';
-import { booleanFlag } from '../config/parse.ts';
+// The SQS client settings of a parsed configuration. The SVC_SQS_* variables themselves (rules,
+// defaults, the prefix derived from the endpoint) are defined once, in src/config/workers.ts.
+import type { WorkersConfig } from '../config/workers.ts';
 import type { SqsSettings } from './client.ts';
 
-export const sqsEnvShape = {
-  SVC_SQS_REGION: z.string({ error: 'must name the SQS region, e.g. us-east-1' }).min(1).default('us-east-1'),
-  SVC_SQS_QUEUE_URL_PREFIX: z
-    .string({ error: 'must be the queue URL prefix, e.g. https://sqs.us-east-1.amazonaws.com/123456789012/' })
-    .url({ error: 'must be a URL such as https://sqs.us-east-1.amazonaws.com/123456789012/' }),
-  SVC_SQS_ENDPOINT: z.string().url({ error: 'must be a URL such as http://127.0.0.1:9324' }).optional(),
-  SVC_SQS_LOCAL_CREDENTIALS: booleanFlag.default(false),
-};
+/** The part of the workers' configuration that locates and authenticates the queues. */
+export type SqsConfig = Pick<
+  WorkersConfig,
+  'SVC_SQS_REGION' | 'SVC_SQS_QUEUE_URL_PREFIX' | 'SVC_SQS_ENDPOINT' | 'SVC_SQS_LOCAL_CREDENTIALS'
+>;
 
-export type SqsEnv = {
-  SVC_SQS_REGION: string;
-  SVC_SQS_QUEUE_URL_PREFIX: string;
-  SVC_SQS_ENDPOINT?: string | undefined;
-  SVC_SQS_LOCAL_CREDENTIALS: boolean;
-};
-
-export function sqsSettingsFromEnv(env: SqsEnv): SqsSettings {
+export function sqsSettings(config: SqsConfig): SqsSettings {
   return {
-    region: env.SVC_SQS_REGION,
-    queueUrlPrefix: env.SVC_SQS_QUEUE_URL_PREFIX,
-    endpoint: env.SVC_SQS_ENDPOINT,
-    localCredentials: env.SVC_SQS_LOCAL_CREDENTIALS,
+    region: config.SVC_SQS_REGION,
+    queueUrlPrefix: config.SVC_SQS_QUEUE_URL_PREFIX,
+    endpoint: config.SVC_SQS_ENDPOINT,
+    localCredentials: config.SVC_SQS_LOCAL_CREDENTIALS,
   };
 }

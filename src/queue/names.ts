@@ -1,9 +1,10 @@
 // Queue names and URLs. A queue URL is always the configured prefix plus the queue name, so the same
 // code reaches a cloud queue or the local server; tests put a unique token at the end of the prefix
 // (`.../000000000000/q1a2b_`) and get their own set of queues on a shared server.
+import { QUEUE_NAMES, type QueueName } from '../config/limits.ts';
 
-export const QUEUE_NAMES = ['critical', 'default', 'bulk', 'maintenance'] as const;
-export type QueueName = (typeof QUEUE_NAMES)[number];
+// The queue set and its limits are defined once, with the other limits; queue code imports them here.
+export { DEFAULT_VISIBILITY_SECONDS, NATIVE_REDRIVE_MAX_RECEIVES, QUEUE_NAMES, type QueueName } from '../config/limits.ts';
 
 export function isQueueName(value: string): value is QueueName {
   return (QUEUE_NAMES as readonly string[]).includes(value);
@@ -11,17 +12,6 @@ export function isQueueName(value: string): value is QueueName {
 
 /** Suffix of each queue's dead-letter queue. */
 export const DLQ_SUFFIX = '-dlq';
-
-/** Default visibility timeouts in seconds: critical 60, default 120, bulk 900 (15 min), maintenance 300 (5 min). */
-export const DEFAULT_VISIBILITY_SECONDS: Readonly<Record<QueueName, number>> = {
-  critical: 60,
-  default: 120,
-  bulk: 900,
-  maintenance: 300,
-};
-
-/** Receives after which the queue itself moves a message to its dead-letter queue: 5 of the runtime + 2 margin. */
-export const NATIVE_REDRIVE_MAX_RECEIVES = 7;
 
 /** `https://sqs.eu-west-1.amazonaws.com/123456789012/` + `critical`. */
 export function queueUrl(prefix: string, name: string): string {

@@ -1,6 +1,6 @@
 // Errors a platform operator can cause while creating a tenant. Each has a stable `code` and a message
 // in English and Portuguese saying what to do; none echoes a value the caller sent.
-import { LocalizedError, type LocalizedMessages } from '../errors/localized-error.ts';
+import { localizedErrorClass, type LocalizedMessages } from '../errors/localized-error.ts';
 
 export const TENANCY_MESSAGES = {
   TENANT_BLUEPRINT_NOT_FOUND: {
@@ -23,9 +23,4 @@ export const TENANCY_MESSAGES = {
 
 export type TenancyErrorCode = keyof typeof TENANCY_MESSAGES;
 
-export class TenancyError extends LocalizedError<TenancyErrorCode> {
-  constructor(code: TenancyErrorCode, options?: { cause?: unknown }) {
-    super(TENANCY_MESSAGES, code, options);
-    this.name = 'TenancyError';
-  }
-}
+export class TenancyError extends localizedErrorClass('TenancyError', TENANCY_MESSAGES) {}

@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
+import { CodedError } from '../errors/coded-error.ts';
 import { isWorkUnit, unitProblems, UNIT_CONTEXTS, UNIT_QUEUES, type WorkUnit } from './unit.ts';
 
 export const CATALOG_VERSION = 1;
@@ -56,13 +57,7 @@ export type Catalog = z.infer<typeof catalogSchema>;
 export type CatalogTask = Catalog['tasks'][number];
 export type CatalogSubscription = Catalog['subscriptions'][number];
 
-export class CatalogError extends Error {
-  readonly code: 'TASKS_CATALOG_MISSING' | 'TASKS_CATALOG_INVALID';
-  constructor(code: CatalogError['code'], message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.code = code;
-  }
-}
+export class CatalogError extends CodedError<'TASKS_CATALOG_MISSING' | 'TASKS_CATALOG_INVALID'> {}
 
 export interface CatalogProblem {
   /** Path relative to the project root, with forward slashes. */

@@ -179,8 +179,9 @@ export function startRelay(options: RelayOptions): Relay {
     instance: options.instance ?? defaultInstanceLabel(),
     log,
   };
-  // BLPOP holds its connection, so the relay blocks on a connection of its own.
-  const blocking = options.redis?.duplicate({ connectionName: 'svc-relay-wake' });
+  // BLPOP holds its connection, so the relay blocks on a connection of its own (never auto-pipelined,
+  // even when the workers' connection it is duplicated from is: a command batched behind a BLPOP waits).
+  const blocking = options.redis?.duplicate({ connectionName: 'svc-relay-wake', enableAutoPipelining: false });
   blocking?.on('error', () => {
     // Redis is a hint here; the sweep carries on. ioredis reconnects by itself.
   });

@@ -474,7 +474,10 @@ async function deliver(c: DeliveryContext, early: Failure | null, gate: GateStat
         throw new ValidationFailure(`handler of '${unit!.name}' returned an outcome over ${RUN_JSON_MAX_BYTES} bytes`);
       }
       // Ledger `completed`, run `succeeded`, trail `succeeded`: one statement, committed with the effect.
-      await finishDelivery(tx, scope, {
+      // Not awaited here, so COMMIT goes out in the same write right behind it (one round trip, not two).
+      // If it fails, the transaction is aborted and that COMMIT rolls back: the rejection is awaited
+      // below, after sql.begin returns, and takes the failure path exactly as a throw in here would.
+      const finished = finishDelivery(tx, scope, {
         runId: run.runId,
         tenantId,
         attempt,
@@ -484,8 +487,10 @@ async function deliver(c: DeliveryContext, early: Failure | null, gate: GateStat
         outcome: outcome as Record<string, unknown>,
         ledger: { key: c.key!, retentionMs: deps.retentionMs },
       });
-      return { replayed: false, outcome: outcome as UnitOutcome };
+      finished.catch(() => {}); // observed below
+      return { replayed: false, outcome: outcome as UnitOutcome, finished };
     });
+    if (result?.finished) await result.finished;
     clearTimeout(timer);
     deps.releaseSignal?.removeEventListener('abort', onRelease);
     if (result) {

@@ -11,6 +11,7 @@ import type { Sql, TxSql } from '../db/client.ts';
 import { inUnitOfWork } from '../db/unit-of-work.ts';
 import { signalOutbox } from '../kv/wake.ts';
 import { evictRunStatus } from '../kv/run-status-cache.ts';
+import { CodedError } from '../errors/coded-error.ts';
 import { createDispatcher, defaultInstanceLabel } from './dispatch.ts';
 import {
   ACTIVE_RUN_STATUSES,
@@ -24,13 +25,7 @@ import type { TaskUnit, WorkUnit } from './unit.ts';
 
 export const SCHEDULER_ACTOR_LABEL = 'scheduler';
 
-export class ScheduleError extends Error {
-  readonly code: 'SCHEDULE_NOT_FOUND' | 'SCHEDULE_INVALID';
-  constructor(code: ScheduleError['code'], message: string) {
-    super(message);
-    this.code = code;
-  }
-}
+export class ScheduleError extends CodedError<'SCHEDULE_NOT_FOUND' | 'SCHEDULE_INVALID'> {}
 
 export type FireResult =
   | { result: 'dispatched'; runId: string; scheduledFor: string }

@@ -8,8 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, waitForPort } from '../../src/kv/redis-server.ts';
-import { freshRedisUrl, type TestDatabase } from '../support/services.ts';
-import { runsDatabase } from './http-support.ts';
+import { freshDatabase, freshRedisUrl, type TestDatabase } from '../support/services.ts';
 
 // fetch's Response.json() is typed unknown; the tests read fields freely.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -24,7 +23,7 @@ let dir: string;
 let baseEnv: Record<string, string>;
 
 beforeAll(async () => {
-  db = await runsDatabase();
+  db = await freshDatabase({ max: 2 });
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-api-test-'));
   fs.writeFileSync(path.join(dir, 'tasks.json'), JSON.stringify({ version: 1, tasks: [], subscriptions: [] }));
   fs.writeFileSync(path.join(dir, 'schema-version.json'), JSON.stringify({ latestMigration: LATEST }));
@@ -103,6 +102,9 @@ describe('svc api refuses to start on bad configuration', () => {
 
 describe('svc api running', () => {
   it('R-EXE-02 R-EXE-08 R-EXE-09 R-AUTH-04 R-HTTP-11 listens, is not ready until the migration lands (never applying it), protected routes 401, stops on SIGTERM', async () => {
+    const applied = async () => (await db.sql`SELECT name FROM mikro_orm_migrations ORDER BY id`).map((r) => r.name as string);
+    const before = await applied();
+    expect(before).not.toContain(LATEST);
     const port = await freePort();
     const run = start(['api'], { ...baseEnv, SVC_API_PORT: String(port) });
     try {
@@ -115,8 +117,7 @@ describe('svc api running', () => {
       expect(pending.status).toBe(503);
       expect((await jsonOf(pending)).error.details.pendingMigration).toBe(LATEST);
       // The API applied nothing and created nothing.
-      const [row] = await db.sql`SELECT count(*)::int AS count FROM mikro_orm_migrations`;
-      expect(row!.count).toBe(0);
+      expect(await applied()).toEqual(before);
 
       await db.sql`INSERT INTO mikro_orm_migrations (name) VALUES (${LATEST})`;
       expect((await fetch(`${base}/ready`)).status).toBe(200);

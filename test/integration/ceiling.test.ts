@@ -5,6 +5,7 @@ import type { Sql } from '../../src/db/client.ts';
 import { createSql } from '../../src/db/client.ts';
 import { HOLDER_SCOPES, SCOPE_CEILING } from '../../src/permissions/scope-ceiling.ts';
 import { freshDatabase, type TestDatabase } from '../support/services.ts';
+import { refusal } from '../support/refusal.ts';
 
 /** A clone of the migrated template: 0012, 0013 and 0017 loaded the ceiling SQL. */
 async function ceilingDatabase(): Promise<TestDatabase> {
@@ -137,15 +138,6 @@ interface PgError {
   message?: string;
 }
 
-async function failure(promise: Promise<unknown>): Promise<PgError> {
-  try {
-    await promise;
-  } catch (error) {
-    return error as PgError;
-  }
-  throw new Error('expected the statement to be refused, it succeeded');
-}
-
 function expectCeilingError(error: PgError, code: string, scope: string, expected: string[]) {
   expect(error.code).toBe('23514');
   expect(error.constraint_name).toBe('permission_scope_ceiling');
@@ -245,7 +237,7 @@ describe('scope ceiling (database)', () => {
         if (accepted) {
           await link(db.sql, f, which, p.id);
         } else {
-          const error = await failure(link(db.sql, f, which, p.id));
+          const error = await refusal(link(db.sql, f, which, p.id));
           expectCeilingError(error, p.code, scope, [...SCOPE_CEILING[holderScope as 'tenant']]);
         }
       }
@@ -262,7 +254,7 @@ describe('scope ceiling (database)', () => {
     ];
     for (const [which, scope, expected] of cases) {
       const p = await permission(db.sql, scope);
-      const error = await failure(link(db.sql, f, which, p.id));
+      const error = await refusal(link(db.sql, f, which, p.id));
       expectCeilingError(error, p.code, scope, expected);
       expect(error.message).toContain(LINKS[which].table.replace(/_permissions$/, 's'));
     }
@@ -272,7 +264,7 @@ describe('scope ceiling (database)', () => {
     const ok = await permission(db.sql, 'broker');
     const above = await permission(db.sql, 'tenant');
     await link(db.sql, f, 'brokerProfile', ok.id);
-    const error = await failure(
+    const error = await refusal(
       db.sql`UPDATE access_profile_permissions SET permission_id = ${above.id}
               WHERE access_profile_id = ${f.brokerProfile} AND permission_id = ${ok.id}`,
     );
@@ -284,7 +276,7 @@ describe('scope ceiling (database)', () => {
     const profile = await holder(db.sql, f, 'access_profiles', 'tenant');
     const tenantOnly = await permission(db.sql, 'tenant');
     await db.sql`INSERT INTO access_profile_permissions (access_profile_id, permission_id) VALUES (${profile}, ${tenantOnly.id})`;
-    const error = await failure(db.sql`UPDATE access_profiles SET broker_id = ${f.brokerId} WHERE id = ${profile}`);
+    const error = await refusal(db.sql`UPDATE access_profiles SET broker_id = ${f.brokerId} WHERE id = ${profile}`);
     expectCeilingError(error, tenantOnly.code, 'tenant', ['broker']);
     // A plain update that keeps the scope passes.
     await db.sql`UPDATE access_profiles SET name = 'renamed' WHERE id = ${profile}`;
@@ -292,14 +284,14 @@ describe('scope ceiling (database)', () => {
     const template = await holder(db.sql, f, 'access_profile_templates', 'tenant');
     const forTemplate = await permission(db.sql, 'tenant');
     await db.sql`INSERT INTO access_profile_template_permissions (template_id, permission_id) VALUES (${template}, ${forTemplate.id})`;
-    const e2 = await failure(db.sql`UPDATE access_profile_templates SET scope = 'broker' WHERE id = ${template}`);
+    const e2 = await refusal(db.sql`UPDATE access_profile_templates SET scope = 'broker' WHERE id = ${template}`);
     expectCeilingError(e2, forTemplate.code, 'tenant', ['broker']);
 
     const platformTemplate = await holder(db.sql, f, 'platform_access_profile_templates', 'tenant');
     const forPlatformTemplate = await permission(db.sql, 'tenant');
     await db.sql`INSERT INTO platform_access_profile_template_permissions (template_id, permission_id)
                  VALUES (${platformTemplate}, ${forPlatformTemplate.id})`;
-    const e3 = await failure(
+    const e3 = await refusal(
       db.sql`UPDATE platform_access_profile_templates SET scope = 'broker' WHERE id = ${platformTemplate}`,
     );
     expectCeilingError(e3, forPlatformTemplate.code, 'tenant', ['broker']);
@@ -323,7 +315,7 @@ describe('scope ceiling (database)', () => {
     for (const [which, from, to, expected] of cases) {
       const p = await permission(db.sql, from);
       await link(db.sql, f, which, p.id);
-      const error = await failure(db.sql`UPDATE permissions SET scope = ${to} WHERE id = ${p.id}`);
+      const error = await refusal(db.sql`UPDATE permissions SET scope = ${to} WHERE id = ${p.id}`);
       expectCeilingError(error, p.code, to, expected);
       const [row] = await db.sql`SELECT scope FROM permissions WHERE id = ${p.id}`;
       expect(row!.scope).toBe(from);
@@ -337,14 +329,14 @@ describe('scope ceiling (database)', () => {
   });
 
   it('R-CEIL-12 a missing permission or holder is reported by the foreign key, not the ceiling', async () => {
-    const missingPermission = await failure(link(db.sql, f, 'brokerProfile', '999999999'));
+    const missingPermission = await refusal(link(db.sql, f, 'brokerProfile', '999999999'));
     expect(missingPermission.code).toBe('23503');
     const p = await permission(db.sql, 'broker');
-    const missingHolder = await failure(
+    const missingHolder = await refusal(
       db.sql`INSERT INTO access_profile_permissions (access_profile_id, permission_id) VALUES (999999999, ${p.id})`,
     );
     expect(missingHolder.code).toBe('23503');
-    const missingPlatformHolder = await failure(
+    const missingPlatformHolder = await refusal(
       db.sql`INSERT INTO platform_access_profile_permissions (platform_access_profile_id, permission_id)
              VALUES (999999999, ${p.id})`,
     );
@@ -362,6 +354,23 @@ describe('scope ceiling (database)', () => {
 
     /** Two transactions on their own connections; the second statement runs while the first is open. */
     async function race(first: (c: Sql) => Promise<unknown>, second: (c: Sql) => Promise<unknown>) {
+      return inTwoTransactions(async (a, b, bPid) => {
+        await first(a);
+        const pending = second(b).then(
+          () => null,
+          (error: PgError) => error,
+        );
+        await waitUntilBlocked(bPid);
+        await a`COMMIT`;
+        const secondError = await pending;
+        if (secondError) await b`ROLLBACK`;
+        else await b`COMMIT`;
+        return { secondError };
+      });
+    }
+
+    /** Two connections, each in an open transaction with a short deadlock timeout; closed after `work`. */
+    async function inTwoTransactions<T>(work: (a: Sql, b: Sql, bPid: number) => Promise<T>): Promise<T> {
       const a = createSql(db.url, { max: 1 });
       const b = createSql(db.url, { max: 1 });
       try {
@@ -370,17 +379,7 @@ describe('scope ceiling (database)', () => {
         await a`SET LOCAL deadlock_timeout = '200ms'`;
         await b`SET LOCAL deadlock_timeout = '200ms'`;
         const [pb] = await b`SELECT pg_backend_pid() AS pid`;
-        await first(a);
-        const pending = second(b).then(
-          () => null,
-          (error: PgError) => error,
-        );
-        await waitUntilBlocked(pb!.pid as number);
-        await a`COMMIT`;
-        const secondError = await pending;
-        if (secondError) await b`ROLLBACK`;
-        else await b`COMMIT`;
-        return { secondError };
+        return await work(a, b, pb!.pid as number);
       } finally {
         await a.end({ timeout: 5 });
         await b.end({ timeout: 5 });
@@ -396,60 +395,67 @@ describe('scope ceiling (database)', () => {
       throw new Error(`backend ${pid} never waited on a lock: the second statement did not queue behind the first`);
     }
 
+    /**
+     * Races two writes that each fit the ceiling alone but together would put tenant permission `p` on
+     * a broker holder: the second must be refused by the ceiling, and nothing may breach it after.
+     */
+    async function expectSecondRefused(
+      p: { code: string },
+      first: (c: Sql) => Promise<unknown>,
+      second: (c: Sql) => Promise<unknown>,
+    ) {
+      const { secondError } = await race(first, second);
+      expectCeilingError(secondError!, p.code, 'tenant', ['broker']);
+      expect(await ceilingBreaches(db.sql)).toBe(0);
+    }
+
+    /** A tenant-level access profile (no broker) the holder-rescope races move to the broker. */
+    function tenantProfile(name: string): Promise<string> {
+      return one(db.sql, `INSERT INTO access_profiles (tenant_id, name) VALUES ($1, $2) RETURNING id`, [f.tenantId, name]);
+    }
+
     it('R-CEIL-09 link first, permission rescope second: the rescope waits, sees the link and refuses', async () => {
       const p = await permission(db.sql, 'broker');
-      const { secondError } = await race(
+      await expectSecondRefused(
+        p,
         (a) => link(a, f, 'brokerProfile', p.id),
         (b) => b`UPDATE permissions SET scope = 'tenant' WHERE id = ${p.id}`,
       );
-      expectCeilingError(secondError!, p.code, 'tenant', ['broker']);
-      expect(await ceilingBreaches(db.sql)).toBe(0);
     });
 
     it('R-CEIL-09 permission rescope first, link second: the link waits, rereads the scope and refuses', async () => {
       const p = await permission(db.sql, 'broker');
-      const { secondError } = await race(
+      await expectSecondRefused(
+        p,
         (a) => a`UPDATE permissions SET scope = 'tenant' WHERE id = ${p.id}`,
         (b) => link(b, f, 'brokerProfile', p.id),
       );
-      expectCeilingError(secondError!, p.code, 'tenant', ['broker']);
-      expect(await ceilingBreaches(db.sql)).toBe(0);
     });
 
     it('R-CEIL-09 holder rescope first, link second: the link waits for the holder and refuses', async () => {
       const p = await permission(db.sql, 'tenant');
-      const holder = await one(db.sql, `INSERT INTO access_profiles (tenant_id, name) VALUES ($1, 'race-1') RETURNING id`, [
-        f.tenantId,
-      ]);
-      const { secondError } = await race(
+      const holder = await tenantProfile('race-1');
+      await expectSecondRefused(
+        p,
         (a) => a`UPDATE access_profiles SET broker_id = ${f.brokerId} WHERE id = ${holder}`,
         (b) => b`INSERT INTO access_profile_permissions (access_profile_id, permission_id) VALUES (${holder}, ${p.id})`,
       );
-      expectCeilingError(secondError!, p.code, 'tenant', ['broker']);
-      expect(await ceilingBreaches(db.sql)).toBe(0);
     });
 
     it('R-CEIL-09 link first, holder rescope second: the rescope waits, sees the link and refuses', async () => {
       const p = await permission(db.sql, 'tenant');
-      const holder = await one(db.sql, `INSERT INTO access_profiles (tenant_id, name) VALUES ($1, 'race-2') RETURNING id`, [
-        f.tenantId,
-      ]);
-      const { secondError } = await race(
+      const holder = await tenantProfile('race-2');
+      await expectSecondRefused(
+        p,
         (a) => a`INSERT INTO access_profile_permissions (access_profile_id, permission_id) VALUES (${holder}, ${p.id})`,
         (b) => b`UPDATE access_profiles SET broker_id = ${f.brokerId} WHERE id = ${holder}`,
       );
-      expectCeilingError(secondError!, p.code, 'tenant', ['broker']);
-      expect(await ceilingBreaches(db.sql)).toBe(0);
     });
 
     it('R-CEIL-09 holder rescope and permission rescope in both orders never both commit', async () => {
       for (const holderFirst of [true, false]) {
         const p = await permission(db.sql, 'broker');
-        const holder = await one(
-          db.sql,
-          `INSERT INTO access_profiles (tenant_id, name) VALUES ($1, $2) RETURNING id`,
-          [f.tenantId, `race-3-${holderFirst}`],
-        );
+        const holder = await tenantProfile(`race-3-${holderFirst}`);
         await db.sql`INSERT INTO access_profile_permissions (access_profile_id, permission_id) VALUES (${holder}, ${p.id})`;
         const holderRescope = (c: Sql) => c`UPDATE access_profiles SET broker_id = ${f.brokerId} WHERE id = ${holder}`;
         const permissionRescope = (c: Sql) => c`UPDATE permissions SET scope = 'tenant' WHERE id = ${p.id}`;
@@ -476,36 +482,24 @@ describe('scope ceiling (database)', () => {
       );
       // The rescope must lock `holder` (linked to p), while A already holds it.
       await db.sql`INSERT INTO access_profile_permissions (access_profile_id, permission_id) VALUES (${holder}, ${p.id})`;
-      const a = createSql(db.url, { max: 1 });
-      const b = createSql(db.url, { max: 1 });
-      try {
-        await a`BEGIN`;
-        await b`BEGIN`;
-        await a`SET LOCAL deadlock_timeout = '200ms'`;
-        await b`SET LOCAL deadlock_timeout = '200ms'`;
-        const [pa] = await a`SELECT pg_backend_pid() AS pid`;
-        const [pb] = await b`SELECT pg_backend_pid() AS pid`;
+      await inTwoTransactions(async (a, b, bPid) => {
         await a`UPDATE access_profiles SET name = 'race-4 edited' WHERE id = ${holder}`;
         const rescope = b`UPDATE permissions SET scope = 'tenant' WHERE id = ${p.id}`.then(
           () => null,
           (e: PgError) => e,
         );
-        await waitUntilBlocked(pb!.pid as number);
+        await waitUntilBlocked(bPid);
         const linking = a`INSERT INTO access_profile_permissions (access_profile_id, permission_id) VALUES (${other}, ${p.id})`.then(
           () => null,
           (e: PgError) => e,
         );
         const [rescopeError, linkError] = await Promise.all([rescope, linking]);
-        void pa;
         const errors = [rescopeError, linkError].filter((e): e is PgError => e !== null);
         expect(errors.length).toBeGreaterThanOrEqual(1);
         for (const e of errors) expect(['40P01', '23514']).toContain(e.code);
         await (linkError ? a`ROLLBACK` : a`COMMIT`);
         await (rescopeError ? b`ROLLBACK` : b`COMMIT`);
-      } finally {
-        await a.end({ timeout: 5 });
-        await b.end({ timeout: 5 });
-      }
+      });
       expect(await ceilingBreaches(db.sql)).toBe(0);
       const [row] = await db.sql`SELECT scope FROM permissions WHERE id = ${p.id}`;
       // Either the rescope was aborted (scope stays broker) or the link was: never both applied.

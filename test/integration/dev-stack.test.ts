@@ -7,7 +7,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/kv/redis-server.ts';
-import { createSql } from '../../src/db/client.ts';
+import { createSql, type Sql } from '../../src/db/client.ts';
 import { freshRedisUrl, services } from '../support/services.ts';
 
 const root = path.resolve(import.meta.dirname, '..', '..');
@@ -83,8 +83,8 @@ describe('npm start (svc dev)', () => {
 
     const url = `postgres://postgres@127.0.0.1:${pgPort}/svc`;
     const sql = createSql(url, { max: 1 });
-    const snapshot = async () => {
-      const [r] = await sql`SELECT
+    const snapshot = async (q: Sql) => {
+      const [r] = await q`SELECT
         (SELECT count(*)::int FROM mikro_orm_migrations) AS migrations,
         (SELECT count(*)::int FROM permissions) AS permissions,
         (SELECT count(*)::int FROM financial_institutions) AS institutions,
@@ -92,7 +92,7 @@ describe('npm start (svc dev)', () => {
         (SELECT max(updated_at)::text FROM financial_institutions) AS catalog_updated`;
       return r!;
     };
-    const before = await snapshot();
+    const before = await snapshot(sql);
     await sql.end();
     expect(before.migrations).toBe(17);
     expect(before.grants).toBe(1);
@@ -109,15 +109,7 @@ describe('npm start (svc dev)', () => {
     await waitReady(`http://127.0.0.1:${env2.SVC_API_PORT}/ready`, second);
     expect(second.output.join('')).toMatch(/started a private redis-server/);
     const sql2 = createSql(url, { max: 1 });
-    const after = await (async () => {
-      const [r] = await sql2`SELECT
-        (SELECT count(*)::int FROM mikro_orm_migrations) AS migrations,
-        (SELECT count(*)::int FROM permissions) AS permissions,
-        (SELECT count(*)::int FROM financial_institutions) AS institutions,
-        (SELECT count(*)::int FROM platform_grants) AS grants,
-        (SELECT max(updated_at)::text FROM financial_institutions) AS catalog_updated`;
-      return r!;
-    })();
+    const after = await snapshot(sql2);
     await sql2.end();
     expect(after).toEqual(before);
 

@@ -2,12 +2,13 @@
 // the confirmed edit with its change record and per-profile decisions.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase, type TestDatabase } from '../support/services.ts';
+import { refusal } from '../support/refusal.ts';
 import {
   editAccessProfileTemplate,
   previewAccessProfileTemplateEdit,
 } from '../../src/access/edit-access-profile-template.ts';
 import { effectivePermissions } from '../../src/access/effective-permissions.ts';
-import { buildDomainWorld, caught, createPermission, inRolledBack, insertRow, type DomainWorld } from './domain-support.ts';
+import { buildDomainWorld, createPermission, inRolledBack, insertRow, type DomainWorld } from './domain-support.ts';
 
 let db: TestDatabase;
 let w: DomainWorld;
@@ -85,7 +86,7 @@ describe('effectivePermissions', () => {
     const disabled = await profile(t, null, { disabled_at: '2024-02-01T00:00:00Z' });
     expect(await effective(disabled)).toMatchObject({ disabled: true, permissions: [] });
 
-    const otherTenant = await caught(() =>
+    const otherTenant = await refusal(() =>
       db.sql.begin((tx) => effectivePermissions(tx, { tenantId: w.b.id, accessProfileId: linked })));
     expect(otherTenant.code).toBe('ACCESS_PROFILE_NOT_FOUND');
   });
@@ -169,24 +170,24 @@ describe('editAccessProfileTemplate', () => {
     const brokerTemplate = await template('broker', [bp!]);
     const linked = await profile(brokerTemplate, w.b1);
     const base = { tenantId: w.a.id, templateId: brokerTemplate, expectedVersion: 1, reason: 'r', changedByUserId: w.admin.userId };
-    const refusal = async (overrides: Record<string, unknown>) => {
+    const refusedCode = async (overrides: Record<string, unknown>) => {
       let code: string | undefined;
       await inRolledBack(db.sql, async (tx) => {
-        code = (await caught(() => editAccessProfileTemplate(tx, { ...base, permissionIds: [], ...overrides } as never))).code;
+        code = (await refusal(() => editAccessProfileTemplate(tx, { ...base, permissionIds: [], ...overrides } as never))).code;
       });
       return code;
     };
-    expect(await refusal({ permissionIds: [bp, tp], expectedVersion: 1 })).toBe('ACCESS_TEMPLATE_PERMISSION_ABOVE_SCOPE');
-    expect(await refusal({ permissionIds: [retired] })).toBe('ACCESS_TEMPLATE_PERMISSION_NOT_FOUND');
-    expect(await refusal({ permissionIds: ['999999999'] })).toBe('ACCESS_TEMPLATE_PERMISSION_NOT_FOUND');
-    expect(await refusal({ permissionIds: [], expectedVersion: 0 })).toBe('ACCESS_TEMPLATE_VERSION_CONFLICT');
-    expect(await refusal({ permissionIds: [bp] })).toBe('ACCESS_TEMPLATE_NO_CHANGE');
-    expect(await refusal({ permissionIds: [], reason: '   ' })).toBe('ACCESS_TEMPLATE_REASON_REQUIRED');
-    expect(await refusal({ permissionIds: [], decisions: { '424242': 'detached' } })).toBe('ACCESS_TEMPLATE_DECISION_UNKNOWN_PROFILE');
-    expect(await refusal({ permissionIds: [], tenantId: w.b.id })).toBe('ACCESS_TEMPLATE_NOT_FOUND');
+    expect(await refusedCode({ permissionIds: [bp, tp], expectedVersion: 1 })).toBe('ACCESS_TEMPLATE_PERMISSION_ABOVE_SCOPE');
+    expect(await refusedCode({ permissionIds: [retired] })).toBe('ACCESS_TEMPLATE_PERMISSION_NOT_FOUND');
+    expect(await refusedCode({ permissionIds: ['999999999'] })).toBe('ACCESS_TEMPLATE_PERMISSION_NOT_FOUND');
+    expect(await refusedCode({ permissionIds: [], expectedVersion: 0 })).toBe('ACCESS_TEMPLATE_VERSION_CONFLICT');
+    expect(await refusedCode({ permissionIds: [bp] })).toBe('ACCESS_TEMPLATE_NO_CHANGE');
+    expect(await refusedCode({ permissionIds: [], reason: '   ' })).toBe('ACCESS_TEMPLATE_REASON_REQUIRED');
+    expect(await refusedCode({ permissionIds: [], decisions: { '424242': 'detached' } })).toBe('ACCESS_TEMPLATE_DECISION_UNKNOWN_PROFILE');
+    expect(await refusedCode({ permissionIds: [], tenantId: w.b.id })).toBe('ACCESS_TEMPLATE_NOT_FOUND');
 
     // A refusal thrown inside a committed transaction leaves everything as it was.
-    const aborted = await caught(() => db.sql.begin((tx) => editAccessProfileTemplate(tx, { ...base, permissionIds: [bp!, tp!] })));
+    const aborted = await refusal(() => db.sql.begin((tx) => editAccessProfileTemplate(tx, { ...base, permissionIds: [bp!, tp!] })));
     expect(aborted.code).toBe('ACCESS_TEMPLATE_PERMISSION_ABOVE_SCOPE');
     expect((await db.sql`SELECT version FROM access_profile_templates WHERE id = ${brokerTemplate}`)[0]!.version).toBe(1);
     expect((await db.sql`SELECT count(*)::int AS n FROM access_profile_template_changes WHERE template_id = ${brokerTemplate}`)[0]!.n).toBe(0);

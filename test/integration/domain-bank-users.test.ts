@@ -4,6 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase, type TestDatabase } from '../support/services.ts';
+import { refusal } from '../support/refusal.ts';
 import { inUnitOfWork } from '../../src/db/unit-of-work.ts';
 import type { TxSql } from '../../src/db/client.ts';
 import { assignBrokerStoreCode } from '../../src/brokers/assign-broker-store-code.ts';
@@ -14,7 +15,7 @@ import { revealBankCredential, type PortalViewer, type UnitOfWork } from '../../
 import { findBankUserForBroker, listBankUsersForBroker } from '../../src/bank-users/broker-bank-users.ts';
 import { BANK_USER_MESSAGES } from '../../src/bank-users/bank-user-error.ts';
 import {
-  buildDomainWorld, caught, createInstitution, createPerson, insertRow,
+  buildDomainWorld, createInstitution, createPerson, insertRow,
   type DomainWorld, type Institution, type Person,
 } from './domain-support.ts';
 
@@ -82,15 +83,15 @@ describe('registerBankUser', () => {
     const count = async () => (await db.sql`SELECT count(*)::int AS n FROM user_banks WHERE financial_institution_id = ${fi.id}`)[0]!.n;
     // Caio in tenant B, same number (spaces and case do not make another number).
     for (const number of ['000123', ' 000123 ']) {
-      const refused = await caught(() => register(fi, { tenantId: w.b.id, userId: w.caio.userId, number }));
+      const refused = await refusal(() => register(fi, { tenantId: w.b.id, userId: w.caio.userId, number }));
       expect(refused.code).toBe('BANK_USER_NUMBER_UNAVAILABLE');
       // Neutral: the message names neither the number nor where it is used.
       expect(refused.message).toBe(BANK_USER_MESSAGES.BANK_USER_NUMBER_UNAVAILABLE.en);
       expect(refused.message).not.toMatch(/000123|Tenant A/);
     }
     // The same answer inside the tenant, and for a person who already has an open bank user there.
-    expect((await caught(() => register(fi, { userId: w.bia.userId }))).code).toBe('BANK_USER_NUMBER_UNAVAILABLE');
-    expect((await caught(() => register(fi, { number: '999' }))).code).toBe('BANK_USER_NUMBER_UNAVAILABLE');
+    expect((await refusal(() => register(fi, { userId: w.bia.userId }))).code).toBe('BANK_USER_NUMBER_UNAVAILABLE');
+    expect((await refusal(() => register(fi, { number: '999' }))).code).toBe('BANK_USER_NUMBER_UNAVAILABLE');
     expect(await count()).toBe(1);
 
     // Another number is fine; once the first bank user is closed its number may be registered again.
@@ -99,7 +100,7 @@ describe('registerBankUser', () => {
     const again = await register(fi, { userId: w.bia.userId, number: '000123' });
     expect(again.originMembershipBrokerId).toBe(w.bia.linkA1);
     expect(await count()).toBe(3);
-    expect((await caught(() => register(fi, { userId: w.admin.userId, number: '  ' }))).code).toBe('BANK_USER_NUMBER_INVALID');
+    expect((await refusal(() => register(fi, { userId: w.admin.userId, number: '  ' }))).code).toBe('BANK_USER_NUMBER_INVALID');
   });
 
   it('R-BANK-05 two tenants registering one number at the same time: exactly one succeeds', async () => {
@@ -115,12 +116,12 @@ describe('registerBankUser', () => {
 
   it('R-BANK-09 the origin link must be a link of the bank user\'s own person, acting for the broker on the start date', async () => {
     const fi = await institution();
-    const mismatch = await caught(() => register(fi, { originMembershipBrokerId: w.bia.linkA1 }));
+    const mismatch = await refusal(() => register(fi, { originMembershipBrokerId: w.bia.linkA1 }));
     expect(mismatch.code).toBe('BANK_USER_PARTY_MISMATCH');
     // Caio acts for b1 only in tenant B: no link in tenant A.
-    expect((await caught(() => register(fi, { userId: w.caio.userId }))).code).toBe('BANK_USER_ORIGIN_LINK_NOT_FOUND');
+    expect((await refusal(() => register(fi, { userId: w.caio.userId }))).code).toBe('BANK_USER_ORIGIN_LINK_NOT_FOUND');
     // A link starting after the assignment's start does not cover it.
-    expect((await caught(() => register(fi, { validFrom: '2023-12-31' }))).code).toBe('BANK_USER_ORIGIN_LINK_NOT_FOUND');
+    expect((await refusal(() => register(fi, { validFrom: '2023-12-31' }))).code).toBe('BANK_USER_ORIGIN_LINK_NOT_FOUND');
     expect((await db.sql`SELECT count(*)::int AS n FROM user_banks WHERE financial_institution_id = ${fi.id}`)[0]!.n).toBe(0);
 
     const ok = await register(fi, { originMembershipBrokerId: w.ana.linkA1 });
@@ -169,7 +170,7 @@ describe('transferBankUser', () => {
     const fi = await institution();
     const bank = await register(fi);
     const before = await assignments(bank.userBankId);
-    const code = async (input: Partial<TransferBankUserInput>) => (await caught(() => transfer(bank.userBankId, input))).code;
+    const code = async (input: Partial<TransferBankUserInput>) => (await refusal(() => transfer(bank.userBankId, input))).code;
 
     expect(await code({ toBrokerId: w.b1 })).toBe('BANK_USER_TRANSFER_SAME_BROKER');
     expect(await code({ effectiveOn: '2024-01-01' })).toBe('BANK_USER_DATE_INVALID');
@@ -212,7 +213,7 @@ describe('transferBankUser', () => {
     await new Promise((r) => setTimeout(r, 150));
     release();
     await first;
-    expect((await caught(() => second)).code).toBe('BANK_USER_TRANSFER_SAME_BROKER');
+    expect((await refusal(() => second)).code).toBe('BANK_USER_TRANSFER_SAME_BROKER');
     expect((await assignments(bank.userBankId)).map((r) => [r.broker_id, r.valid_until])).toEqual([[w.b1, '2024-03-01'], [w.b2, null]]);
   });
 });
@@ -238,12 +239,12 @@ describe('revealBankCredential', () => {
       { version_id: bank.credentialVersionId, assignment_id: bank.assignmentId, viewed_by_user_id: w.admin.userId, tenant_id: w.a.id },
     ]);
 
-    const again = await caught(() => reveal(bank.userBankId));
+    const again = await refusal(() => reveal(bank.userBankId));
     expect(again.code).toBe('BANK_CREDENTIAL_ALREADY_REVEALED');
     expect(again.message).not.toContain('s3cret');
     // Also for another viewer acting for the broker: one reveal per version, not per person.
     const ana = viewer({ userId: w.ana.userId, membershipId: w.ana.membershipA });
-    expect((await caught(() => reveal(bank.userBankId, ana))).code).toBe('BANK_CREDENTIAL_ALREADY_REVEALED');
+    expect((await refusal(() => reveal(bank.userBankId, ana))).code).toBe('BANK_CREDENTIAL_ALREADY_REVEALED');
 
     // A new password version can be revealed once more.
     const sealed = sealBankPassword(KEY, 's3cret-2');
@@ -258,16 +259,16 @@ describe('revealBankCredential', () => {
   it('R-BANK-14 the viewer comes from the session, never from the payload; access goes through the broker\'s assignment', async () => {
     const fi = await institution();
     const bank = await register(fi);
-    const forged = await caught(() => reveal(bank.userBankId, viewer(), { userBankId: bank.userBankId, viewedByUserId: w.bia.userId }));
+    const forged = await refusal(() => reveal(bank.userBankId, viewer(), { userBankId: bank.userBankId, viewedByUserId: w.bia.userId }));
     expect(forged.code).toBe('BANK_CREDENTIAL_REQUEST_INVALID');
-    expect((await caught(() => reveal(bank.userBankId, viewer(), {}))).code).toBe('BANK_CREDENTIAL_REQUEST_INVALID');
+    expect((await refusal(() => reveal(bank.userBankId, viewer(), {}))).code).toBe('BANK_CREDENTIAL_REQUEST_INVALID');
     const api = { ...viewer(), surface: 'api' } as unknown as PortalViewer;
-    expect((await caught(() => reveal(bank.userBankId, api))).code).toBe('BANK_CREDENTIAL_PORTAL_ONLY');
+    expect((await refusal(() => reveal(bank.userBankId, api))).code).toBe('BANK_CREDENTIAL_PORTAL_ONLY');
     // A session of tenant A acting for b2, where the bank user is not assigned: neutral not-found.
-    expect((await caught(() => reveal(bank.userBankId, viewer({ brokerId: w.b2 })))).code).toBe('BANK_USER_NOT_FOUND');
+    expect((await refusal(() => reveal(bank.userBankId, viewer({ brokerId: w.b2 })))).code).toBe('BANK_USER_NOT_FOUND');
     // A session claiming b1 without acting for it (caio's membership is in tenant B).
     const outsider = viewer({ userId: w.caio.userId, membershipId: w.caio.membershipB });
-    expect((await caught(() => reveal(bank.userBankId, outsider))).code).toBe('BANK_CREDENTIAL_VIEWER_NOT_ALLOWED');
+    expect((await refusal(() => reveal(bank.userBankId, outsider))).code).toBe('BANK_CREDENTIAL_VIEWER_NOT_ALLOWED');
     expect(await deliveries(bank.userBankId)).toEqual([]);
 
     const shown = await reveal(bank.userBankId, viewer({ userId: w.bia.userId, membershipId: w.bia.membershipA }));
@@ -283,13 +284,13 @@ describe('revealBankCredential', () => {
         await work(tx);
         throw new Error('commit refused');
       }) as never;
-    const failed = await caught(() => revealBankCredential(commitFails, viewer(), { userBankId: bank.userBankId }, unseal));
+    const failed = await refusal(() => revealBankCredential(commitFails, viewer(), { userBankId: bank.userBankId }, unseal));
     expect(failed.message).toBe('commit refused');
     expect(await deliveries(bank.userBankId)).toEqual([]);
 
     // An unreadable secret rolls back too, so the one reveal is not lost.
     const wrongKey = (sealed: { algorithm: string; secret: Buffer }) => unsealBankPassword(randomBytes(32), sealed);
-    const unreadable = await caught(() => revealBankCredential(uow(viewer()), viewer(), { userBankId: bank.userBankId }, wrongKey));
+    const unreadable = await refusal(() => revealBankCredential(uow(viewer()), viewer(), { userBankId: bank.userBankId }, wrongKey));
     expect(unreadable.code).toBe('BANK_CREDENTIAL_UNREADABLE');
     expect(await deliveries(bank.userBankId)).toEqual([]);
 

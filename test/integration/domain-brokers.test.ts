@@ -2,9 +2,10 @@
 // resolving the code a broker works under on a date (R-BRK-12).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase, type TestDatabase } from '../support/services.ts';
+import { refusal } from '../support/refusal.ts';
 import { assignBrokerStoreCode, type AssignBrokerStoreCodeInput } from '../../src/brokers/assign-broker-store-code.ts';
 import { requireBrokerStoreCode, resolveBrokerStoreCode } from '../../src/brokers/resolve-broker-store-code.ts';
-import { buildDomainWorld, caught, createInstitution, type DomainWorld, type Institution } from './domain-support.ts';
+import { buildDomainWorld, createInstitution, type DomainWorld, type Institution } from './domain-support.ts';
 
 let db: TestDatabase;
 let w: DomainWorld;
@@ -23,7 +24,7 @@ function assign(fi: Institution, input: Partial<AssignBrokerStoreCodeInput> & Pi
       assignedByUserId: w.admin.userId, ...input,
     }));
 }
-const refusedCode = async (run: () => Promise<unknown>) => (await caught(run)).code;
+const refusedCode = async (run: () => Promise<unknown>) => (await refusal(run)).code;
 const rowCount = async (fi: Institution) =>
   (await db.sql`SELECT count(*)::int AS n FROM broker_store_codes WHERE financial_institution_id = ${fi.id}`)[0]!.n as number;
 
@@ -104,7 +105,7 @@ describe('resolveBrokerStoreCode', () => {
     // A disabled store code resolves to nothing, and requiring one is then an error with a code.
     await db.sql`UPDATE store_codes SET disabled_at = clock_timestamp() WHERE id = ${fi.b1CodeA}`;
     expect(await resolve('2024-06-01')).toBeNull();
-    const missing = await caught(() => db.sql.begin((tx) => requireBrokerStoreCode(tx, { ...ctx, on: '2024-06-01' })));
+    const missing = await refusal(() => db.sql.begin((tx) => requireBrokerStoreCode(tx, { ...ctx, on: '2024-06-01' })));
     expect(missing.code).toBe('BROKER_STORE_CODE_UNRESOLVED');
   });
 });

@@ -1,8 +1,7 @@
 // Fixture rows for the domain use-case tests (test/integration/domain-*.test.ts): a small world of two
 // tenants built under every composite foreign key the schema has (tenant-pinned brokers, members acting
 // for brokers, group accounts at an institution and the store codes they own), plus helpers to insert a
-// row, create a permission and catch the error a use case throws. Ids are strings, as postgres.js reads
-// bigint.
+// row and create a permission. Ids are strings, as postgres.js reads bigint.
 import { randomUUID } from 'node:crypto';
 import type { Sql, TxSql } from '../../src/db/client.ts';
 
@@ -11,16 +10,6 @@ export type Row = Record<string, any>;
 export async function insertRow(sql: Sql | TxSql, table: string, values: Row): Promise<Row> {
   const [row] = await (sql as Sql)`INSERT INTO ${(sql as Sql)(table)} ${(sql as Sql)(values)} RETURNING *`;
   return row!;
-}
-
-/** The error a call threw; fails the test when it succeeded. */
-export async function caught(run: () => Promise<unknown>): Promise<Error & { code?: string; constraint_name?: string }> {
-  try {
-    await run();
-  } catch (error) {
-    return error as Error & { code?: string };
-  }
-  throw new Error('expected the call to be refused, but it succeeded');
 }
 
 /** Runs `work` in a transaction that always rolls back (for refusals that must write nothing). */

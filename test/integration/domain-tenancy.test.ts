@@ -2,8 +2,9 @@
 // templates (with permissions) into the tenant, and later platform edits never reach existing tenants.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase, type TestDatabase } from '../support/services.ts';
+import { refusal } from '../support/refusal.ts';
 import { createTenantFromBlueprint } from '../../src/tenancy/create-tenant-from-blueprint.ts';
-import { caught, createBlueprint, createPerson, createPermission, insertRow } from './domain-support.ts';
+import { createBlueprint, createPerson, createPermission, insertRow } from './domain-support.ts';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -104,21 +105,21 @@ describe('createTenantFromBlueprint', () => {
     const count = async () => Number((await db.sql`SELECT count(*) AS n FROM tenants`)[0]!.n);
     const tenantsBefore = await count();
 
-    const missing = await caught(() => db.sql.begin((tx) => createTenantFromBlueprint(tx, { blueprintId: '987654321', name: 'X' })));
+    const missing = await refusal(() => db.sql.begin((tx) => createTenantFromBlueprint(tx, { blueprintId: '987654321', name: 'X' })));
     expect(missing.code).toBe('TENANT_BLUEPRINT_NOT_FOUND');
-    const garbage = await caught(() => db.sql.begin((tx) => createTenantFromBlueprint(tx, { blueprintId: 'abc', name: 'X' })));
+    const garbage = await refusal(() => db.sql.begin((tx) => createTenantFromBlueprint(tx, { blueprintId: 'abc', name: 'X' })));
     expect(garbage.code).toBe('TENANT_BLUEPRINT_NOT_FOUND');
-    const unnamed = await caught(() => db.sql.begin((tx) => createTenantFromBlueprint(tx, { blueprintId: f.blueprintId, name: '  ' })));
+    const unnamed = await refusal(() => db.sql.begin((tx) => createTenantFromBlueprint(tx, { blueprintId: f.blueprintId, name: '  ' })));
     expect(unnamed.code).toBe('TENANT_NAME_INVALID');
 
     await db.sql`UPDATE platform_tenant_blueprints SET disabled_at = clock_timestamp() WHERE id = ${f.blueprintId}`;
-    const disabled = await caught(() => db.sql.begin((tx) => createTenantFromBlueprint(tx, { blueprintId: f.blueprintId, name: 'X' })));
+    const disabled = await refusal(() => db.sql.begin((tx) => createTenantFromBlueprint(tx, { blueprintId: f.blueprintId, name: 'X' })));
     expect(disabled.code).toBe('TENANT_BLUEPRINT_DISABLED');
     expect(await count()).toBe(tenantsBefore);
 
     const enabled = await createBlueprint(db.sql);
     await db.sql.begin((tx) => createTenantFromBlueprint(tx, { blueprintId: enabled, name: 'Taken', uid: 'tenant-uid-taken' }));
-    const taken = await caught(() =>
+    const taken = await refusal(() =>
       db.sql.begin((tx) => createTenantFromBlueprint(tx, { blueprintId: enabled, name: 'Again', uid: 'tenant-uid-taken' })));
     expect(taken.code).toBe('TENANT_UID_TAKEN');
     expect(await count()).toBe(tenantsBefore + 1);

@@ -6,7 +6,7 @@ import postgres from 'postgres';
 import { runStatusKey } from '../../src/kv/keys.ts';
 import { services } from '../support/services.ts';
 import { evictRunStatus } from '../../src/kv/run-status-cache.ts';
-import { bearer, cookie, httpFixture, insertRun, LATEST, type HttpFixture } from './http-support.ts';
+import { bearer, cookie, fixtureApp, httpFixture, insertRun, LATEST, type HttpFixture } from './http-support.ts';
 
 // fetch's Response.json() is typed unknown; the tests read fields freely.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -433,7 +433,6 @@ describe('run status', () => {
     const role = `api_rls_${Math.random().toString(36).slice(2, 10)}`;
     // The API connects as a role row security applies to (superusers bypass it).
     const asRole = postgres(own.db.url, { max: 2, connection: { role }, onnotice: () => {} });
-    const { buildApp } = await import('../../src/http/app.ts');
     try {
       const runId = await insertRun(own.db.sql, own.tenantA, { status: 'running' });
       // Row security that only admits rows of app.tenant_id: the API reads the run only if it applied the
@@ -444,15 +443,7 @@ describe('run status', () => {
         ALTER TABLE task_runs ENABLE ROW LEVEL SECURITY;
         CREATE POLICY by_actor_tenant ON task_runs TO ${role} USING (tenant_id::text = current_setting('app.tenant_id', true));`);
       expect((await asRole`SELECT count(*)::int AS n FROM task_runs`)[0]!.n).toBe(0);
-      const app = await buildApp({
-        sql: asRole,
-        redis: own.redis,
-        resolver: own.resolver,
-        catalog: { version: 1, tasks: [], subscriptions: [] },
-        latestMigration: LATEST,
-        config: { corsOrigins: [], corsCredentials: false },
-        logger: false,
-      });
+      const app = await fixtureApp(own, { sql: asRole });
       try {
         const res = await app.inject({ method: 'GET', url: `/task-runs/${runId}`, headers: bearer('token-a') });
         expect(res.statusCode).toBe(200);
@@ -475,18 +466,9 @@ describe('run status', () => {
     const { freePort } = await import('../../src/kv/redis-server.ts');
     const down = await httpFixture({}, () => {});
     const { createRedis } = await import('../../src/kv/client.ts');
-    const { buildApp } = await import('../../src/http/app.ts');
     const deadRedis = createRedis(`redis://127.0.0.1:${await freePort()}`, { name: 'dead', autoPipelining: true });
     deadRedis.on('error', () => {});
-    const app = await buildApp({
-      sql: down.db.sql,
-      redis: deadRedis,
-      resolver: down.resolver,
-      catalog: { version: 1, tasks: [], subscriptions: [] },
-      latestMigration: LATEST,
-      config: { corsOrigins: [], corsCredentials: false },
-      logger: false,
-    });
+    const app = await fixtureApp(down, { redis: deadRedis });
     try {
       const runId = await insertRun(down.db.sql, down.tenantA, { status: 'queued' });
       const res = await app.inject({ method: 'GET', url: `/task-runs/${runId}`, headers: bearer('token-a') });

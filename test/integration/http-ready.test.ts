@@ -1,12 +1,12 @@
 // GET /ready against real PostgreSQL 18 and Redis: 503 naming the pending migration until the
 // database holds this build's newest migration, 200 after; 503 when either service is unreachable.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp, type AppDeps } from '../../src/http/app.ts';
+import type { AppDeps } from '../../src/http/app.ts';
 import { createSql } from '../../src/db/client.ts';
 import { createRedis } from '../../src/kv/client.ts';
 import { freePort } from '../../src/kv/redis-server.ts';
 import { freshDatabase } from '../support/services.ts';
-import { httpFixture, LATEST, type HttpFixture } from './http-support.ts';
+import { fixtureApp, httpFixture, LATEST, type HttpFixture } from './http-support.ts';
 
 let f: HttpFixture;
 beforeAll(async () => {
@@ -16,17 +16,8 @@ afterAll(async () => {
   await f?.close();
 });
 
-async function appWith(overrides: Partial<AppDeps>) {
-  return buildApp({
-    sql: f.db.sql,
-    redis: f.redis,
-    resolver: f.resolver,
-    catalog: { version: 1, tasks: [], subscriptions: [] },
-    latestMigration: LATEST,
-    config: { corsOrigins: [], corsCredentials: false, readinessTimeoutMs: 1_000 },
-    logger: false,
-    ...overrides,
-  });
+function appWith(overrides: Partial<AppDeps>) {
+  return fixtureApp(f, { config: { corsOrigins: [], corsCredentials: false, readinessTimeoutMs: 1_000 }, ...overrides });
 }
 
 describe('GET /ready', () => {

@@ -1,48 +1,16 @@
-// Shared set-up of the HTTP integration tests: a fresh database holding the work tables, a private
-// Redis logical database, two tenants with sessions in a fake resolver, and buildApp with a log
-// capture. Everything is closed by `close()`.
+// Shared set-up of the HTTP integration tests: a fresh migrated database, a private Redis logical
+// database, two tenants (each with a user and membership) whose sessions live in a fake resolver, and
+// buildApp with a log capture. Everything is closed by `close()`.
 import { randomUUID } from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
-import { buildApp, type HttpSettings } from '../../src/http/app.ts';
+import { buildApp, type AppDeps, type HttpSettings } from '../../src/http/app.ts';
 import { createRedis } from '../../src/kv/client.ts';
 import { captureLogger } from '../../src/logging/logger.ts';
 import type { Sql } from '../../src/db/client.ts';
-import { ensureControlTable } from '../../src/migrator/runner.ts';
-import { emptyDatabase, freshRedisUrl, type TestDatabase } from '../support/services.ts';
+import { freshDatabase, freshRedisUrl, type TestDatabase } from '../support/services.ts';
 import { FakeSessionResolver } from '../support/fake-session-resolver.ts';
-
-const ROOT = path.resolve(import.meta.dirname, '..', '..');
-
-/**
- * A database holding the real run tables (the frozen sql/work/0016_work.sql) over minimal stand-ins of
- * the tables they reference (tenants, users, memberships), plus the migration-control table. The HTTP
- * tests exercise task_runs and readiness only, so they stay independent of the domain migrations.
- */
-export async function runsDatabase(): Promise<TestDatabase> {
-  const db = await emptyDatabase();
-  try {
-    await db.sql.unsafe(`
-      CREATE TABLE tenants (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY);
-      CREATE TABLE users (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY);
-      CREATE TABLE memberships (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        user_id bigint NOT NULL REFERENCES users (id), tenant_id bigint NOT NULL REFERENCES tenants (id),
-        UNIQUE (id, user_id, tenant_id));`);
-    await ensureControlTable(db.sql);
-    await db.sql.unsafe(fs.readFileSync(path.join(ROOT, 'sql/work/0016_work.sql'), 'utf8'));
-  } catch (error) {
-    await db.drop();
-    throw error;
-  }
-  return db;
-}
-
-async function createTenant(sql: Sql): Promise<string> {
-  const [row] = await sql`INSERT INTO tenants DEFAULT VALUES RETURNING id::text AS id`;
-  return row!.id as string;
-}
+import { createTenantMember } from './work-tables-support.ts';
 
 export const LATEST = 'test_latest_migration';
 
@@ -62,7 +30,7 @@ export async function httpFixture(
   config: Partial<HttpSettings> = {},
   extend?: (app: FastifyInstance) => void,
 ): Promise<HttpFixture> {
-  const db = await runsDatabase();
+  const db = await freshDatabase();
   const closers: Array<() => Promise<void>> = [() => db.drop()];
   const close = async () => {
     for (const c of closers.reverse()) await c().catch(() => {});
@@ -71,12 +39,12 @@ export async function httpFixture(
     const redisUrl = await freshRedisUrl();
     const redis = createRedis(redisUrl, { name: 'http-test', autoPipelining: true });
     closers.push(async () => redis.disconnect());
-    const tenantA = await createTenant(db.sql);
-    const tenantB = await createTenant(db.sql);
+    const memberA = await createTenantMember(db.sql);
+    const memberB = await createTenantMember(db.sql);
     const resolver = new FakeSessionResolver()
-      .add('token-a', { tenantId: tenantA, userId: '10', membershipId: '100' })
-      .add('token-b', { tenantId: tenantB, userId: '20', membershipId: '200' })
-      .add('token-no-permission', { tenantId: tenantA, permissions: [] });
+      .add('token-a', memberA)
+      .add('token-b', memberB)
+      .add('token-no-permission', { ...memberA, permissions: [] });
     const logs = captureLogger('trace');
     const app = await buildApp({
       sql: db.sql,
@@ -90,11 +58,25 @@ export async function httpFixture(
     extend?.(app);
     await app.ready();
     closers.push(() => app.close());
-    return { db, redis, redisUrl, app, resolver, logs, tenantA, tenantB, close };
+    return { db, redis, redisUrl, app, resolver, logs, tenantA: memberA.tenantId, tenantB: memberB.tenantId, close };
   } catch (error) {
     await close();
     throw error;
   }
+}
+
+/** A second app over the fixture's database, Redis and sessions (no CORS, no logs), with `overrides`. */
+export function fixtureApp(f: HttpFixture, overrides: Partial<AppDeps> = {}): Promise<FastifyInstance> {
+  return buildApp({
+    sql: f.db.sql,
+    redis: f.redis,
+    resolver: f.resolver,
+    catalog: { version: 1, tasks: [], subscriptions: [] },
+    latestMigration: LATEST,
+    config: { corsOrigins: [], corsCredentials: false },
+    logger: false,
+    ...overrides,
+  });
 }
 
 export interface RunFields {

@@ -5,11 +5,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import type { TestDatabase } from '../support/services.ts';
 import { freshRedisUrl } from '../support/services.ts';
+import { refusal } from '../support/refusal.ts';
+import { stoppableRedis } from '../support/stoppable-redis.ts';
 import type { Sql, TxSql } from '../../src/db/client.ts';
 import { inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
 import { createRedis } from '../../src/kv/client.ts';
 import { OUTBOX_WAKE_KEY } from '../../src/kv/keys.ts';
-import { startRedisServer } from '../../src/kv/redis-server.ts';
 import { afterCommit, signalOutbox, WAKE_LIST_MAX } from '../../src/kv/wake.ts';
 import { DispatchError } from '../../src/work/dispatch.ts';
 import { envelopeSchema, MAX_PAYLOAD_BYTES, parseEnvelope } from '../../src/work/envelope.ts';
@@ -41,13 +42,9 @@ afterAll(async () => {
 });
 
 async function dispatchError(work: Promise<unknown>): Promise<DispatchError> {
-  try {
-    await work;
-  } catch (error) {
-    expect(error).toBeInstanceOf(DispatchError);
-    return error as DispatchError;
-  }
-  throw new Error('expected the dispatch to be refused');
+  const error = await refusal(work);
+  expect(error).toBeInstanceOf(DispatchError);
+  return error as DispatchError;
 }
 
 const inTx = <T>(actor: Actor, work: (tx: TxSql) => Promise<T>) => inUnitOfWork(sql, actor, work);
@@ -227,18 +224,14 @@ describe('wake signal', () => {
   });
 
   it('R-OBX-11 a signal to a Redis that is down is dropped without an error', async () => {
-    const server = await startRedisServer();
-    const down = createRedis(server.url, { name: 'down' });
-    down.on('error', () => {});
+    const down = await stoppableRedis('down');
     try {
-      await new Promise((resolve) => down.once('ready', resolve));
-      expect(await signalOutbox(down)).toBe(true);
-      await server.stop();
-      expect(await signalOutbox(down)).toBe(false);
+      expect(await signalOutbox(down.redis)).toBe(true);
+      await down.stopServer();
+      expect(await signalOutbox(down.redis)).toBe(false);
       expect(await signalOutbox(undefined)).toBe(false);
     } finally {
-      down.disconnect();
-      await server.stop();
+      await down.close();
     }
   });
 });

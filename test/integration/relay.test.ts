@@ -3,10 +3,11 @@ import { DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { freshQueuePrefix, freshRedisUrl, type TestDatabase } from '../support/services.ts';
+import { stoppableRedis } from '../support/stoppable-redis.ts';
 import type { Sql } from '../../src/db/client.ts';
 import { inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
 import { createRedis } from '../../src/kv/client.ts';
-import { freePort, startRedisServer } from '../../src/kv/redis-server.ts';
+import { freePort } from '../../src/kv/redis-server.ts';
 import { afterCommit } from '../../src/kv/wake.ts';
 import { createSqsClient } from '../../src/queue/client.ts';
 import { queueUrl, type QueueName } from '../../src/queue/names.ts';
@@ -181,22 +182,18 @@ describe('relay', () => {
   });
 
   it('R-OBX-11 with Redis down the sweep alone still delivers', async () => {
-    const server = await startRedisServer();
-    const privateRedis = createRedis(server.url, { name: 'relay-private' });
-    privateRedis.on('error', () => {});
+    const down = await stoppableRedis('relay-private');
     try {
-      await new Promise((resolve) => privateRedis.once('ready', resolve));
-      const r = relay({ redis: privateRedis, sweepIntervalMs: 300 });
-      await server.stop();
-      const ids = await dispatchMany(5, { signal: privateRedis }); // the signal is lost
+      const r = relay({ redis: down.redis, sweepIntervalMs: 300 });
+      await down.stopServer();
+      const ids = await dispatchMany(5, { signal: down.redis }); // the signal is lost
       await waitFor(async () => (await pendingCount()) === 0, 3_000);
       expect((await drain('default', 5)).length).toBe(ids.length);
       const t = performance.now();
       await r.stop();
       expect(performance.now() - t).toBeLessThan(1_000);
     } finally {
-      privateRedis.disconnect();
-      await server.stop();
+      await down.close();
     }
   });
 

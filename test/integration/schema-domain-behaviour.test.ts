@@ -1,13 +1,15 @@
 // Behaviour of the domain schema in a migrated database: identity ids, JSON object columns, the four
 // EXCLUDE constraints, the partial unique indexes, same-tenant composite references, the generated
 // scopes, the append-only triggers of this schema, and parity between the drizzle model and the database.
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { getTableConfig, PgTable } from 'drizzle-orm/pg-core';
 import { generateDrizzleJson } from 'drizzle-kit/api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase, type TestDatabase } from '../support/services.ts';
+import { refusal } from '../support/refusal.ts';
+import { buildWorld as buildSpecWorld, digest, inserter, person, uid, type Row } from './schema-spec-support.ts';
 import * as parties from '../../src/db/schema/parties.ts';
 import * as identity from '../../src/db/schema/identity.ts';
 import * as tenants from '../../src/db/schema/tenants.ts';
@@ -26,86 +28,28 @@ const DOMAIN_MODULES = {
 } as Record<string, Record<string, unknown>>;
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
 
-type Row = Record<string, any>;
 let db: TestDatabase;
 /** INSERT one row and return it (ids come back as strings). */
-const ins = async (table: string, values: Row): Promise<Row> =>
-  (await db.sql`INSERT INTO ${db.sql(table)} ${db.sql(values)} RETURNING *`)[0]!;
-const uid = () => randomUUID();
-const digest = () => randomBytes(32);
+let ins: ReturnType<typeof inserter>;
 
-/** Resolves to the PostgreSQL error a statement raised (fails the test when it succeeded). */
-async function pgError(run: () => Promise<unknown>): Promise<{ code: string; constraint_name?: string; message: string }> {
-  try {
-    await run();
-  } catch (error) {
-    return error as { code: string; constraint_name?: string; message: string };
-  }
-  throw new Error('expected the statement to be refused, but it succeeded');
-}
-
-/** A small world of two tenants with the rows most tests link to (ids as strings). */
+/**
+ * The rule tests' world (tenant 1 with brokers, memberships, teams, a store code and platform rows)
+ * plus what these tests add: a second tenant sharing broker 1 and user 1, a third user, and profiles.
+ */
 const w: Row = {};
 
-async function person(name: string): Promise<string> {
-  const p = await ins('parties', { kind: 'person', display_name: name });
-  await ins('person_profiles', { party_id: p.id, full_name: name });
-  return p.id;
-}
-
 async function buildWorld(): Promise<void> {
-  w.p1 = await person('Ana');
-  w.p2 = await person('Bia');
-  w.p3 = await person('Caio');
-  w.pBroker1 = await person('Broker One');
-  w.pBroker2 = await person('Broker Two');
-  const company = await ins('parties', { kind: 'company', display_name: 'Acme' });
-  await ins('company_profiles', { party_id: company.id, legal_name: 'Acme SA', tax_id: '11222333000181' });
-  w.company = company.id;
-  w.u1 = (await ins('users', { party_id: w.p1 })).id;
-  w.u2 = (await ins('users', { party_id: w.p2 })).id;
+  Object.assign(w, await buildSpecWorld(db.sql));
+  w.p3 = await person(ins, 'Caio');
   w.u3 = (await ins('users', { party_id: w.p3 })).id;
-  w.blueprint = (await ins('platform_tenant_blueprints', { name: 'standard', description: 'd' })).id;
-  w.t1 = (await ins('tenants', { uid: uid(), name: 'T1', blueprint_id: w.blueprint })).id;
-  w.t2 = (await ins('tenants', { uid: uid(), name: 'T2', blueprint_id: w.blueprint })).id;
-  w.ta1 = (await ins('tenant_accounts', { tenant_id: w.t1, company_party_id: w.company })).id;
   w.ta2 = (await ins('tenant_accounts', { tenant_id: w.t2, company_party_id: w.company })).id;
-  w.fi = (await ins('financial_institutions', { code: '001', name: 'Bank' })).id;
-  await ins('tenant_financial_institutions', { tenant_id: w.t1, financial_institution_id: w.fi });
   await ins('tenant_financial_institutions', { tenant_id: w.t2, financial_institution_id: w.fi });
-  w.fia1 = (await ins('financial_institution_accounts', {
-    tenant_id: w.t1, tenant_account_id: w.ta1, financial_institution_id: w.fi, company_code: '0001',
-  })).id;
   w.fia2 = (await ins('financial_institution_accounts', {
     tenant_id: w.t2, tenant_account_id: w.ta2, financial_institution_id: w.fi, company_code: '0002',
   })).id;
-  w.b1 = (await ins('brokers', { uid: uid(), party_id: w.pBroker1 })).id;
-  w.b2 = (await ins('brokers', { uid: uid(), party_id: w.pBroker2 })).id;
-  await ins('tenant_brokers', { tenant_id: w.t1, broker_id: w.b1 });
-  await ins('tenant_brokers', { tenant_id: w.t1, broker_id: w.b2 });
   await ins('tenant_brokers', { tenant_id: w.t2, broker_id: w.b1 });
-  w.m1 = (await ins('memberships', { uid: uid(), tenant_id: w.t1, user_id: w.u1 })).id;
-  w.m2 = (await ins('memberships', { uid: uid(), tenant_id: w.t1, user_id: w.u2 })).id;
   w.m3 = (await ins('memberships', { uid: uid(), tenant_id: w.t2, user_id: w.u1 })).id;
-  w.mb1 = (await ins('membership_brokers', {
-    tenant_id: w.t1, membership_id: w.m1, user_id: w.u1, broker_id: w.b1, role: 'master', valid_from: '2024-01-01',
-  })).id;
-  w.mb2 = (await ins('membership_brokers', {
-    tenant_id: w.t1, membership_id: w.m1, user_id: w.u1, broker_id: w.b2, role: 'member', valid_from: '2024-01-01',
-  })).id;
-  w.team1 = (await ins('teams', { uid: uid(), tenant_id: w.t1, name: 'Sales' })).id;
-  w.team2 = (await ins('teams', { uid: uid(), tenant_id: w.t1, name: 'North' })).id;
   w.team3 = (await ins('teams', { uid: uid(), tenant_id: w.t2, name: 'Other' })).id;
-  w.sc1 = (await ins('store_codes', {
-    tenant_id: w.t1, financial_institution_id: w.fi, code: '0042', financial_institution_account_id: w.fia1,
-  })).id;
-  w.session = (await ins('sessions', { uid: uid(), user_id: w.u1, token_sha256: digest(), expires_at: '2099-01-01T00:00:00Z' })).id;
-  w.pap = (await ins('platform_access_profiles', { name: 'platform admin' })).id;
-  w.pinv = (await ins('platform_invitations', {
-    uid: uid(), channel: 'email', destination: 'a@x.io', destination_normalized: 'a@x.io', token_sha256: digest(),
-    platform_access_profile_id: w.pap, status: 'accepted', expires_at: '2099-01-01T00:00:00Z', created_by_process: 'bootstrap',
-  })).id;
-  w.apTenant = (await ins('access_profiles', { tenant_id: w.t1, name: 'admins' })).id;
   w.apBroker1 = (await ins('access_profiles', { tenant_id: w.t1, broker_id: w.b1, name: 'b1 staff' })).id;
   w.apBroker2 = (await ins('access_profiles', { tenant_id: w.t1, broker_id: w.b2, name: 'b2 staff' })).id;
   w.apOtherTenant = (await ins('access_profiles', { tenant_id: w.t2, name: 'admins' })).id;
@@ -141,6 +85,7 @@ function assignment(userBank: string, brokerId: string, link: string, validUntil
 
 beforeAll(async () => {
   db = await freshDatabase({ max: 3 });
+  ins = inserter(db.sql);
   await buildWorld();
 });
 afterAll(async () => {
@@ -149,7 +94,7 @@ afterAll(async () => {
 
 describe('identity ids and JSON objects', () => {
   it('R-DB-09 an INSERT supplying an identity id is refused', async () => {
-    const e = await pgError(() => db.sql`INSERT INTO parties (id, kind, display_name) VALUES (999, 'person', 'x')`);
+    const e = await refusal(() => db.sql`INSERT INTO parties (id, kind, display_name) VALUES (999, 'person', 'x')`);
     expect(e.code).toBe('428C9');
     const ok = await db.sql`INSERT INTO parties (kind, display_name) VALUES ('person', 'y') RETURNING id`;
     expect(Number(ok[0]!.id)).toBeGreaterThan(0);
@@ -168,14 +113,14 @@ describe('identity ids and JSON objects', () => {
     expect((await event('default')).payload).toEqual({});
     expect((await event('near-cap', { blob: 'x'.repeat(63_000) })).dedup_key).toBe('near-cap');
     for (const bad of [[1, 2], 'text', 42]) {
-      expect((await pgError(() => event(`bad-${JSON.stringify(bad)}`, bad))).constraint_name).toBe(
+      expect((await refusal(() => event(`bad-${JSON.stringify(bad)}`, bad))).constraint_name).toBe(
         'platform_invitation_delivery_events_payload_check',
       );
     }
-    const big = await pgError(() => event('big', { blob: 'x'.repeat(64_000) }));
+    const big = await refusal(() => event('big', { blob: 'x'.repeat(64_000) }));
     expect(big.constraint_name).toBe('platform_invitation_delivery_events_payload_check');
     // R-AUTHZ-31: a repeated webhook does not duplicate.
-    expect((await pgError(() => event('default'))).constraint_name).toBe('platform_invitation_delivery_events_dedup_key');
+    expect((await refusal(() => event('default'))).constraint_name).toBe('platform_invitation_delivery_events_dedup_key');
   });
 
   it('R-DB-08 invitation delivery event payloads and permission_changes before/after hold objects only', async () => {
@@ -187,7 +132,7 @@ describe('identity ids and JSON objects', () => {
       uid: uid(), tenant_id: w.t1, invitation_id: inv, channel: 'email', destination_normalized: 'z@x.io',
       provider: 'ses', requested_by_user_id: w.u1,
     })).id;
-    const e = await pgError(() => ins('invitation_delivery_events', {
+    const e = await refusal(() => ins('invitation_delivery_events', {
       tenant_id: w.t1, delivery_id: delivery, status: 'sent', occurred_at: '2024-01-01T00:00:00Z', dedup_key: 'k',
       payload: db.sql.json([1] as never),
     }));
@@ -199,7 +144,7 @@ describe('identity ids and JSON objects', () => {
       });
     await change(null);
     await change({ scope: 'tenant' });
-    expect((await pgError(() => change(['tenant']))).constraint_name).toBe('permission_changes_before_check');
+    expect((await refusal(() => change(['tenant']))).constraint_name).toBe('permission_changes_before_check');
   });
 });
 
@@ -245,12 +190,12 @@ describe('EXCLUDE constraints (half-open [valid_from, valid_until) periods)', ()
       // The day in valid_until belongs to the next period: adjacent periods do not overlap.
       await c.row('2024-02-01', '2024-03-01');
       await c.row('2024-03-01', null);
-      const overlap = await pgError(() => c.row('2024-01-15', '2024-01-20'));
+      const overlap = await refusal(() => c.row('2024-01-15', '2024-01-20'));
       expect([overlap.code, overlap.constraint_name]).toEqual(['23P01', c.constraint]);
       // A null valid_until has no defined end: anything later overlaps it.
-      const open = await pgError(() => c.row('2030-01-01', '2030-02-01'));
+      const open = await refusal(() => c.row('2030-01-01', '2030-02-01'));
       expect([open.code, open.constraint_name]).toEqual(['23P01', c.constraint]);
-      const order = await pgError(() => c.row('2020-01-02', '2020-01-02'));
+      const order = await refusal(() => c.row('2020-01-02', '2020-01-02'));
       expect([order.code, order.constraint_name]).toEqual(['23514', c.period]);
     });
   }
@@ -405,7 +350,7 @@ describe('partial unique indexes: a closed row plus one open row, never two open
     it(`${c.id} ${c.index}`, async () => {
       await c.row(false);
       await c.row(true);
-      const e = await pgError(() => c.row(true));
+      const e = await refusal(() => c.row(true));
       expect([e.code, e.constraint_name], `${suffix()} ${e.message}`).toEqual(['23505', c.index]);
     });
   }
@@ -413,25 +358,25 @@ describe('partial unique indexes: a closed row plus one open row, never two open
 
 describe('same tenant by construction and pinned copies', () => {
   it('R-DB-15 a membership_teams row cannot join a team and a membership of different tenants', async () => {
-    const e = await pgError(() => ins('membership_teams', {
+    const e = await refusal(() => ins('membership_teams', {
       tenant_id: w.t1, team_id: w.team1, membership_id: w.m3, valid_from: '2024-01-01',
     }));
     expect([e.code, e.constraint_name]).toEqual(['23503', 'membership_teams_membership_fkey']);
-    const e2 = await pgError(() => ins('membership_teams', {
+    const e2 = await refusal(() => ins('membership_teams', {
       tenant_id: w.t2, team_id: w.team1, membership_id: w.m3, valid_from: '2024-01-01',
     }));
     expect([e2.code, e2.constraint_name]).toEqual(['23503', 'membership_teams_team_fkey']);
   });
 
   it('R-DB-15 R-EXC-05 a hierarchy edge cannot cross tenants', async () => {
-    const e = await pgError(() => ins('team_hierarchies', {
+    const e = await refusal(() => ins('team_hierarchies', {
       tenant_id: w.t1, subordinate_team_id: w.team3, superior_team_id: w.team1, valid_from: '2024-01-01',
     }));
     expect([e.code, e.constraint_name]).toEqual(['23503', 'team_hierarchies_subordinate_fkey']);
   });
 
   it('R-DB-16 membership_brokers.user_id is pinned to the membership user', async () => {
-    const e = await pgError(() => ins('membership_brokers', {
+    const e = await refusal(() => ins('membership_brokers', {
       tenant_id: w.t1, membership_id: w.m1, user_id: w.u2, broker_id: w.b1, role: 'member', valid_from: '2030-01-01',
       valid_until: '2030-02-01',
     }));
@@ -448,10 +393,10 @@ describe('same tenant by construction and pinned copies', () => {
     const ok = await link(w.b1, w.apBroker1, null);
     expect(ok.profile_scope).toBe('broker');
     expect((await link(null, w.apTenant, null)).profile_scope).toBe('tenant');
-    expect((await pgError(() => link(w.b1, w.apBroker2))).constraint_name).toBe('membership_access_profiles_profile_broker_fkey');
-    expect((await pgError(() => link(null, w.apBroker1))).constraint_name).toBe('membership_access_profiles_profile_scope_fkey');
-    expect((await pgError(() => link(w.b1, w.apTenant))).constraint_name).toBe('membership_access_profiles_profile_scope_fkey');
-    expect((await pgError(() => link(null, w.apOtherTenant))).code).toBe('23503');
+    expect((await refusal(() => link(w.b1, w.apBroker2))).constraint_name).toBe('membership_access_profiles_profile_broker_fkey');
+    expect((await refusal(() => link(null, w.apBroker1))).constraint_name).toBe('membership_access_profiles_profile_scope_fkey');
+    expect((await refusal(() => link(w.b1, w.apTenant))).constraint_name).toBe('membership_access_profiles_profile_scope_fkey');
+    expect((await refusal(() => link(null, w.apOtherTenant))).code).toBe('23503');
     // An invitation's profile is a tenant-level link: its constant scope column is checked and referenced.
     const invite = (profile: string, scope = 'tenant') =>
       ins('invitations', {
@@ -460,15 +405,15 @@ describe('same tenant by construction and pinned copies', () => {
         access_profile_id: profile, access_profile_scope: scope,
       });
     await invite(w.apTenant);
-    expect((await pgError(() => invite(w.apBroker1))).constraint_name).toBe('invitations_profile_fkey');
-    expect((await pgError(() => invite(w.apBroker1, 'broker'))).constraint_name).toBe('invitations_access_profile_scope_check');
+    expect((await refusal(() => invite(w.apBroker1))).constraint_name).toBe('invitations_profile_fkey');
+    expect((await refusal(() => invite(w.apBroker1, 'broker'))).constraint_name).toBe('invitations_access_profile_scope_check');
   });
 
   it('R-BANK-08 an assignment origin link must be of the same tenant, broker and user', async () => {
     const { userBank } = await bankUser();
-    const e = await pgError(() => assignment(userBank, w.b1, w.mb2, null));
+    const e = await refusal(() => assignment(userBank, w.b1, w.mb2, null));
     expect([e.code, e.constraint_name]).toEqual(['23503', 'bank_user_assignments_origin_link_fkey']);
-    const wrongParty = await pgError(() => ins('bank_user_assignments', {
+    const wrongParty = await refusal(() => ins('bank_user_assignments', {
       user_bank_id: userBank, user_id: w.u1, party_id: w.p2, financial_institution_id: w.fi, tenant_id: w.t1,
       broker_id: w.b1, valid_from: '2024-01-01', store_code_id: w.sc1, origin_membership_broker_id: w.mb1,
     }));
@@ -477,14 +422,14 @@ describe('same tenant by construction and pinned copies', () => {
 
   it('R-BRK-08 a store code has exactly one owner; R-BRK-09 its code is unique per tenant and institution', async () => {
     const code = (values: Row) => ins('store_codes', { tenant_id: w.t1, financial_institution_id: w.fi, ...values });
-    expect((await pgError(() => code({ code: '7', financial_institution_account_id: w.fia1, broker_id: w.b1 }))).constraint_name)
+    expect((await refusal(() => code({ code: '7', financial_institution_account_id: w.fia1, broker_id: w.b1 }))).constraint_name)
       .toBe('store_codes_one_owner_check');
-    expect((await pgError(() => code({ code: '8' }))).constraint_name).toBe('store_codes_one_owner_check');
-    expect((await pgError(() => code({ code: '9', financial_institution_account_id: w.fia2 }))).constraint_name)
+    expect((await refusal(() => code({ code: '8' }))).constraint_name).toBe('store_codes_one_owner_check');
+    expect((await refusal(() => code({ code: '9', financial_institution_account_id: w.fia2 }))).constraint_name)
       .toBe('store_codes_account_fkey');
     const owned = await code({ code: '0009', broker_id: w.b1 });
     expect(owned.code).toBe('0009');
-    expect((await pgError(() => code({ code: '0009', broker_id: w.b2 }))).constraint_name)
+    expect((await refusal(() => code({ code: '0009', broker_id: w.b2 }))).constraint_name)
       .toBe('store_codes_tenant_institution_code_key');
     await ins('store_codes', { tenant_id: w.t2, financial_institution_id: w.fi, code: '0009', broker_id: w.b1 });
   });
@@ -494,12 +439,12 @@ describe('generated scopes', () => {
   it('R-AUTHZ-06 R-CEIL-03 access_profiles.scope is generated: tenant without broker, broker with one', async () => {
     const rows = await db.sql`SELECT id, scope FROM access_profiles WHERE id IN (${w.apTenant}, ${w.apBroker1}) ORDER BY id`;
     expect(rows.map((r) => r.scope)).toEqual(['tenant', 'broker']);
-    const e = await pgError(() => db.sql`INSERT INTO access_profiles (tenant_id, name, scope) VALUES (${w.t1}, 'x', 'broker')`);
+    const e = await refusal(() => db.sql`INSERT INTO access_profiles (tenant_id, name, scope) VALUES (${w.t1}, 'x', 'broker')`);
     expect(e.code).toBe('428C9');
   });
 
   it('R-AUTHZ-08 profile names are unique per tenant and broker, nulls counting as equal', async () => {
-    const e = await pgError(() => ins('access_profiles', { tenant_id: w.t1, name: 'admins' }));
+    const e = await refusal(() => ins('access_profiles', { tenant_id: w.t1, name: 'admins' }));
     expect([e.code, e.constraint_name]).toEqual(['23505', 'access_profiles_name_key']);
     await ins('access_profiles', { tenant_id: w.t1, broker_id: w.b1, name: 'admins' });
   });
@@ -549,7 +494,7 @@ describe('append-only audit tables (this schema\'s 6 triggers)', () => {
         WHERE table_schema = 'public' AND table_name = ${table} AND is_identity = 'NO'
         ORDER BY ordinal_position LIMIT 1`)[0]!.column_name as string;
       for (const statement of [`UPDATE ${table} SET ${column} = ${column}`, `DELETE FROM ${table}`, `TRUNCATE ${table} CASCADE`]) {
-        const e = await pgError(() => db.sql.unsafe(statement));
+        const e = await refusal(() => db.sql.unsafe(statement));
         expect([e.code, e.message], statement).toEqual(['23001', expect.stringContaining(`${table} is append-only`)]);
       }
     });
@@ -561,9 +506,9 @@ describe('append-only audit tables (this schema\'s 6 triggers)', () => {
         tenant_id: w.t1, user_bank_id: w.transferBank, from_assignment_id: from, from_broker_id: fromBroker,
         to_assignment_id: to, to_broker_id: toBroker, effective_on: '2024-03-01', actor_user_id: w.u1, reason: 'x',
       });
-    expect((await pgError(() => transfer(w.transferTo!, w.transferTo!, w.b2, w.b2))).constraint_name).toBe('bank_user_transfers_distinct_check');
-    expect((await pgError(() => transfer(w.transferFrom!, w.transferTo!))).constraint_name).toBe('bank_user_transfers_from_assignment_id_key');
-    expect((await pgError(() => transfer(w.transferTo!, w.transferFrom!, w.b1, w.b1))).constraint_name).toBe('bank_user_transfers_from_fkey');
+    expect((await refusal(() => transfer(w.transferTo!, w.transferTo!, w.b2, w.b2))).constraint_name).toBe('bank_user_transfers_distinct_check');
+    expect((await refusal(() => transfer(w.transferFrom!, w.transferTo!))).constraint_name).toBe('bank_user_transfers_from_assignment_id_key');
+    expect((await refusal(() => transfer(w.transferTo!, w.transferFrom!, w.b1, w.b1))).constraint_name).toBe('bank_user_transfers_from_fkey');
   });
 });
 

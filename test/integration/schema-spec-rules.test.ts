@@ -10,6 +10,7 @@ import path from 'node:path';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase, type TestDatabase } from '../support/services.ts';
+import { refusal } from '../support/refusal.ts';
 import { runSeeders } from '../../src/migrator/seed-runner.ts';
 import { defaultSeeders } from '../../seeders/index.ts';
 import { DevSeeder } from '../../seeders/dev-seeder.ts';
@@ -20,7 +21,7 @@ import { selectRunStatus } from '../../src/http/run-status.ts';
 import { purgeExpired } from '../../src/work/purge.ts';
 import { bootstrapEnv } from './seed-support.ts';
 import {
-  PROJECT_ROOT, assignment, bankUser, buildWorld, codeOf, digest, inserter, pgError, readForeignKeys, readUniques,
+  PROJECT_ROOT, assignment, bankUser, buildWorld, codeOf, digest, inserter, readForeignKeys, readUniques,
   sourceFiles, splitSqlStatements, uid, type Row, type World,
 } from './schema-spec-support.ts';
 
@@ -73,7 +74,7 @@ describe('composite keys of the template link tables', () => {
       await link(a, w.permTenant);
       await link(a, w.permBroker);
       await link(b, w.permTenant);
-      const e = await pgError(() => link(a, w.permTenant));
+      const e = await refusal(() => link(a, w.permTenant));
       expect(e.code).toBe('23505');
       expect(e.constraint_name).toBe(`${c.table}_pkey`);
       expect(await constraintColumns(e.constraint_name!)).toEqual(['template_id', 'permission_id']);
@@ -88,7 +89,7 @@ describe('name uniques', () => {
   it('R-AUTHZ-17 platform_tenant_blueprints.name is unique', async () => {
     const name = `blueprint-${uid()}`;
     await ins('platform_tenant_blueprints', { name, description: 'first' });
-    const e = await pgError(() => ins('platform_tenant_blueprints', { name, description: 'second' }));
+    const e = await refusal(() => ins('platform_tenant_blueprints', { name, description: 'second' }));
     expect(e.code).toBe('23505');
     expect(await constraintColumns(e.constraint_name!)).toEqual(['name']);
     await ins('platform_tenant_blueprints', { name: `${name}-other`, description: 'third' });
@@ -97,7 +98,7 @@ describe('name uniques', () => {
   it('R-AUTHZ-21 platform_access_profiles.name is unique', async () => {
     const name = `operators-${uid()}`;
     await ins('platform_access_profiles', { name });
-    const e = await pgError(() => ins('platform_access_profiles', { name }));
+    const e = await refusal(() => ins('platform_access_profiles', { name }));
     expect(e.code).toBe('23505');
     expect(await constraintColumns(e.constraint_name!)).toEqual(['name']);
   });
@@ -119,13 +120,13 @@ describe('platform invitations and their deliveries', () => {
 
   it('R-AUTHZ-26 the token is stored only as its 32-byte SHA-256 in token_sha256, unique', async () => {
     for (const size of [0, 16, 31, 33, 64]) {
-      const e = await pgError(() => invitation({ token_sha256: Buffer.alloc(size, 7) }));
+      const e = await refusal(() => invitation({ token_sha256: Buffer.alloc(size, 7) }));
       expect(e.code, `${size} bytes`).toBe('23514');
       expect(await checkDefinition(e.constraint_name!)).toContain('token_sha256');
     }
     const token = digest();
     await invitation({ token_sha256: token });
-    const dup = await pgError(() => invitation({ token_sha256: token }));
+    const dup = await refusal(() => invitation({ token_sha256: token }));
     expect(dup.code).toBe('23505');
     expect(await constraintColumns(dup.constraint_name!)).toEqual(['token_sha256']);
     // No other column could hold the token itself.
@@ -135,8 +136,8 @@ describe('platform invitations and their deliveries', () => {
   });
 
   it('R-AUTHZ-27 exactly one of created_by_user_id and created_by_process is set', async () => {
-    const both = await pgError(() => invitation({ created_by_user_id: w.u1, created_by_process: 'test' }));
-    const neither = await pgError(() => invitation({ created_by_user_id: null, created_by_process: null }));
+    const both = await refusal(() => invitation({ created_by_user_id: w.u1, created_by_process: 'test' }));
+    const neither = await refusal(() => invitation({ created_by_user_id: null, created_by_process: null }));
     for (const e of [both, neither]) {
       expect(e.code).toBe('23514');
       const def = await checkDefinition(e.constraint_name!);
@@ -149,8 +150,8 @@ describe('platform invitations and their deliveries', () => {
 
   it('R-AUTHZ-29 exactly one requester; (provider, provider_message_id) unique; a resend is a new row', async () => {
     const inv = (await invitation()).id;
-    const both = await pgError(() => delivery(inv, { requested_by_user_id: w.u1, requested_by_process: 'test' }));
-    const neither = await pgError(() => delivery(inv, { requested_by_user_id: null, requested_by_process: null }));
+    const both = await refusal(() => delivery(inv, { requested_by_user_id: w.u1, requested_by_process: 'test' }));
+    const neither = await refusal(() => delivery(inv, { requested_by_user_id: null, requested_by_process: null }));
     for (const e of [both, neither]) {
       expect(e.code).toBe('23514');
       const def = await checkDefinition(e.constraint_name!);
@@ -165,7 +166,7 @@ describe('platform invitations and their deliveries', () => {
     expect(Number((await db.sql`SELECT count(*)::int AS n FROM platform_invitation_deliveries WHERE platform_invitation_id = ${inv}`)[0]!.n)).toBe(2);
     const messageId = `msg-${uid()}`;
     await db.sql`UPDATE platform_invitation_deliveries SET provider_message_id = ${messageId}, status = 'sent', sent_at = clock_timestamp() WHERE id = ${first.id}`;
-    const e = await pgError(() => db.sql`UPDATE platform_invitation_deliveries SET provider_message_id = ${messageId} WHERE id = ${resend.id}`);
+    const e = await refusal(() => db.sql`UPDATE platform_invitation_deliveries SET provider_message_id = ${messageId} WHERE id = ${resend.id}`);
     expect(e.code).toBe('23505');
     expect(await constraintColumns(e.constraint_name!)).toEqual(['provider', 'provider_message_id']);
     // The same message id from another provider is another message.
@@ -179,7 +180,7 @@ describe('platform invitations and their deliveries', () => {
     const event = (deliveryId: string, key: string) =>
       ins('platform_invitation_delivery_events', { delivery_id: deliveryId, status: 'delivered', occurred_at: '2024-01-01T00:00:00Z', dedup_key: key });
     await event(d1, 'evt-1');
-    const e = await pgError(() => event(d1, 'evt-1'));
+    const e = await refusal(() => event(d1, 'evt-1'));
     expect(e.code).toBe('23505');
     expect(await constraintColumns(e.constraint_name!)).toEqual(['delivery_id', 'dedup_key']);
     await event(d1, 'evt-2');
@@ -263,12 +264,12 @@ describe('after deploy and seed', () => {
 
 describe('broker tables', () => {
   it('R-BRK-04 tenant_brokers is unique on (tenant_id, broker_id) and on (tenant_id, broker_code)', async () => {
-    const pair = await pgError(() => ins('tenant_brokers', { tenant_id: w.t1, broker_id: w.b1 }));
+    const pair = await refusal(() => ins('tenant_brokers', { tenant_id: w.t1, broker_id: w.b1 }));
     expect(pair.code).toBe('23505');
     expect(await constraintColumns(pair.constraint_name!)).toEqual(['tenant_id', 'broker_id']);
     const code = `C${uid().slice(0, 8)}`;
     await db.sql`UPDATE tenant_brokers SET broker_code = ${code} WHERE tenant_id = ${w.t1} AND broker_id = ${w.b1}`;
-    const dup = await pgError(() => db.sql`UPDATE tenant_brokers SET broker_code = ${code} WHERE tenant_id = ${w.t1} AND broker_id = ${w.b2}`);
+    const dup = await refusal(() => db.sql`UPDATE tenant_brokers SET broker_code = ${code} WHERE tenant_id = ${w.t1} AND broker_id = ${w.b2}`);
     expect(dup.code).toBe('23505');
     expect(await constraintColumns(dup.constraint_name!)).toEqual(['tenant_id', 'broker_code']);
     // The same code in another tenant is another code; brokers without a code do not collide.

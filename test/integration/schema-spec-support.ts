@@ -322,22 +322,6 @@ export async function readForeignKeys(sql: Sql): Promise<DbForeignKey[]> {
 
 // ───────────── errors and rows ─────────────
 
-export interface PgError {
-  code: string;
-  constraint_name?: string;
-  message: string;
-}
-
-/** Resolves to the PostgreSQL error a statement raised; fails when the statement succeeded. */
-export async function pgError(run: () => Promise<unknown>): Promise<PgError> {
-  try {
-    await run();
-  } catch (error) {
-    return error as PgError;
-  }
-  throw new Error('expected the statement to be refused, but it succeeded');
-}
-
 export type Row = Record<string, any>;
 
 /** INSERT one row and return it (bigint ids come back as strings). */
@@ -365,7 +349,8 @@ export interface World {
   permTenant: string; permBroker: string; permTenant2: string;
 }
 
-async function person(ins: ReturnType<typeof inserter>, name: string): Promise<string> {
+/** A person party with its profile. */
+export async function person(ins: ReturnType<typeof inserter>, name: string): Promise<string> {
   const p = await ins('parties', { kind: 'person', display_name: name });
   await ins('person_profiles', { party_id: p.id, full_name: name });
   return p.id;

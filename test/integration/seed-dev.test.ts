@@ -19,17 +19,18 @@ describe('DevSeeder', () => {
   afterAll(async () => {
     await db?.drop();
   });
+  const devSeed = (NODE_ENV: string) => svc(['migrator', 'db-seed', '--class', 'DevSeeder'], { DATABASE_URL: db.url, NODE_ENV });
 
   it('R-SEED-17 is refused with NODE_ENV=production and creates nothing', async () => {
     const before = await snapshot(db.sql);
-    const result = await svc(['migrator', 'db-seed', '--class', 'DevSeeder'], { DATABASE_URL: db.url, NODE_ENV: 'production' });
+    const result = await devSeed('production');
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('DEV_SEEDER_REFUSED');
     expect(await snapshot(db.sql)).toEqual(before);
   });
 
   it('R-SEED-16 creates a tenant, account, broker, profiles and members with valid but synthetic tax ids', async () => {
-    const result = await svc(['migrator', 'db-seed', '--class', 'DevSeeder'], { DATABASE_URL: db.url, NODE_ENV: 'development' });
+    const result = await devSeed('development');
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
     expect(result.stdout).not.toContain('seeding CatalogSeeder'); // only the named seeder ran
@@ -48,6 +49,18 @@ describe('DevSeeder', () => {
     const held = await sql`SELECT p.code FROM access_profile_permissions l JOIN permissions p ON p.id = l.permission_id
                            JOIN access_profiles a ON a.id = l.access_profile_id WHERE a.tenant_id = ${tenant!.id}`;
     expect(held.map((h) => h.code)).toEqual(['access.task_runs.read']);
+    // The tenant was created from the development blueprint: its one platform template was copied in.
+    const templates = await sql`
+      SELECT t.scope, t.name, t.version, t.source_platform_template_id::text AS source, pt.blueprint_id::text AS blueprint,
+             array(SELECT p.code FROM access_profile_template_permissions l JOIN permissions p ON p.id = l.permission_id
+                    WHERE l.template_id = t.id ORDER BY p.code) AS codes
+        FROM access_profile_templates t JOIN platform_access_profile_templates pt ON pt.id = t.source_platform_template_id
+       WHERE t.tenant_id = ${tenant!.id}`;
+    const [blueprint] = await sql`SELECT b.id::text AS id FROM platform_tenant_blueprints b JOIN tenants t ON t.blueprint_id = b.id
+                                   WHERE t.id = ${tenant!.id}`;
+    expect(templates).toEqual([
+      { scope: 'tenant', name: 'Tenant administrator', version: 1, source: expect.any(String), blueprint: blueprint!.id, codes: ['access.task_runs.read'] },
+    ]);
     const cpfs = await sql`SELECT tax_id FROM person_profiles WHERE tax_id IS NOT NULL`;
     const cnpjs = await sql`SELECT tax_id FROM company_profiles`;
     expect(cpfs.length).toBe(2);
@@ -58,7 +71,7 @@ describe('DevSeeder', () => {
 
   it('R-SEED-16 a rerun creates nothing (idempotent)', async () => {
     const before = await snapshot(db.sql);
-    const result = await svc(['migrator', 'db-seed', '--class', 'DevSeeder'], { DATABASE_URL: db.url, NODE_ENV: 'development' });
+    const result = await devSeed('development');
     expect(result.code).toBe(0);
     expect(result.stdout).toContain('dev data: already present, nothing created');
     expect(await snapshot(db.sql)).toEqual(before);

@@ -2,6 +2,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestDatabase } from '../support/services.ts';
+import { refusal } from '../support/refusal.ts';
 import type { Sql } from '../../src/db/client.ts';
 import { createTenant, createTenantMember, workDatabase, type TenantMember } from './work-tables-support.ts';
 
@@ -17,15 +18,6 @@ beforeAll(async () => {
   otherMember = await createTenantMember(sql);
 });
 afterAll(async () => db?.drop());
-
-async function refusal(work: Promise<unknown>): Promise<{ code: string; message: string; constraint_name?: string }> {
-  try {
-    await work;
-  } catch (error) {
-    return error as { code: string; message: string; constraint_name?: string };
-  }
-  throw new Error('expected the database to refuse the statement');
-}
 
 const key32 = () => randomBytes(32);
 
@@ -44,46 +36,39 @@ interface RunValues {
   finished_at?: string | null;
 }
 
-/** Inserts a system run of the member's tenant (no actor row needed); returns its run_id. */
-async function insertRun(q: Sql, values: RunValues = {}): Promise<string> {
-  const runId = values.run_id ?? randomUUID();
-  const row = {
-    run_id: runId,
-    tenant_id: values.tenant_id ?? member.tenantId,
-    name: values.name ?? 'demo.task',
-    queue: values.queue ?? 'default',
+/** The columns tenant and platform runs share, with defaults for a queued system run. */
+function runRow(q: Sql, values: RunValues, defaults: { name: string; queue: string }) {
+  return {
+    run_id: values.run_id ?? randomUUID(),
+    name: values.name ?? defaults.name,
+    queue: values.queue ?? defaults.queue,
     trigger: values.trigger ?? 'dispatch',
     actor_kind: values.actor_kind ?? 'system',
     actor_label: values.actor_label ?? 'test',
     correlation_id: randomUUID(),
     causation_id: randomUUID(),
     status: values.status ?? 'queued',
-    attempts: values.attempts ?? 0,
-    progress: values.progress ?? 0,
     outcome: q.json((values.outcome ?? {}) as never),
     ...(values.finished_at !== undefined ? { finished_at: values.finished_at } : {}),
   };
+}
+
+/** Inserts a system run of the member's tenant (no actor row needed); returns its run_id. */
+async function insertRun(q: Sql, values: RunValues = {}): Promise<string> {
+  const row = {
+    ...runRow(q, values, { name: 'demo.task', queue: 'default' }),
+    tenant_id: values.tenant_id ?? member.tenantId,
+    attempts: values.attempts ?? 0,
+    progress: values.progress ?? 0,
+  };
   await q`INSERT INTO task_runs ${q(row)}`;
-  return runId;
+  return row.run_id;
 }
 
 async function insertPlatformRun(q: Sql, values: RunValues = {}): Promise<string> {
-  const runId = values.run_id ?? randomUUID();
-  const row = {
-    run_id: runId,
-    name: values.name ?? 'maintenance.purge',
-    queue: values.queue ?? 'maintenance',
-    trigger: values.trigger ?? 'dispatch',
-    actor_kind: values.actor_kind ?? 'system',
-    actor_label: values.actor_label ?? 'test',
-    correlation_id: randomUUID(),
-    causation_id: randomUUID(),
-    status: values.status ?? 'queued',
-    outcome: q.json((values.outcome ?? {}) as never),
-    ...(values.finished_at !== undefined ? { finished_at: values.finished_at } : {}),
-  };
+  const row = runRow(q, values, { name: 'maintenance.purge', queue: 'maintenance' });
   await q`INSERT INTO platform_task_runs ${q(row)}`;
-  return runId;
+  return row.run_id;
 }
 
 async function insertEvent(q: Sql, runId: string, values: Record<string, unknown> = {}) {

@@ -45,10 +45,7 @@ describe('worker delivery', () => {
     await h.relay();
     await h.waitForStatus(runId, ['succeeded']);
     await h.sendRaw('default', envelope);
-    const deadline = Date.now() + 10_000;
-    while (Date.now() < deadline && events(await h.trail(runId)).filter((e) => e === 'received').length < 2) {
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await h.waitForReceives(runId, 2, 10_000);
     // The relay's `sent` may land after the worker's `received`: compare the worker's own steps.
     expect(events(await h.trail(runId)).filter((e) => e !== 'sent')).toEqual(['queued', 'received', 'started', 'succeeded', 'received']);
     expect(await h.effects('seq-dup')).toBe(1);
@@ -61,11 +58,8 @@ describe('worker delivery', () => {
     await h.sendRaw('default', envelope);
     await h.waitForStatus(runId, ['succeeded']);
     // The second copy meets the gate held, returns after the lease, then finds the run finished.
-    const deadline = Date.now() + 15_000;
-    while (Date.now() < deadline && events(await h.trail(runId)).filter((e) => e === 'received').length < 3) {
-      // first copy executes; second is held by the gate, comes back after the lease and finds the run finished
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    // The first copy executes; the second is held by the gate, comes back after the lease and finds the run finished.
+    await h.waitForReceives(runId, 3);
     const trail = await h.trail(runId);
     expect(trail.filter((t) => t.event === 'received').some((t) => t.detail.held === 'gate')).toBe(true);
     expect(trail.filter((t) => t.event === 'started')).toHaveLength(1);

@@ -118,6 +118,30 @@ describe('worker failures', () => {
     expect(await h.effects('slow-once')).toBe(1);
   });
 
+  it('R-UNT-03 R-OBX-16 a failure of the statement finishing the run rolls back the effect, though COMMIT was sent right behind it', async () => {
+    // The worker sends the finishing statement and COMMIT in one write. Here that statement waits on a
+    // row lock held by this test until the unit's deadline cancels it: the pipelined COMMIT must roll
+    // the whole effect transaction back, and the run must retry and succeed with one effect.
+    const { runId } = await h.dispatch('fixture.timeout', { key: 'finish-fails', sleepMs: 700, sleepUntilAttempt: 1 });
+    await h.relay();
+    await h.waitForStatus(runId, ['running'], 10_000);
+    // NO KEY UPDATE: it does not wait for the KEY SHARE lock the open effect transaction's trail rows
+    // hold, and the finishing UPDATE waits for it.
+    await h.sql.begin(async (tx) => {
+      const [locked] = await tx`SELECT status FROM platform_task_runs WHERE run_id = ${runId} FOR NO KEY UPDATE`;
+      expect(locked!.status).toBe('running');
+      await sleep(2_500);
+    });
+    const run = await h.waitForStatus(runId, ['succeeded', 'failed'], 20_000);
+    expect(run.status).toBe('succeeded');
+    expect(run.attempts).toBe(2);
+    const trail = (await h.trail(runId)).filter((t) => t.event !== 'sent');
+    expect(events(trail)).toEqual(['queued', 'received', 'started', 'retry_scheduled', 'received', 'started', 'succeeded']);
+    expect(trail[2]).toMatchObject({ detail: { effect: 'rolled_back' } });
+    const effects = await h.sql`SELECT attempt FROM fixture_effects WHERE key = 'finish-fails'`;
+    expect(effects.map((e) => e.attempt)).toEqual([2]);
+  });
+
   it('R-UNT-08 R-TRL-08 progress commits in its own transaction while the effect transaction is still open', async () => {
     const { runId } = await h.dispatch('fixture.effect', { key: 'progress', progress: 40, sleepMs: 1_500 });
     await h.relay();

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedis } from '../../src/kv/client.ts';
 import { startRedisServer, type RedisServer } from '../../src/kv/redis-server.ts';
 import type { Redis } from 'ioredis';
-import { events, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
+import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 
 let h: WorkHarness;
 let server: RedisServer;
@@ -44,11 +44,8 @@ describe('workers with Redis stopped', () => {
     await h.sendRaw('default', envelope);
     await h.sendRaw('default', envelope);
     await h.waitForStatus(runId, ['succeeded']);
-    const deadline = Date.now() + 15_000;
     // Relay copy + two raw copies: every copy is received, one executes.
-    while (Date.now() < deadline && events(await h.trail(runId)).filter((e) => e === 'received').length < 4) {
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await h.waitForReceives(runId, 4);
     const trail = await h.trail(runId);
     expect(trail.filter((t) => t.event === 'started')).toHaveLength(1);
     expect(trail.some((t) => t.event === 'received' && t.detail.held === 'ledger')).toBe(true);

@@ -1,16 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { apiConfig, cookieDomainProblem, isExactOrigin } from '../../src/config/api.ts';
-import { ConfigError } from '../../src/config/parse.ts';
+import { configProblems } from '../support/config-problems.ts';
 
-function problems(env: Record<string, string | undefined>): Array<{ variable: string; rule: string }> {
-  try {
-    apiConfig(env);
-  } catch (error) {
-    expect(error).toBeInstanceOf(ConfigError);
-    return (error as ConfigError).problems;
-  }
-  throw new Error('expected a ConfigError');
-}
+const problems = (env: Record<string, string | undefined>) => configProblems(() => apiConfig(env));
 
 describe('api configuration', () => {
   it('R-EXE-02 R-CFG-08 R-CFG-09 R-CFG-10 defaults: port 3000, catalog and schema version in dist/, Redis on loopback', () => {

@@ -1,18 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/config/parse.ts';
+import { configProblems } from '../support/config-problems.ts';
 import { checkPoolSize, workersConfig } from '../../src/config/workers.ts';
 
 const base = { QUEUES: 'critical,default', SVC_SQS_QUEUE_URL_PREFIX: 'http://127.0.0.1:9324/000000000000/' };
 
-function problems(env: Record<string, string | undefined>): Array<{ variable: string; rule: string }> {
-  try {
-    workersConfig(env);
-  } catch (error) {
-    expect(error).toBeInstanceOf(ConfigError);
-    return (error as ConfigError).problems;
-  }
-  throw new Error('expected a ConfigError');
-}
+const problems = (env: Record<string, string | undefined>) => configProblems(() => workersConfig(env));
 
 describe('workers configuration', () => {
   it('R-CFG-01 QUEUES is required', () => {

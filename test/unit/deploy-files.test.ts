@@ -93,6 +93,11 @@ describe('Dockerfile', () => {
     expect(stage('workers').text).toMatch(/\/healthz/);
   });
 
+  it('puts the svc CLI on PATH in every image', () => {
+    expect(stage('app').text).toMatch(/ln -s \/app\/src\/main\/cli\.ts \/usr\/local\/bin\/svc/);
+    expect(read('src/main/cli.ts').startsWith('#!/usr/bin/env node')).toBe(true);
+  });
+
   it('ships every folder the executables read at run time', () => {
     for (const dir of ['src', 'units', 'seeders', 'catalog', 'drizzle', 'sql']) {
       expect(fs.existsSync(path.join(root, dir)), dir).toBe(true);
@@ -141,6 +146,13 @@ describe('compose.yaml', () => {
     expect(() => workersConfig(envOf('workers'))).not.toThrow();
     expect(() => apiConfig({ ...envOf('api'), SVC_TASKS_CATALOG: '/app/dist/tasks.json' })).not.toThrow();
     expect(envOf('workers').SVC_SQS_QUEUE_URL_PREFIX).toMatch(/^http:\/\/sqs:4566\/\d{12}\/$/);
+  });
+
+  it('R-WRK-09 gives the workers and the API a stop grace period covering the stop budget', () => {
+    const seconds = (v: string) => Number(/^(\d+)s$/.exec(v)![1]);
+    const budgetMs = Number(envOf('workers').SVC_STOP_TIMEOUT_MS ?? 30_000);
+    expect(seconds(compose.services.workers.stop_grace_period) * 1000).toBeGreaterThan(budgetMs);
+    expect(seconds(compose.services.api.stop_grace_period)).toBeGreaterThanOrEqual(10);
   });
 
   it('R-HTTP-06 R-WRK-12 checks health on /ready and /healthz at the ports the code uses', () => {

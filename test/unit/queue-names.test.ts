@@ -8,9 +8,9 @@ import {
   queueNameFromUrl,
   queueUrl,
 } from '../../src/queue/names.ts';
-import { sqsEnvShape, sqsSettingsFromEnv } from '../../src/queue/config.ts';
+import { sqsSettings } from '../../src/queue/config.ts';
+import { workersConfig } from '../../src/config/workers.ts';
 import { createSqsClient, LOCAL_SQS_CREDENTIALS } from '../../src/queue/client.ts';
-import { z } from 'zod';
 
 describe('queue names', () => {
   it('R-CFG-03 a queue URL is the prefix with the queue name appended', () => {
@@ -37,24 +37,27 @@ describe('queue names', () => {
 });
 
 describe('SQS configuration', () => {
-  const schema = z.object(sqsEnvShape);
+  const queues = { QUEUES: 'default' };
 
   it('R-CFG-03 R-CFG-04 reads region, prefix, endpoint and the local-credentials flag', () => {
-    const env = schema.parse({
+    const config = workersConfig({
+      ...queues,
       SVC_SQS_REGION: 'eu-west-1',
       SVC_SQS_QUEUE_URL_PREFIX: 'http://127.0.0.1:9324/000000000000/',
       SVC_SQS_ENDPOINT: 'http://127.0.0.1:9324',
       SVC_SQS_LOCAL_CREDENTIALS: 'true',
     });
-    expect(sqsSettingsFromEnv(env)).toEqual({
+    expect(sqsSettings(config)).toEqual({
       region: 'eu-west-1',
       queueUrlPrefix: 'http://127.0.0.1:9324/000000000000/',
       endpoint: 'http://127.0.0.1:9324',
       localCredentials: true,
     });
-    expect(schema.parse({ SVC_SQS_QUEUE_URL_PREFIX: 'https://sqs.us-east-1.amazonaws.com/1/' }).SVC_SQS_LOCAL_CREDENTIALS).toBe(false);
-    expect(schema.safeParse({}).success).toBe(false);
-    expect(schema.safeParse({ SVC_SQS_QUEUE_URL_PREFIX: 'not a url' }).success).toBe(false);
+    const cloud = sqsSettings(workersConfig({ ...queues, SVC_SQS_QUEUE_URL_PREFIX: 'https://sqs.us-east-1.amazonaws.com/1/' }));
+    expect(cloud.localCredentials).toBe(false);
+    expect(cloud.region).toBe('us-east-1');
+    expect(() => workersConfig(queues)).toThrow(/SVC_SQS_QUEUE_URL_PREFIX/);
+    expect(() => workersConfig({ ...queues, SVC_SQS_QUEUE_URL_PREFIX: 'not a url' })).toThrow(/SVC_SQS_QUEUE_URL_PREFIX/);
   });
 
   it('R-CFG-04 local credentials are fixed; otherwise the default credential chain is used', async () => {

@@ -1,0 +1,31 @@
+// Tests of "Redis goes down mid-way" need a Redis of their own to stop: a private redis-server and a
+// client connected to it (errors swallowed, as the code under test must cope without Redis).
+import type { Redis } from 'ioredis';
+import { createRedis } from '../../src/kv/client.ts';
+import { startRedisServer } from '../../src/kv/redis-server.ts';
+
+export interface StoppableRedis {
+  /** Connected (ready) when returned. */
+  redis: Redis;
+  /** Stops the server; the client stays, failing. */
+  stopServer(): Promise<void>;
+  /** Disconnects the client and stops the server (again); for finally blocks. */
+  close(): Promise<void>;
+}
+
+export async function stoppableRedis(name: string): Promise<StoppableRedis> {
+  const server = await startRedisServer();
+  const redis = createRedis(server.url, { name });
+  redis.on('error', () => {});
+  const close = async () => {
+    redis.disconnect();
+    await server.stop();
+  };
+  try {
+    if (redis.status !== 'ready') await new Promise((resolve) => redis.once('ready', resolve));
+  } catch (error) {
+    await close();
+    throw error;
+  }
+  return { redis, stopServer: () => server.stop(), close };
+}
