@@ -62,7 +62,9 @@ export async function startRedisServer(options: { port?: number; databases?: num
       '--databases', String(options.databases ?? 16),
       '--loglevel', 'warning',
     ],
-    { stdio: ['ignore', 'ignore', 'inherit'] },
+    // Its own process group, so a terminal's Ctrl-C does not stop Redis under workers still draining;
+    // whoever started it stops it.
+    { stdio: ['ignore', 'ignore', 'inherit'], detached: true },
   );
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   await waitForPort(port);

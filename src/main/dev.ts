@@ -65,6 +65,9 @@ function startChild(name: string, args: string[], env: NodeJS.ProcessEnv): Child
     env,
     stdio: 'inherit',
     cwd: PROJECT_ROOT,
+    // Its own process group: a terminal's Ctrl-C reaches only this launcher, which then stops the
+    // children one signal each, so none is killed by a second signal in the middle of its drain.
+    detached: true,
   });
   child.on('error', (e) => log(`${name} failed to start: ${e.message}`));
   return child;
@@ -81,7 +84,7 @@ export async function run(args: string[]): Promise<number> {
     return 2;
   }
   const env = process.env;
-  const apiPort = Number(env.SVC_API_PORT ?? env.PORT ?? 3000);
+  const apiPort = Number(env.SVC_API_PORT ?? 3000);
   const healthPort = Number(env.SVC_HEALTH_PORT ?? 8081);
   for (const [variable, port] of [['SVC_API_PORT', apiPort], ['SVC_HEALTH_PORT', healthPort]] as const) {
     if (!(await portFree(port))) {
@@ -97,15 +100,21 @@ export async function run(args: string[]): Promise<number> {
   };
 
   const children: ChildProcess[] = [];
+  const childNames: string[] = [];
   let stopping = false;
-  const stopChildren = async (signal: NodeJS.Signals) => {
+  /** Stops every child with one signal, SIGKILL after the stop budget; true when all exited 0. */
+  const stopChildren = async (signal: NodeJS.Signals): Promise<boolean> => {
     const budget = Number(env.SVC_STOP_TIMEOUT_MS ?? 30_000) + 5_000;
-    for (const c of children) if (c.exitCode === null) c.kill(signal);
+    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill(signal);
     const timer = setTimeout(() => {
-      for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+      for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
     }, budget);
-    await Promise.all(children.map(exitOf));
+    const codes = await Promise.all(children.map(exitOf));
     clearTimeout(timer);
+    codes.forEach((code, i) => {
+      if (code !== 0) log(`${childNames[i]} exited with code ${code}`);
+    });
+    return codes.every((code) => code === 0);
   };
 
   try {
@@ -157,7 +166,9 @@ export async function run(args: string[]): Promise<number> {
       SVC_LOCAL_SCHEDULER: env.SVC_LOCAL_SCHEDULER ?? 'true',
     };
     children.push(startChild('workers', ['workers'], workersEnv));
+    childNames.push('workers');
     children.push(startChild('api', ['api'], childEnv));
+    childNames.push('api');
     log(`API on http://127.0.0.1:${apiPort} (docs at /docs), workers health on http://127.0.0.1:${healthPort}/healthz; Ctrl-C stops everything`);
 
     const code = await new Promise<number>((resolve) => {
@@ -165,7 +176,7 @@ export async function run(args: string[]): Promise<number> {
         if (stopping) return;
         stopping = true;
         log(`${signal}: draining and stopping`);
-        void stopChildren('SIGTERM').then(() => resolve(0));
+        void stopChildren('SIGTERM').then((clean) => resolve(clean ? 0 : 1));
       };
       process.once('SIGINT', onSignal);
       process.once('SIGTERM', onSignal);

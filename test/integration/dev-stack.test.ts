@@ -19,7 +19,8 @@ interface Dev {
 }
 
 function startDev(env: NodeJS.ProcessEnv): Dev {
-  const child = spawn(process.execPath, ['src/main/cli.ts', 'dev'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  // A process group of its own, like a terminal's foreground job, so the test can Ctrl-C the whole group.
+  const child = spawn(process.execPath, ['src/main/cli.ts', 'dev'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   const output: string[] = [];
   child.stdout!.on('data', (d) => output.push(String(d)));
   child.stderr!.on('data', (d) => output.push(String(d)));
@@ -36,6 +37,11 @@ async function waitReady(url: string, dev: Dev, timeoutMs = 90_000): Promise<voi
     if (Date.now() > deadline) throw new Error(`not ready after ${timeoutMs} ms:\n${dev.output.join('')}`);
     await new Promise((r) => setTimeout(r, 250));
   }
+}
+
+/** What a terminal does on Ctrl-C: SIGINT to every process of the foreground group. */
+function ctrlC(dev: Dev): void {
+  process.kill(-dev.child.pid!, 'SIGINT');
 }
 
 function postgresRunningOn(dataDir: string): boolean {
@@ -97,7 +103,7 @@ describe('npm start (svc dev)', () => {
     expect(before.migrations).toBe(17);
     expect(before.grants).toBe(1);
 
-    first.child.kill('SIGINT');
+    ctrlC(first);
     expect(await first.exit).toBe(0);
     expect(postgresRunningOn(pgData)).toBe(false);
 
@@ -113,8 +119,19 @@ describe('npm start (svc dev)', () => {
     await sql2.end();
     expect(after).toEqual(before);
 
-    second.child.kill('SIGINT');
+    const privateRedis = /started a private redis-server on redis:\/\/127\.0\.0\.1:(\d+)/.exec(second.output.join(''));
+    ctrlC(second);
     expect(await second.exit).toBe(0);
+    // Nothing left behind: the private redis-server is gone too.
+    const redisPort = Number(privateRedis![1]);
+    const stillListening = await new Promise<boolean>((resolve) => {
+      const socket = net.connect({ port: redisPort, host: '127.0.0.1' }, () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.on('error', () => resolve(false));
+    });
+    expect(stillListening).toBe(false);
     expect(postgresRunningOn(pgData)).toBe(false);
   }, 240_000);
 
