@@ -12,6 +12,8 @@ import { HTTP_BODY_LIMIT_BYTES, READINESS_PROBE_TIMEOUT_MS } from '../config/lim
 import { sessionCookie } from '../auth/session-cookie.ts';
 import type { SessionResolver } from '../auth/session-resolver.ts';
 import type { Catalog } from '../work/catalog.ts';
+import { catalogDispatcher } from '../work/catalog-dispatcher.ts';
+import type { Dispatcher } from '../work/dispatch.ts';
 import { errorEnvelopeSchema } from './envelope.ts';
 import { RouteTable, frameworkErrorHandler, installErrorHandling } from './errors.ts';
 import { registerOpenApi } from './openapi.ts';
@@ -21,6 +23,16 @@ import { taskRunRoutes } from './routes/task-runs.ts';
 
 /** The work-unit catalog (tasks.json) loaded from SVC_TASKS_CATALOG; the API finds subscribers through it. */
 export type ApiCatalog = Catalog;
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /**
+     * Dispatches tasks and publishes events inside a use case's transaction, resolving units from the
+     * catalog (never from unit code). After commit the use case pushes the wake signal (kv/wake.ts).
+     */
+    dispatcher: Dispatcher;
+  }
+}
 
 /** The HTTP-relevant part of the API configuration. */
 export interface HttpSettings {
@@ -47,11 +59,18 @@ export interface AppDeps {
   redis: Redis;
   resolver: SessionResolver;
   catalog: ApiCatalog;
+  /** The use cases' dispatcher; default `catalogDispatcher(catalog)`. */
+  dispatcher?: Dispatcher;
   /** Newest migration name of this build (from SVC_SCHEMA_VERSION). */
   latestMigration: string;
   config: HttpSettings;
   /** A pino logger, or false for none. */
   logger: Logger | false;
+}
+
+/** True for a CORS preflight: OPTIONS with both Origin and Access-Control-Request-Method. */
+export function isCorsPreflight(headers: Record<string, string | string[] | undefined>): boolean {
+  return Boolean(headers.origin) && Boolean(headers['access-control-request-method']);
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -65,6 +84,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     frameworkErrors: frameworkErrorHandler,
   }) as unknown as FastifyInstance;
 
+  app.decorate('dispatcher', deps.dispatcher ?? catalogDispatcher(deps.catalog));
+
   const routes = new RouteTable();
   installErrorHandling(app, routes);
   installRouteRules(
@@ -75,6 +96,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // All bodies are JSON: drop Fastify's text/plain parser so anything else is 415.
   app.removeContentTypeParser('text/plain');
   app.addSchema(errorEnvelopeSchema);
+
+  // A CORS preflight is an OPTIONS request carrying Origin and Access-Control-Request-Method. Any other
+  // OPTIONS request (no Origin, or a preflight missing its method) is an ordinary request for a method
+  // no route serves: it gets the envelope like every other one (405 with Allow on a known path, 404
+  // elsewhere) instead of @fastify/cors' plain-text `400 Invalid Preflight Request`. This hook runs
+  // before the CORS hook, which is registered after it.
+  app.addHook('onRequest', async (request, reply) => {
+    if (request.method !== 'OPTIONS' || isCorsPreflight(request.headers)) return;
+    reply.callNotFound();
+    return reply;
+  });
 
   await app.register(cors, {
     // The same exact list as the origin check; none when empty.

@@ -9,6 +9,7 @@ import { createLogger } from '../logging/logger.ts';
 import { noSessionResolver, type SessionResolver } from '../auth/session-resolver.ts';
 import { buildApp, httpSettings } from '../http/app.ts';
 import { loadCatalog } from '../work/catalog.ts';
+import { catalogDispatcher } from '../work/catalog-dispatcher.ts';
 import { stopSignal } from './stop-signal.ts';
 
 export async function run(args: string[]): Promise<number> {
@@ -31,6 +32,8 @@ export async function serveApi(env: NodeJS.ProcessEnv, resolver: SessionResolver
   const latestMigration = readSchemaVersion(config.SVC_SCHEMA_VERSION);
   // The API does not start without the work-unit catalog.
   const catalog = loadCatalog(config.SVC_TASKS_CATALOG);
+  // Use cases dispatch and publish through the catalog: the API never imports unit code.
+  const dispatcher = catalogDispatcher(catalog);
 
   const database = await resolveDatabase(
     { DATABASE_URL: config.DATABASE_URL, SVC_DATA_DIR: config.SVC_DATA_DIR, SVC_EMBEDDED_PG_PORT: String(config.SVC_EMBEDDED_PG_PORT) },
@@ -46,6 +49,7 @@ export async function serveApi(env: NodeJS.ProcessEnv, resolver: SessionResolver
     redis,
     resolver,
     catalog,
+    dispatcher,
     latestMigration,
     config: httpSettings(config),
     logger,

@@ -1,6 +1,7 @@
 // Seeders run after the schema is current, all of them in ONE transaction: either every seeder's
 // effect is committed or none is. The seeder lists of a build come from `seeders/index.ts`.
 import type { Sql, TxSql } from '../db/client.ts';
+import { inUnitOfWork, type Actor } from '../db/unit-of-work.ts';
 import { MigratorError } from './migrator-error.ts';
 import { MIGRATOR_LOCK_KEY, pendingMigrations } from './runner.ts';
 
@@ -30,13 +31,18 @@ export async function assertSchemaCurrent(sql: Sql, root: string): Promise<void>
   }
 }
 
+/** Who the seeders act as: the migrator process (app.process = 'migrator'), without a tenant or user. */
+export const SEEDER_ACTOR: Actor = { kind: 'system', label: 'migrator' };
+
 export async function runSeeders(sql: Sql, seeders: readonly Seeder[], ctx: SeedContext): Promise<void> {
   await assertSchemaCurrent(sql, ctx.root);
   if (seeders.length === 0) {
     ctx.log('no seeders to run');
     return;
   }
-  await sql.begin(async (tx) => {
+  // One unit of work like every other operation: the actor context comes first, so triggers and audit
+  // see the migrator process acting (no tenant, no user).
+  await inUnitOfWork(sql, SEEDER_ACTOR, async (tx) => {
     // Same key as the migration lock: a second migrator's seeding waits instead of interleaving.
     await tx`SELECT pg_advisory_xact_lock(${MIGRATOR_LOCK_KEY})`;
     for (const seeder of seeders) {

@@ -187,6 +187,11 @@ export function unitProblems(unit: WorkUnit): string[] {
     if (unit.schedule !== null && !isValidScheduleExpression(unit.schedule)) {
       problems.push(`invalid schedule '${unit.schedule}': write rate(<n> <unit>) with unit minute(s), hour(s) or day(s)`);
     }
+    // A scheduled run is a platform run without a tenant (the scheduler has none to bind), so a tenant
+    // task with a schedule would be refused with RUN_CONTEXT_MISMATCH at every firing.
+    if (unit.schedule !== null && unit.context === 'tenant') {
+      problems.push("a scheduled task must have context 'platform' or 'system', not 'tenant': scheduled runs belong to no tenant; set context or remove the schedule");
+    }
     if (unit.schedule === null && unit.overlap !== null) {
       problems.push('overlap is only for scheduled tasks: remove it or add a schedule');
     }

@@ -64,6 +64,17 @@ describe('tasks:check', () => {
     expect(await problems('bad-schedule')).toEqual([{ file: 'units/demo/sched.task.ts', problem: expect.stringContaining("invalid schedule 'every 5 minutes'") }]);
   });
 
+  it('R-UNT-04 R-UNT-15 R-SCH-04 `svc tasks check` refuses a schedule on a tenant task, naming the file and the rule', async () => {
+    expect(await problems('tenant-schedule')).toEqual([
+      { file: 'units/demo/tenant-tick.task.ts', problem: expect.stringContaining("a scheduled task must have context 'platform' or 'system'") },
+    ]);
+    const cli = path.join(ROOT, 'src/main/cli.ts');
+    const out = spawnSync(process.execPath, [cli, 'tasks', 'check'], { env: { ...process.env, SVC_UNITS_ROOT: at('tenant-schedule') }, encoding: 'utf8' });
+    expect(out.status).toBe(1);
+    expect(out.stderr).toContain('units/demo/tenant-tick.task.ts');
+    expect(out.stderr).toContain("not 'tenant'");
+  });
+
   it('R-UNT-03 R-UNT-15 refuses an unknown queue', async () => {
     expect(await problems('unknown-queue')).toEqual([{ file: 'units/demo/queue.task.ts', problem: expect.stringContaining("unknown queue 'urgent'") }]);
   });

@@ -116,3 +116,48 @@ describe('route rules (broken rules fail buildApp and so the openapi emit)', () 
     expect(openApiProblems(doc, '__Secure-svc_session').some((p) => p.includes('SessionCookie scheme'))).toBe(true);
   });
 });
+
+describe('OPTIONS requests that are not CORS preflights', () => {
+  const ORIGIN = 'https://app.example.com';
+  const RUN_URL = '/task-runs/0b0e8a8e-0000-4000-8000-000000000000';
+  const withCors = (corsOrigins: string[]) => buildApp({ ...stubDeps(), config: { corsOrigins, corsCredentials: true } });
+
+  const expectEnvelope = (res: { statusCode: number; headers: Record<string, unknown>; body: string }, status: number, code: string) => {
+    expect(res.statusCode).toBe(status);
+    expect(String(res.headers['content-type'])).toMatch(/^application\/json/);
+    expect(JSON.parse(res.body)).toEqual({ success: false, error: { code, message: expect.any(String) } });
+  };
+
+  it('R-HTTP-01 R-HTTP-03 a bare OPTIONS (no Origin) gets the error envelope, never a plain-text 400', async () => {
+    for (const origins of [[ORIGIN], []]) {
+      const app = await withCors(origins);
+      try {
+        const known = await app.inject({ method: 'OPTIONS', url: RUN_URL });
+        expectEnvelope(known, 405, 'METHOD_NOT_ALLOWED');
+        expect(known.headers.allow).toBe('GET, HEAD');
+        expectEnvelope(await app.inject({ method: 'OPTIONS', url: '/nope' }), 404, 'ROUTE_NOT_FOUND');
+        // A method header without Origin is no preflight either.
+        expectEnvelope(await app.inject({ method: 'OPTIONS', url: '/health', headers: { 'access-control-request-method': 'GET' } }), 405, 'METHOD_NOT_ALLOWED');
+      } finally {
+        await app.close();
+      }
+    }
+  });
+
+  it('R-HTTP-03 R-AUTH-23 an OPTIONS with Origin but no Access-Control-Request-Method gets the envelope; a real preflight still gets 204', async () => {
+    const app = await withCors([ORIGIN]);
+    try {
+      for (const origin of [ORIGIN, 'https://evil.example']) {
+        const res = await app.inject({ method: 'OPTIONS', url: RUN_URL, headers: { origin, 'accept-language': 'pt-BR' } });
+        expectEnvelope(res, 405, 'METHOD_NOT_ALLOWED');
+        expect(res.headers['content-language']).toBe('pt');
+        expect(res.headers['access-control-allow-origin']).toBeUndefined();
+      }
+      const preflight = await app.inject({ method: 'OPTIONS', url: RUN_URL, headers: { origin: ORIGIN, 'access-control-request-method': 'GET' } });
+      expect(preflight.statusCode).toBe(204);
+      expect(preflight.headers['access-control-allow-origin']).toBe(ORIGIN);
+    } finally {
+      await app.close();
+    }
+  });
+});

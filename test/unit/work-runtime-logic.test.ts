@@ -57,7 +57,7 @@ describe('unit definitions', () => {
   it('R-UNT-03 R-UNT-04 R-UNT-05 defaults: tenant context, concurrency 1, overlap skip only with a schedule', () => {
     const plain = defineTask({ name: 'demo.plain', queue: 'default', payload: z.object({}), handler: noop });
     expect(plain).toMatchObject({ kind: 'task', context: 'tenant', concurrency: 1, schedule: null, overlap: null });
-    const scheduled = defineTask({ name: 'demo.tick', queue: 'bulk', schedule: 'rate(5 minutes)', payload: z.object({}), handler: noop });
+    const scheduled = defineTask({ name: 'demo.tick', queue: 'bulk', context: 'system', schedule: 'rate(5 minutes)', payload: z.object({}), handler: noop });
     expect(scheduled.overlap).toBe('skip');
     expect(unitProblems(scheduled)).toEqual([]);
     const overlapNoSchedule = defineTask({ name: 'demo.odd', queue: 'default', overlap: 'allow', payload: z.object({}), handler: noop });

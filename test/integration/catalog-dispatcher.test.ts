@@ -1,0 +1,118 @@
+// The API's dispatcher resolves tasks and event subscribers from tasks.json, without importing unit
+// code: a subscriber whose unit file does not even exist here still gets its run and outbox row. It is
+// the dispatcher buildApp hands to the use cases (`app.dispatcher`).
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../../src/http/app.ts';
+import { inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
+import { createRedis } from '../../src/kv/client.ts';
+import { loadCatalog, writeCatalog, type Catalog } from '../../src/work/catalog.ts';
+import { DispatchError } from '../../src/work/dispatch.ts';
+import { MAX_PAYLOAD_BYTES } from '../../src/work/envelope.ts';
+import { FakeSessionResolver } from '../support/fake-session-resolver.ts';
+import { refusal } from '../support/refusal.ts';
+import { freshDatabase, freshRedisUrl, type TestDatabase } from '../support/services.ts';
+import { createTenantMember } from './work-tables-support.ts';
+
+const entry = { concurrency: 1, timeoutSeconds: 30 };
+// As `svc tasks emit` writes it; `file` paths under units/nowhere/ do not exist: importing them would fail.
+const CATALOG: Catalog = {
+  version: 1,
+  tasks: [
+    { name: 'reports.build', queue: 'bulk', context: 'tenant', schedule: null, overlap: null, file: 'units/nowhere/build.task.ts', ...entry },
+  ],
+  subscriptions: [
+    { name: 'identity.login_notification_email', event: { type: 'identity.session_started', version: 1 }, queue: 'critical', context: 'tenant', file: 'units/identity/login-notification-email.handler.ts', ...entry },
+    { name: 'audit.session_log', event: { type: 'identity.session_started', version: 1 }, queue: 'default', context: 'tenant', file: 'units/nowhere/session-log.handler.ts', ...entry },
+    { name: 'audit.session_log_v2', event: { type: 'identity.session_started', version: 2 }, queue: 'bulk', context: 'tenant', file: 'units/nowhere/session-log-v2.handler.ts', ...entry },
+  ],
+};
+
+let db: TestDatabase;
+let redis: Redis;
+let app: FastifyInstance;
+let actor: Actor;
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'catalog-dispatcher-'));
+
+beforeAll(async () => {
+  db = await freshDatabase();
+  redis = createRedis(await freshRedisUrl(), { name: 'catalog-dispatcher-test' });
+  const member = await createTenantMember(db.sql);
+  actor = { kind: 'user', ...member, label: `user:${member.userId}` };
+  const file = path.join(tmp, 'tasks.json');
+  writeCatalog(file, CATALOG);
+  app = await buildApp({
+    sql: db.sql,
+    redis,
+    resolver: new FakeSessionResolver(),
+    catalog: loadCatalog(file),
+    latestMigration: 'test',
+    config: { corsOrigins: [], corsCredentials: false },
+    logger: false,
+  });
+  await app.ready();
+});
+afterAll(async () => {
+  await app?.close();
+  redis?.disconnect();
+  await db?.drop();
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+const payload = { userId: '1', email: 'ana@example.com', occurredAt: '2030-01-01T00:00:00Z' };
+
+describe('catalogDispatcher as app.dispatcher', () => {
+  it('R-UNT-14 R-OBX-09 R-OBX-06 publishing identity.session_started v1 writes one queued run and outbox row per catalog subscriber', async () => {
+    const runs = await inUnitOfWork(db.sql, actor, (tx) => app.dispatcher.publishEvent(tx, 'identity.session_started', 1, payload, { actor }));
+    expect(runs.map((r) => r.name)).toEqual(['audit.session_log', 'identity.login_notification_email']);
+    const ids = runs.map((r) => r.runId);
+    expect(new Set(ids).size).toBe(2);
+    const rows = await db.sql`SELECT r.name, r.status, r.trigger, o.queue, o.envelope
+      FROM task_runs r JOIN outbox_messages o USING (run_id) WHERE run_id = ANY(${ids}) ORDER BY r.name`;
+    expect(rows.map((r) => [r.name, r.status, r.trigger, r.queue])).toEqual([
+      ['audit.session_log', 'queued', 'event', 'default'],
+      ['identity.login_notification_email', 'queued', 'event', 'critical'],
+    ]);
+    for (const r of rows) {
+      expect(r.envelope).toMatchObject({ kind: 'event', name: r.name, event: 'identity.session_started', version: 1, payload });
+    }
+    const [outbox] = await db.sql`SELECT count(*)::int AS n FROM outbox_messages`;
+    expect(outbox!.n).toBe(2);
+    // The version is part of the subscription: v2 reaches only its own subscriber.
+    const v2 = await inUnitOfWork(db.sql, actor, (tx) => app.dispatcher.publishEvent(tx, 'identity.session_started', 2, payload, { actor }));
+    expect(v2.map((r) => [r.name, r.queue])).toEqual([['audit.session_log_v2', 'bulk']]);
+    // An event nobody subscribes to writes nothing.
+    expect(await inUnitOfWork(db.sql, actor, (tx) => app.dispatcher.publishEvent(tx, 'identity.session_ended', 1, payload, { actor }))).toEqual([]);
+  });
+
+  it('R-UNT-14 a catalog task dispatches; an unknown name (or a subscriber name) is refused with UNIT_NOT_REGISTERED, writing nothing', async () => {
+    const run = await inUnitOfWork(db.sql, actor, (tx) => app.dispatcher.dispatchTask(tx, 'reports.build', { month: '2030-01' }, { actor }));
+    const [row] = await db.sql`SELECT name, queue, status FROM task_runs WHERE run_id = ${run.runId}`;
+    expect(row).toEqual({ name: 'reports.build', queue: 'bulk', status: 'queued' });
+    const [before] = await db.sql`SELECT count(*)::int AS n FROM task_runs`;
+    for (const name of ['reports.missing', 'identity.login_notification_email']) {
+      const error = await refusal(inUnitOfWork(db.sql, actor, (tx) => app.dispatcher.dispatchTask(tx, name, {}, { actor })));
+      expect(error).toBeInstanceOf(DispatchError);
+      expect((error as DispatchError).code).toBe('UNIT_NOT_REGISTERED');
+    }
+    const [after] = await db.sql`SELECT count(*)::int AS n FROM task_runs`;
+    expect(after!.n).toBe(before!.n);
+  });
+
+  it('R-UNT-14 R-OBX-08 at the API payloads are checked at catalog level: size and context, not the unit schema', async () => {
+    const big = await refusal(inUnitOfWork(db.sql, actor, (tx) =>
+      app.dispatcher.publishEvent(tx, 'identity.session_started', 1, { blob: 'x'.repeat(MAX_PAYLOAD_BYTES) }, { actor })));
+    expect((big as DispatchError).code).toBe('PAYLOAD_TOO_LARGE');
+    const system: Actor = { kind: 'system', label: 'test' };
+    const mismatch = await refusal(inUnitOfWork(db.sql, system, (tx) => app.dispatcher.publishEvent(tx, 'identity.session_started', 1, payload, { actor: system })));
+    expect((mismatch as DispatchError).code).toBe('RUN_CONTEXT_MISMATCH');
+    // The unit's own schema (an e-mail address) runs in the worker, before its handler, not here.
+    const runs = await inUnitOfWork(db.sql, actor, (tx) =>
+      app.dispatcher.publishEvent(tx, 'identity.session_started', 1, { ...payload, email: 'not-an-email' }, { actor }));
+    expect(runs).toHaveLength(2);
+  });
+});
