@@ -47,6 +47,12 @@ export const DEFAULT_BACKOFF_CAP_MS = 300_000;
 export const DEFAULT_IDEMPOTENCY_LEASE_MARGIN_MS = 30_000;
 /** How long a finished idempotency result is kept for replay before maintenance.purge deletes it. */
 export const DEFAULT_IDEMPOTENCY_RETENTION_MS = 7 * 86_400_000;
+/**
+ * How long the Redis copy of a finished result lives (the fast replay path). Short on purpose: the
+ * ledger row is authoritative for the whole retention and a miss falls back to it, so Redis holds
+ * about an hour of results instead of a week of every run's.
+ */
+export const DEFAULT_IDEMPOTENCY_CACHE_TTL_MS = 3_600_000;
 /** Sent outbox rows older than this are purged; pending rows never are. */
 export const DEFAULT_OUTBOX_RETENTION_MS = 7 * 86_400_000;
 /** How often workers re-check that the schema holds their build's newest migration before consuming. */

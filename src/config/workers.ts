@@ -6,6 +6,7 @@ import {
   DEFAULT_BACKOFF_CAP_MS,
   DEFAULT_HEALTH_PORT,
   DEFAULT_HEARTBEAT_INTERVAL_MS,
+  DEFAULT_IDEMPOTENCY_CACHE_TTL_MS,
   DEFAULT_IDEMPOTENCY_LEASE_MARGIN_MS,
   DEFAULT_IDEMPOTENCY_RETENTION_MS,
   DEFAULT_LOCAL_SCHEDULER_TICK_MS,
@@ -130,6 +131,8 @@ export const workersSchema = z
     SVC_IDEMPOTENCY_LEASE_MARGIN_MS: ms(DEFAULT_IDEMPOTENCY_LEASE_MARGIN_MS),
     /** Retention of a finished idempotency result before purge, ms. Default 604800000 (7 days). */
     SVC_IDEMPOTENCY_RETENTION_MS: ms(DEFAULT_IDEMPOTENCY_RETENTION_MS),
+    /** TTL of the Redis copy of a finished result (fast replay; the ledger answers after it), ms. Default 3600000 (1 hour). */
+    SVC_IDEMPOTENCY_CACHE_TTL_MS: ms(DEFAULT_IDEMPOTENCY_CACHE_TTL_MS),
     /** Retention of sent outbox rows before purge, ms. Default 604800000 (7 days). */
     SVC_OUTBOX_RETENTION_MS: ms(DEFAULT_OUTBOX_RETENTION_MS),
     /** How often workers re-check that the schema holds their newest migration before consuming, ms. Default 5000. */

@@ -60,6 +60,7 @@ export async function run(args: string[]): Promise<number> {
     drainMs: config.drainMs,
     leaseMarginMs: config.SVC_IDEMPOTENCY_LEASE_MARGIN_MS,
     retentionMs: config.SVC_IDEMPOTENCY_RETENTION_MS,
+    cacheTtlMs: config.SVC_IDEMPOTENCY_CACHE_TTL_MS,
     backoff: { baseMs: config.SVC_BACKOFF_BASE_MS, capMs: config.SVC_BACKOFF_CAP_MS },
     latestMigration,
     schemaPollIntervalMs: config.SVC_SCHEMA_POLL_INTERVAL_MS,

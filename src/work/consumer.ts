@@ -137,6 +137,10 @@ export function createAckBatcher(sqs: SQSClient, queueUrl: string, lingerMs: num
 export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
   let fetching = false;
   let inFlight = 0;
+  // Aborted by stopFetching: a message still waiting for its unit's slot then goes back to the queue
+  // at once (it never started), instead of staying invisible until the drain window ends.
+  const stopped = new AbortController();
+  const slotWaitSignal = AbortSignal.any([o.releaseSignal, stopped.signal]);
   let nextBatch = Math.min(MAX_BATCH, o.slots);
   const log = o.logger.child({ queue: o.queue });
   // Wakes the poll waiting for free slots whenever a delivery settles or fetching stops.
@@ -186,8 +190,9 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
       },
     };
     const slot = o.unitSlots.get(peekUnitName(message.Body) ?? '');
-    if (slot && !(await slot.acquire(o.releaseSignal))) {
-      // The drain window ended while this message waited for its unit's slot: it never started.
+    if (slot && !(await slot.acquire(slotWaitSignal))) {
+      // Fetching stopped (or the drain window ended) while this message waited for its unit's slot:
+      // it never started, so it is visible again at once for another worker.
       await port.retryAfter(0).catch(() => {});
       return;
     }
@@ -249,6 +254,7 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
     },
     stopFetching() {
       fetching = false;
+      stopped.abort();
       consumer.stop();
       notify();
     },

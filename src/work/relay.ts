@@ -7,6 +7,7 @@
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { Redis } from 'ioredis';
 import type { Sql, TxSql } from '../db/client.ts';
+import { actorContextSelect, type Actor } from '../db/unit-of-work.ts';
 import { waitForWake } from '../kv/wake.ts';
 import { bodyBytes, packBatches } from '../queue/batch.ts';
 import { isQueueName, queueUrl } from '../queue/names.ts';
@@ -18,6 +19,8 @@ import { appendTrailEvents, OUTBOX_TABLE, type RunScope, type TrailEventInput } 
 export const DEFAULT_SWEEP_INTERVAL_MS = 5_000;
 /** Default rows locked per outbox per pass (sent in calls of at most 10 messages / 256 KiB). */
 export const DEFAULT_RELAY_BATCH_SIZE = 100;
+/** Who the relay's units of work act as (app.process = relay). */
+export const RELAY_ACTOR: Actor = { kind: 'system', label: 'relay' };
 /** Longest BLPOP, so a lost connection or a stop is noticed quickly. */
 const WAKE_BLOCK_SECONDS = 1;
 /** Parallel SendMessageBatch calls within one pass. */
@@ -66,11 +69,14 @@ async function passOne(
   log: RelayLogger,
 ): Promise<RelayPassResult> {
   const table = OUTBOX_TABLE[scope];
-  // Fewest failed attempts first: a row that keeps failing never blocks newer ones.
+  // Fewest failed attempts first: a row that keeps failing never blocks newer ones. The first statement
+  // of the unit of work also applies the relay's actor context (app.process = relay) for the sent_at
+  // updates and `sent` trail rows that follow, without a round trip of its own.
   const rows = (await tx`
+    WITH ctx AS MATERIALIZED (${actorContextSelect(tx, RELAY_ACTOR)})
     SELECT id::text AS id, run_id, ${scope === 'tenant' ? tx`tenant_id::text AS tenant_id,` : tx``} queue, envelope, attempts
       FROM ${tx(table)}
-     WHERE sent_at IS NULL AND available_at <= clock_timestamp()
+     WHERE sent_at IS NULL AND available_at <= clock_timestamp() AND EXISTS (SELECT 1 FROM ctx)
      ORDER BY attempts, available_at, id
      LIMIT ${batchSize}
        FOR UPDATE SKIP LOCKED`) as unknown as PendingRow[];

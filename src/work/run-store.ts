@@ -282,12 +282,16 @@ export async function startDelivery(
 ): Promise<{ run: RunRow; scheduledFor: string | null } | null> {
   const tenantId = checkTenant(scope, d.tenantId);
   // The uncorrelated EXISTS is an init-plan: the settings are applied before the first row is updated.
+  // It also takes KEY SHARE on the run's outbox row, which waits while the relay holds that row FOR
+  // UPDATE: a message can arrive before the relay commits, and `received` must follow `sent` in the
+  // trail (ids are taken at insert). No outbox row (purged, redriven) means no wait.
   const rows =
     scope === 'tenant'
       ? await sql`
       WITH ctx AS MATERIALIZED (
         SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
-               set_config('app.process', ${actor.process}, true) AS p),
+               set_config('app.process', ${actor.process}, true) AS p,
+               (SELECT count(*) FROM (SELECT 1 FROM outbox_messages WHERE run_id = ${d.runId} FOR KEY SHARE) ob) AS ob),
       run AS (
         UPDATE task_runs SET status = 'running', attempts = attempts + 1,
                started_at = COALESCE(started_at, clock_timestamp()), finished_at = NULL, updated_at = clock_timestamp()
@@ -301,7 +305,8 @@ export async function startDelivery(
       : await sql`
       WITH ctx AS MATERIALIZED (
         SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
-               set_config('app.process', ${actor.process}, true) AS p),
+               set_config('app.process', ${actor.process}, true) AS p,
+               (SELECT count(*) FROM (SELECT 1 FROM platform_outbox_messages WHERE run_id = ${d.runId} FOR KEY SHARE) ob) AS ob),
       run AS (
         UPDATE platform_task_runs SET status = 'running', attempts = attempts + 1,
                started_at = COALESCE(started_at, clock_timestamp()), finished_at = NULL, updated_at = clock_timestamp()
@@ -319,6 +324,65 @@ export async function startDelivery(
   return { run: toRunRow(row), scheduledFor: (row.scheduled_for_at as string | null) ?? null };
 }
 
+/**
+ * startDelivery for several deliveries that share a scope, tenant and actor, as ONE autocommitted
+ * statement: each run still moves with its own `received` event in the same commit. Returns the
+ * started runs by run id; a run missing or final is absent from the map (nothing was written for it).
+ * The run ids must be distinct.
+ */
+export async function startDeliveries(
+  sql: Sql,
+  scope: RunScope,
+  actor: ActorSettings,
+  tenantId: string | null,
+  workerInstance: string,
+  deliveries: ReadonlyArray<{ runId: string; receiveCount: number }>,
+): Promise<Map<string, { run: RunRow; scheduledFor: string | null }>> {
+  const tenant = checkTenant(scope, tenantId);
+  const ids = deliveries.map((d) => d.runId);
+  // As startDelivery: ctx also waits for the relay's commit of these runs' outbox rows.
+  const counts = deliveries.map((d) => d.receiveCount);
+  const rows =
+    scope === 'tenant'
+      ? await sql`
+      WITH ctx AS MATERIALIZED (
+        SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
+               set_config('app.process', ${actor.process}, true) AS p,
+               (SELECT count(*) FROM (SELECT 1 FROM outbox_messages WHERE run_id = ANY(${ids}::uuid[]) FOR KEY SHARE) ob) AS ob),
+      d AS (SELECT * FROM unnest(${ids}::uuid[], ${counts}::int[]) AS d(run_id, receive_count)),
+      run AS (
+        UPDATE task_runs t SET status = 'running', attempts = t.attempts + 1,
+               started_at = COALESCE(t.started_at, clock_timestamp()), finished_at = NULL, updated_at = clock_timestamp()
+          FROM d
+         WHERE t.run_id = d.run_id AND t.tenant_id = ${tenant} AND t.status IN ('queued', 'running', 'retrying')
+           AND EXISTS (SELECT 1 FROM ctx)
+        RETURNING t.*, d.receive_count AS delivery_receive_count),
+      ev AS (
+        INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance)
+        SELECT run_id, tenant_id, 'received', attempts, delivery_receive_count, queue, ${workerInstance} FROM run)
+      SELECT run.*, NULL::text AS scheduled_for_at FROM run`
+      : await sql`
+      WITH ctx AS MATERIALIZED (
+        SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
+               set_config('app.process', ${actor.process}, true) AS p,
+               (SELECT count(*) FROM (SELECT 1 FROM platform_outbox_messages WHERE run_id = ANY(${ids}::uuid[]) FOR KEY SHARE) ob) AS ob),
+      d AS (SELECT * FROM unnest(${ids}::uuid[], ${counts}::int[]) AS d(run_id, receive_count)),
+      run AS (
+        UPDATE platform_task_runs t SET status = 'running', attempts = t.attempts + 1,
+               started_at = COALESCE(t.started_at, clock_timestamp()), finished_at = NULL, updated_at = clock_timestamp()
+          FROM d
+         WHERE t.run_id = d.run_id AND t.status IN ('queued', 'running', 'retrying')
+           AND EXISTS (SELECT 1 FROM ctx)
+        RETURNING t.*, d.receive_count AS delivery_receive_count),
+      ev AS (
+        INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance)
+        SELECT run_id, 'received', attempts, delivery_receive_count, queue, ${workerInstance} FROM run)
+      SELECT run.*, (SELECT to_char(o.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+                       FROM platform_task_run_schedule_origins o WHERE o.run_id = run.run_id) AS scheduled_for_at
+        FROM run`;
+  return new Map(rows.map((row) => [row.run_id as string, { run: toRunRow(row), scheduledFor: (row.scheduled_for_at as string | null) ?? null }]));
+}
+
 export interface DeliveryFinish extends RunKey {
   attempt: number;
   receiveCount: number;
@@ -334,12 +398,17 @@ export interface DeliveryFinish extends RunKey {
  * The end of a successful execution inside the effect transaction, as ONE statement: marks the ledger
  * key `completed` with the outcome (as completeKey), moves the run to `succeeded` (outcome, progress
  * 100, finished_at) and appends `succeeded` (as transitionRun + appendTrailEvent). Returns false when
- * the run row is gone.
+ * the run row is gone; fails (aborting the transaction) when the run is no longer `running`.
  */
 export async function finishDelivery(tx: TxSql, scope: RunScope, f: DeliveryFinish): Promise<boolean> {
   const tenantId = checkTenant(scope, f.tenantId);
   const outcome = tx.json(f.outcome as never);
   const retention = f.ledger.retentionMs / 1000;
+  // running → succeeded only. A run that left `running` meanwhile (an early failure of a duplicate
+  // delivery failed it) must not be overwritten, and this effect must not commit: the statement then
+  // fails on purpose (a cast of a non-constant text, so nothing is folded at plan time), which aborts
+  // the transaction, and the COMMIT sent behind it rolls back.
+  const notRunning = tx`('run ' || r.run_id::text || ' is no longer running: its finish is refused')::int`;
   const rows =
     scope === 'tenant'
       ? await tx`
@@ -350,12 +419,14 @@ export async function finishDelivery(tx: TxSql, scope: RunScope, f: DeliveryFini
       run AS (
         UPDATE task_runs SET status = 'succeeded', progress = 100::smallint, outcome = ${outcome},
                finished_at = clock_timestamp(), updated_at = clock_timestamp()
-         WHERE run_id = ${f.runId} AND tenant_id = ${tenantId}
+         WHERE run_id = ${f.runId} AND tenant_id = ${tenantId} AND status = 'running'
         RETURNING run_id, tenant_id),
       ev AS (
         INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance)
         SELECT run_id, tenant_id, 'succeeded', ${f.attempt}, ${f.receiveCount}, ${f.queue}, ${f.workerInstance} FROM run)
-      SELECT 1 AS done FROM run`
+      SELECT 1 AS done FROM run
+      UNION ALL
+      SELECT ${notRunning} FROM task_runs r WHERE r.run_id = ${f.runId} AND r.tenant_id = ${tenantId} AND NOT EXISTS (SELECT 1 FROM run)`
       : await tx`
       WITH k AS (
         UPDATE platform_idempotency_keys SET status = 'completed', outcome = ${outcome},
@@ -364,11 +435,13 @@ export async function finishDelivery(tx: TxSql, scope: RunScope, f: DeliveryFini
       run AS (
         UPDATE platform_task_runs SET status = 'succeeded', progress = 100::smallint, outcome = ${outcome},
                finished_at = clock_timestamp(), updated_at = clock_timestamp()
-         WHERE run_id = ${f.runId}
+         WHERE run_id = ${f.runId} AND status = 'running'
         RETURNING run_id),
       ev AS (
         INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance)
         SELECT run_id, 'succeeded', ${f.attempt}, ${f.receiveCount}, ${f.queue}, ${f.workerInstance} FROM run)
-      SELECT 1 AS done FROM run`;
+      SELECT 1 AS done FROM run
+      UNION ALL
+      SELECT ${notRunning} FROM platform_task_runs r WHERE r.run_id = ${f.runId} AND NOT EXISTS (SELECT 1 FROM run)`;
   return rows.length === 1;
 }

@@ -17,10 +17,11 @@ import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Sql, TxSql } from '../db/client.ts';
+import { jsonbTextBytes } from '../db/jsonb-text.ts';
 import { inUnitOfWork, type Actor } from '../db/unit-of-work.ts';
 import { runStatusKey } from '../kv/keys.ts';
 import { evictRunStatus } from '../kv/run-status-cache.ts';
-import { RUN_JSON_MAX_BYTES, RUNTIME_MAX_RECEIVES } from '../config/limits.ts';
+import { DEFAULT_IDEMPOTENCY_CACHE_TTL_MS, RUN_JSON_MAX_BYTES, RUNTIME_MAX_RECEIVES } from '../config/limits.ts';
 import { backoffSeconds, type BackoffOptions } from './backoff.ts';
 import { parseEnvelope, type Envelope } from './envelope.ts';
 import {
@@ -42,8 +43,10 @@ import {
   appendTrailEvent,
   FINAL_RUN_STATUSES,
   finishDelivery,
+  OUTBOX_TABLE,
   readRun,
   setRunProgress,
+  startDeliveries,
   startDelivery,
   transitionRun,
   type ActorSettings,
@@ -93,6 +96,8 @@ export interface RunnerDeps {
   leaseMarginMs: number;
   /** How long a finished key is kept for replay (SVC_IDEMPOTENCY_RETENTION_MS). */
   retentionMs: number;
+  /** TTL of the Redis copy of a finished result (SVC_IDEMPOTENCY_CACHE_TTL_MS); the ledger answers after it. Default 1 hour. */
+  cacheTtlMs?: number;
   backoff: BackoffOptions;
   /** Receives before the permanent path. Default 5. */
   maxReceives?: number;
@@ -121,15 +126,20 @@ export class ReleasedOnShutdown extends Error {
   }
 }
 
-/** Keeps a JSON object under the column limit by shortening its long strings. */
+/** Keeps a JSON object under the column limit (as jsonb text, what the CHECK measures) by shortening its long strings. */
 export function fitDetail(detail: Record<string, unknown>, maxBytes = RUN_JSON_MAX_BYTES): Record<string, unknown> {
   let out = detail;
-  for (let limit = 512; Buffer.byteLength(JSON.stringify(out)) > maxBytes && limit >= 16; limit = Math.floor(limit / 2)) {
+  for (let limit = 512; jsonbTextBytes(out) > maxBytes && limit >= 16; limit = Math.floor(limit / 2)) {
     out = Object.fromEntries(
       Object.entries(detail).map(([k, v]) => [k, typeof v === 'string' && v.length > limit ? `${v.slice(0, limit)}…` : v]),
     );
   }
-  return Buffer.byteLength(JSON.stringify(out)) > maxBytes ? { truncated: true } : out;
+  return jsonbTextBytes(out) > maxBytes ? { truncated: true } : out;
+}
+
+/** The Redis copy never outlives the ledger row it copies. */
+function cacheTtlOf(deps: RunnerDeps): number {
+  return Math.min(deps.cacheTtlMs ?? DEFAULT_IDEMPOTENCY_CACHE_TTL_MS, deps.retentionMs);
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
@@ -309,16 +319,17 @@ async function register(c: DeliveryContext, early: Failure | null, gate: GateSta
   const { scope, tenantId, envelope } = c;
   if (!early && keyLocked && (gate.state === 'acquired' || gate.state === 'unavailable')) {
     // The usual delivery: one autocommitted statement (actor context, lock, running, `received`).
-    const started = await startDelivery(c.deps.sql, scope, actorSettingsOf(c.actor), {
+    const started = await startCoalesced(c.deps.sql, scope, actorSettingsOf(c.actor), tenantId, c.deps.workerInstance, {
       runId: envelope.run_id,
-      tenantId,
       receiveCount: c.delivery.receiveCount,
-      workerInstance: c.deps.workerInstance,
     });
     if (started) return { kind: 'execute', run: started.run, attempt: started.run.attempts, scheduledFor: started.scheduledFor };
     // Missing or final: nothing was written; the general path below records it.
   }
   return inUnitOfWork(c.deps.sql, c.actor, async (tx): Promise<Registration> => {
+    // Waits for the relay's commit of this run's outbox row (its FOR UPDATE conflicts with KEY SHARE),
+    // so `received` follows `sent` in the trail, as startDelivery does.
+    await tx`SELECT 1 FROM ${tx(OUTBOX_TABLE[scope])} WHERE run_id = ${envelope.run_id} FOR KEY SHARE`;
     // FOR NO KEY UPDATE, not FOR UPDATE: the open effect transaction of a duplicate holds a KEY SHARE
     // lock on the run (its trail rows reference it), and this registration must not wait for it.
     await tx`SELECT 1 FROM ${tx(scope === 'tenant' ? 'task_runs' : 'platform_task_runs')}
@@ -335,8 +346,11 @@ async function register(c: DeliveryContext, early: Failure | null, gate: GateSta
       return { kind: 'final', run, deadLettered: rows.length > 0 };
     }
     if (early) {
+      // Only the spec's transitions: the delivery makes the run `running` (queued/retrying → running;
+      // attempts unchanged, no handler runs), and settleFailure moves it on from `running`.
+      const taken = await takeRun(tx, c, run);
       await trail(tx, c, run, 'received', run.attempts);
-      return { kind: 'early', run };
+      return { kind: 'early', run: taken };
     }
     if (gate.state === 'held') {
       await trail(tx, c, run, 'received', run.attempts, { detail: { held: 'gate' } });
@@ -345,7 +359,8 @@ async function register(c: DeliveryContext, early: Failure | null, gate: GateSta
     if (gate.state === 'completed') {
       // Another run with the same business key already produced this result: replay it.
       await trail(tx, c, run, 'received', run.attempts, { detail: { replay: 'gate' } });
-      await transitionRun(tx, scope, { runId: run.runId, tenantId, to: 'succeeded', outcome: fitOutcome(gate.outcome), progress: 100 });
+      await takeRun(tx, c, run);
+      await transitionRun(tx, scope, { runId: run.runId, tenantId, to: 'succeeded', from: ['running'], outcome: fitOutcome(gate.outcome), progress: 100 });
       await trail(tx, c, run, 'succeeded', run.attempts, { detail: { replayed: true } });
       return { kind: 'replayed' };
     }
@@ -354,7 +369,7 @@ async function register(c: DeliveryContext, early: Failure | null, gate: GateSta
       await trail(tx, c, run, 'received', run.attempts, { detail: { held: 'ledger' } });
       return { kind: 'held', retryAfterMs: leaseMs };
     }
-    const started = await transitionRun(tx, scope, { runId: run.runId, tenantId, to: 'running', attempts: 'increment' });
+    const started = await transitionRun(tx, scope, { runId: run.runId, tenantId, to: 'running', from: ['queued', 'running', 'retrying'], attempts: 'increment' });
     await trail(tx, c, run, 'received', started!.attempts);
     const [origin] =
       scope === 'platform'
@@ -365,6 +380,103 @@ async function register(c: DeliveryContext, early: Failure | null, gate: GateSta
   });
 }
 
+type Started = { run: RunRow; scheduledFor: string | null } | null;
+
+interface PendingStart {
+  runId: string;
+  receiveCount: number;
+  resolve(started: Started): void;
+  reject(error: unknown): void;
+}
+
+interface StartGroup {
+  scope: RunScope;
+  actor: ActorSettings;
+  tenantId: string | null;
+  workerInstance: string;
+  items: PendingStart[];
+}
+
+/** Registrations waiting for the end of the current event-loop turn, per pool and per shared actor. */
+const pendingStarts = new WeakMap<Sql, Map<string, StartGroup>>();
+
+/**
+ * Registers a delivery through startDelivery, sharing ONE statement (and one commit) with the other
+ * deliveries of the same scope, tenant and actor that reach this point in the same event-loop turn
+ * (typically the messages of one receive). Each run's transition still commits with its own
+ * `received` event; only statement and commit overheads are shared. If the shared statement fails,
+ * each delivery is retried alone, so one delivery's error never becomes another's.
+ */
+function startCoalesced(
+  sql: Sql,
+  scope: RunScope,
+  actor: ActorSettings,
+  tenantId: string | null,
+  workerInstance: string,
+  delivery: { runId: string; receiveCount: number },
+): Promise<Started> {
+  const one = () => startDelivery(sql, scope, actor, { ...delivery, tenantId, workerInstance });
+  let groups = pendingStarts.get(sql);
+  if (!groups) {
+    groups = new Map();
+    pendingStarts.set(sql, groups);
+  }
+  const key = [scope, actor.tenantId, actor.userId, actor.process, tenantId ?? '', workerInstance].join('\u0000');
+  const group = groups.get(key);
+  // The run ids of one statement must be distinct (the advisory lock already makes a repeat impossible).
+  if (group?.items.some((i) => i.runId === delivery.runId)) return one();
+  return new Promise<Started>((resolve, reject) => {
+    const item: PendingStart = { ...delivery, resolve, reject };
+    if (group) {
+      group.items.push(item);
+      return;
+    }
+    const fresh: StartGroup = { scope, actor, tenantId, workerInstance, items: [item] };
+    groups.set(key, fresh);
+    setImmediate(() => {
+      groups.delete(key);
+      void flushStarts(sql, fresh);
+    });
+  });
+}
+
+async function flushStarts(sql: Sql, g: StartGroup): Promise<void> {
+  const alone = (i: PendingStart) =>
+    startDelivery(sql, g.scope, g.actor, { runId: i.runId, receiveCount: i.receiveCount, tenantId: g.tenantId, workerInstance: g.workerInstance }).then(
+      i.resolve,
+      i.reject,
+    );
+  if (g.items.length === 1) return alone(g.items[0]!);
+  let started: Map<string, Exclude<Started, null>>;
+  try {
+    started = await startDeliveries(sql, g.scope, g.actor, g.tenantId, g.workerInstance, g.items);
+  } catch {
+    // Nothing of the shared statement committed: each delivery goes alone and meets its own error.
+    await Promise.all(g.items.map(alone));
+    return;
+  }
+  for (const i of g.items) i.resolve(started.get(i.runId) ?? null);
+}
+
+/**
+ * Makes a queued or retrying run `running` for a delivery that will not execute the handler (early
+ * failure, replay), attempts unchanged; a run already `running` stays as it is. Returns the run as it
+ * now is. The caller holds the run row locked.
+ */
+async function takeRun(tx: TxSql, c: DeliveryContext, run: RunRow): Promise<RunRow> {
+  if (run.status === 'running') return run;
+  const taken = await transitionRun(tx, c.scope, { runId: run.runId, tenantId: c.tenantId, to: 'running', from: ['queued', 'retrying'] });
+  return taken ?? run;
+}
+
+/** The run left `running` under this delivery (another delivery settled or released it): this one's settlement is void. */
+class RunMovedOn extends Error {
+  readonly code = 'RUN_MOVED_ON';
+  constructor() {
+    super('the run is no longer running: another delivery settled it');
+  }
+}
+
 /** The transaction-local actor settings, as applyActorContext (src/db/unit-of-work.ts) sets them. */
 function actorSettingsOf(actor: Actor): ActorSettings {
   if (actor.kind === 'user') return { tenantId: actor.tenantId, userId: actor.userId, process: '' };
@@ -373,7 +485,7 @@ function actorSettingsOf(actor: Actor): ActorSettings {
 }
 
 function fitOutcome(outcome: Record<string, unknown>): Record<string, unknown> {
-  return Buffer.byteLength(JSON.stringify(outcome)) <= RUN_JSON_MAX_BYTES ? outcome : { truncated: true };
+  return jsonbTextBytes(outcome) <= RUN_JSON_MAX_BYTES ? outcome : { truncated: true };
 }
 
 function deadLetterContext(c: DeliveryContext, f: Failure): DeadLetterContext {
@@ -400,7 +512,15 @@ async function deliver(c: DeliveryContext, early: Failure | null, gate: GateStat
   const controller = new AbortController();
   const timeoutMs = (unit?.timeoutSeconds ?? 60) * 1000;
   let timer: NodeJS.Timeout | undefined;
-  const onRelease = () => controller.abort(new ReleasedOnShutdown());
+  // The effect transaction's backend while it is open: a release cancels its current statement, or
+  // the ROLLBACK would queue behind a handler statement (pg_sleep, a lock wait) past the stop budget.
+  let effectBackend: EffectBackend | null = null;
+  const onRelease = () => {
+    controller.abort(new ReleasedOnShutdown());
+    if (effectBackend) {
+      cancelStatement(deps.sql, effectBackend).catch((error: unknown) => c.log.warn({ err: error }, 'could not cancel the statement of a released run'));
+    }
+  };
   let registration: Registration | undefined;
   let evicted: Promise<void> = Promise.resolve();
   let startedAt: string | null = null;
@@ -411,10 +531,12 @@ async function deliver(c: DeliveryContext, early: Failure | null, gate: GateStat
       // transaction (a handler statement cannot outlive the unit's timeout even if the handler ignores
       // the signal) and the key's advisory lock.
       const settings = actorSettingsOf(c.actor);
-      const [opened] = await tx<{ locked: boolean }[]>`
+      const [opened] = await tx<{ locked: boolean; pid: number; xact_start: string }[]>`
         SELECT set_config('app.tenant_id', ${settings.tenantId}, true), set_config('app.user_id', ${settings.userId}, true),
                set_config('app.process', ${settings.process}, true), set_config('statement_timeout', ${String(timeoutMs)}, true),
-               ${needsLock ? tx`pg_try_advisory_xact_lock(${advisoryKeyOf(c.key!)}::bigint)` : tx`true`} AS locked`;
+               ${needsLock ? tx`pg_try_advisory_xact_lock(${advisoryKeyOf(c.key!)}::bigint)` : tx`true`} AS locked,
+               pg_backend_pid() AS pid, (extract(epoch FROM now()) * 1000000)::int8::text AS xact_start`;
+      effectBackend = { pid: opened!.pid, xactStart: opened!.xact_start };
       registration = await register(c, early, gate, opened!.locked, leaseMs);
       if (registration.kind !== 'execute') return null;
       // Not awaited: later Redis commands of this delivery go down the same connection after it.
@@ -438,7 +560,8 @@ async function deliver(c: DeliveryContext, early: Failure | null, gate: GateStat
       }
       if (claim.kind === 'held') throw new HeldElsewhere('the idempotency key is held by another execution');
       if (claim.kind === 'completed') {
-        await transitionRun(tx, scope, { runId: run.runId, tenantId, to: 'succeeded', outcome: fitOutcome(claim.outcome), progress: 100 });
+        const replayed = await transitionRun(tx, scope, { runId: run.runId, tenantId, to: 'succeeded', from: ['running'], outcome: fitOutcome(claim.outcome), progress: 100 });
+        if (!replayed) throw new RunMovedOn();
         await trail(tx, c, run, 'succeeded', attempt, { detail: { replayed: true } });
         return { replayed: true, outcome: claim.outcome };
       }
@@ -470,7 +593,8 @@ async function deliver(c: DeliveryContext, early: Failure | null, gate: GateStat
       const returned = await raceAbort(handling, controller.signal);
       const outcome = returned === undefined ? {} : returned;
       if (!isPlainObject(outcome)) throw new ValidationFailure(`handler of '${unit!.name}' must return a JSON object or nothing`);
-      if (Buffer.byteLength(JSON.stringify(outcome)) > RUN_JSON_MAX_BYTES) {
+      // Measured as the CHECK measures it (octet_length(outcome::text) of the jsonb), not compact JSON.
+      if (jsonbTextBytes(outcome) > RUN_JSON_MAX_BYTES) {
         throw new ValidationFailure(`handler of '${unit!.name}' returned an outcome over ${RUN_JSON_MAX_BYTES} bytes`);
       }
       // Ledger `completed`, run `succeeded`, trail `succeeded`: one statement, committed with the effect.
@@ -490,16 +614,18 @@ async function deliver(c: DeliveryContext, early: Failure | null, gate: GateStat
       finished.catch(() => {}); // observed below
       return { replayed: false, outcome: outcome as UnitOutcome, finished };
     });
+    effectBackend = null;
     if (result?.finished) await result.finished;
     clearTimeout(timer);
     deps.releaseSignal?.removeEventListener('abort', onRelease);
     if (result) {
       await evicted;
-      await recordGateResultAndEvict(deps.redis, runStatusKey(c.envelope.run_id), c.gateKey, c.fingerprint, result.outcome, deps.retentionMs);
+      await recordGateResultAndEvict(deps.redis, runStatusKey(c.envelope.run_id), c.gateKey, c.fingerprint, result.outcome, cacheTtlOf(deps));
       await port.ack();
       return result.replayed ? 'replayed' : 'succeeded';
     }
   } catch (error) {
+    effectBackend = null;
     clearTimeout(timer);
     deps.releaseSignal?.removeEventListener('abort', onRelease);
     await evicted;
@@ -520,6 +646,18 @@ async function deliver(c: DeliveryContext, early: Failure | null, gate: GateStat
   return settleRegistration(c, registration!, early);
 }
 
+interface EffectBackend {
+  pid: number;
+  /** now() of the effect transaction in epoch microseconds: the cancel hits only that transaction, never a later user of the connection. */
+  xactStart: string;
+}
+
+/** Cancels the current statement of the effect transaction (on another connection; no-op once it ended). */
+async function cancelStatement(sql: Sql, backend: EffectBackend): Promise<void> {
+  await sql`SELECT pg_cancel_backend(pid) FROM pg_stat_activity
+             WHERE pid = ${backend.pid} AND (extract(epoch FROM xact_start) * 1000000)::int8 = ${backend.xactStart}::text::int8`;
+}
+
 /** Settles a delivery that did not execute (finished run, held key, replay, early failure, no run). */
 async function settleRegistration(c: DeliveryContext, registration: Registration, early: Failure | null): Promise<DeliveryResult> {
   const { deps, port } = c;
@@ -536,7 +674,7 @@ async function settleRegistration(c: DeliveryContext, registration: Registration
       // A late duplicate of a finished run. Repopulate the gate from the ledger when Redis lacked it.
       if (registration.run.status === 'succeeded' && c.key && c.gateToken) {
         const row = await readKey(deps.sql, ledgerScope(c), c.key);
-        if (row?.status === 'completed') await recordGateResult(deps.redis, c.gateKey!, row.fingerprint, row.outcome, deps.retentionMs);
+        if (row?.status === 'completed') await recordGateResult(deps.redis, c.gateKey!, row.fingerprint, row.outcome, cacheTtlOf(deps));
         else await releaseOwnGate(c);
       } else {
         await releaseOwnGate(c);
@@ -582,11 +720,13 @@ async function rememberStart(tx: TxSql, c: DeliveryContext, run: RunRow, attempt
 }
 
 async function release(c: DeliveryContext, run: RunRow, attempt: number, startedAt: string | null): Promise<DeliveryResult> {
-  await inUnitOfWork(c.deps.sql, c.actor, async (tx) => {
-    await transitionRun(tx, c.scope, { runId: run.runId, tenantId: c.tenantId, to: 'queued', from: ['running'] });
+  const released = await inUnitOfWork(c.deps.sql, c.actor, async (tx) => {
+    if (!(await transitionRun(tx, c.scope, { runId: run.runId, tenantId: c.tenantId, to: 'queued', from: ['running'] }))) return false;
     await rememberStart(tx, c, run, attempt, startedAt);
     await trail(tx, c, run, 'released_on_shutdown', attempt);
+    return true;
   });
+  if (!released) return settleMovedOn(c, 0);
   await evict(c);
   await releaseOwnGate(c);
   await c.port.retryAfter(0);
@@ -599,12 +739,14 @@ async function settleFailure(c: DeliveryContext, run: RunRow, f: Failure, starte
   const errorFields = { errorCode: f.code, errorType: f.type };
   if (!f.permanent && !exhausted) {
     const delaySeconds = backoffSeconds(c.delivery.receiveCount, c.deps.backoff);
-    await inUnitOfWork(c.deps.sql, c.actor, async (tx) => {
+    const moved = await voidIfMovedOn(c, async (tx) => {
+      // running → retrying only: a run another delivery already settled keeps its settlement.
+      if (!(await transitionRun(tx, c.scope, { runId: run.runId, tenantId: c.tenantId, to: 'retrying', from: ['running'] }))) throw new RunMovedOn();
       if (c.key) await failKey(tx, ledgerScope(c), c.key, c.fingerprint!, 'failed_retryable', c.deps.retentionMs);
-      await transitionRun(tx, c.scope, { runId: run.runId, tenantId: c.tenantId, to: 'retrying' });
       await rememberStart(tx, c, run, attempt, startedAt);
       await trail(tx, c, run, 'retry_scheduled', attempt, { ...errorFields, detail: { message: f.message, retryInSeconds: delaySeconds } });
     });
+    if (moved) return settleMovedOn(c, delaySeconds);
     await evict(c);
     await releaseOwnGate(c);
     await c.port.retryAfter(delaySeconds);
@@ -612,22 +754,52 @@ async function settleFailure(c: DeliveryContext, run: RunRow, f: Failure, starte
     return 'retrying';
   }
   const reuse = f.code === 'IDEMPOTENCY_KEY_REUSED';
-  await inUnitOfWork(c.deps.sql, c.actor, async (tx) => {
+  const moved = await voidIfMovedOn(c, async (tx) => {
+    // running → failed only (an early failure or the fifth receive made the run `running` first).
+    if (!(await transitionRun(tx, c.scope, { runId: run.runId, tenantId: c.tenantId, to: 'failed', from: ['running'] }))) throw new RunMovedOn();
     // A reused key belongs to another request: its ledger row is left as it is.
     if (c.key && !reuse) await failKey(tx, ledgerScope(c), c.key, c.fingerprint!, 'failed_permanent', c.deps.retentionMs);
-    await transitionRun(tx, c.scope, { runId: run.runId, tenantId: c.tenantId, to: 'failed' });
     await rememberStart(tx, c, run, attempt, startedAt);
     await trail(tx, c, run, 'failed', attempt, {
       ...errorFields,
       detail: { message: f.message, permanent: f.permanent, receivesExhausted: exhausted && !f.permanent },
     });
   });
+  if (moved) return settleMovedOn(c, backoffSeconds(c.delivery.receiveCount, c.deps.backoff));
   await evict(c);
   await releaseOwnGate(c);
   await deadLetter(c, run, f, attempt);
   await c.port.ack();
   c.log.error({ code: f.code }, 'permanent failure: run failed, message dead-lettered');
   return 'failed';
+}
+
+/** Runs a settling unit of work; true (and nothing written) when it found the run no longer running. */
+async function voidIfMovedOn(c: DeliveryContext, work: (tx: TxSql) => Promise<void>): Promise<boolean> {
+  try {
+    await inUnitOfWork(c.deps.sql, c.actor, work);
+    return false;
+  } catch (error) {
+    if (error instanceof RunMovedOn) return true;
+    throw error;
+  }
+}
+
+/**
+ * This delivery's run was settled (or released, or retried) by another delivery meanwhile: that
+ * settlement stands and nothing is written for this one. A finished run's message is deleted; a
+ * run still active comes back with its message, whose next delivery sorts it out.
+ */
+async function settleMovedOn(c: DeliveryContext, retryInSeconds: number): Promise<DeliveryResult> {
+  await releaseOwnGate(c);
+  const run = await inUnitOfWork(c.deps.sql, c.actor, (tx) => readRun(tx, c.scope, { runId: c.envelope.run_id, tenantId: c.tenantId }));
+  c.log.warn({ status: run?.status }, 'the run left running under this delivery: its own settlement stands');
+  if (!run || FINAL_RUN_STATUSES.has(run.status)) {
+    await c.port.ack();
+    return 'settled';
+  }
+  await c.port.retryAfter(retryInSeconds);
+  return 'held';
 }
 
 async function deadLetter(c: DeliveryContext, run: RunRow, f: Failure, attempt = run.attempts): Promise<void> {

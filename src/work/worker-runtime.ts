@@ -47,6 +47,8 @@ export interface WorkerRuntimeOptions {
   leaseMarginMs?: number;
   /** Retention of finished idempotency keys, ms. Default 7 days. */
   retentionMs?: number;
+  /** TTL of the Redis copy of a finished result, ms. Default 1 hour. */
+  cacheTtlMs?: number;
   backoff?: BackoffOptions;
   /** Receives before the permanent path. Default 5. */
   maxReceives?: number;
@@ -75,10 +77,20 @@ export interface WorkerRuntime {
   inFlight(): number;
 }
 
-/** Sum of the concurrency of the units on the consumed queues: the slots of the pool rule. */
+/**
+ * The slots of the consumed queues, as the consumers take them: per queue the sum of the concurrency
+ * of its units, and at least 1 (a queue without units still takes one message at a time, so messages
+ * for unknown units are dead-lettered). The pool rule counts these same slots, so a pool sized to it
+ * can always give every slot its two transactions.
+ */
 export function slotsForQueues(units: Iterable<WorkUnit>, queues: readonly string[]): number {
+  const list = [...units];
   let slots = 0;
-  for (const unit of units) if (queues.includes(unit.queue)) slots += unit.concurrency;
+  for (const queue of queues) {
+    let onQueue = 0;
+    for (const unit of list) if (unit.queue === queue) onQueue += unit.concurrency;
+    slots += Math.max(1, onQueue);
+  }
   return slots;
 }
 
@@ -100,6 +112,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
     logger: log,
     leaseMarginMs: o.leaseMarginMs ?? 30_000,
     retentionMs: o.retentionMs ?? 7 * 86_400_000,
+    cacheTtlMs: o.cacheTtlMs,
     backoff: o.backoff ?? {},
     maxReceives: o.maxReceives,
     releaseSignal: release.signal,
@@ -115,7 +128,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
       heartbeatIntervalMs: o.heartbeatIntervalMs ?? 20_000,
       waitSeconds: o.waitSeconds ?? 20,
       // A queue without units still gets one slot, so messages for unknown units are dead-lettered.
-      slots: Math.max(1, slotsForQueues(units, [queue])),
+      slots: slotsForQueues(units, [queue]),
       unitSlots,
       runner,
       logger: log,
@@ -144,7 +157,11 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
           if (await schemaHolds(o.sql, o.latestMigration)) break;
           reason = `the database does not hold migration ${o.latestMigration} yet: run the migrator of this version`;
         } catch (error) {
-          reason = `the database is unreachable: ${(error as Error).message}`;
+          // Fixed public words: the driver's message (host names, addresses) goes to the log only.
+          reason = 'the database is unreachable';
+          log.warn({ latestMigration: o.latestMigration, code: (error as { code?: unknown }).code, detail: (error as Error).message }, reason);
+          await sleep(o.schemaPollIntervalMs ?? 5_000);
+          continue;
         }
         log.warn({ latestMigration: o.latestMigration }, reason);
         await sleep(o.schemaPollIntervalMs ?? 5_000);

@@ -120,4 +120,14 @@ describe('pool rule', () => {
     expect(checkPoolSize(undefined, slots)).toBe(12);
     expect(() => checkPoolSize(11, slots)).toThrow(/DATABASE_POOL_SIZE/);
   });
+
+  it('R-WRK-11 a consumed queue without units counts the one slot its consumer still takes, so the pool floor covers it', () => {
+    const units = [defineTask({ name: 'a.one', queue: 'default', concurrency: 3, payload: z.object({}), handler: noop })];
+    // default 3 + maintenance (no units, still one message at a time) 1.
+    const slots = slotsForQueues(units, ['default', 'maintenance']);
+    expect(slots).toBe(4);
+    expect(slotsForQueues(units, ['maintenance'])).toBe(1);
+    expect(checkPoolSize(undefined, slots)).toBe(10);
+    expect(() => checkPoolSize(9, slots)).toThrow(/DATABASE_POOL_SIZE/);
+  });
 });
