@@ -6,7 +6,8 @@
 // Phases, each timed on its own: (1) send N messages with SendMessageBatch (10 per call, 4 calls in
 // flight, like the relay); (2) drain them with L loops of ReceiveMessage (10) + DeleteMessageBatch, the
 // best a consumer can do; (3) both at once (send while draining). Every body is counted (lost and
-// duplicated are reported). CPU per message is reported for the server process and the client.
+// duplicated are reported). Drain times end at the last delete. CPU per message is reported for the
+// server process and the client (CPU includes the final empty long polls).
 // Last line: SQS_CEILING send_per_s=<n> drain_per_s=<n> both_per_s=<n> server_cpu_ms_per_msg=<x> client_cpu_ms_per_msg=<x>
 import { spawn } from 'node:child_process';
 import readline from 'node:readline';
@@ -47,8 +48,10 @@ async function sendAll(sqs: SQSClient, url: string, from: number, n: number): Pr
   for (let i = 0; i < calls.length; i += 4) await Promise.all(calls.slice(i, i + 4).map((c) => c()));
 }
 
-async function drain(sqs: SQSClient, url: string, seen: Uint32Array, expected: number, loops: number, sending: () => boolean): Promise<void> {
+/** Resolves with the instant of the last delete (loops still in a long poll then end up to 1 s later). */
+async function drain(sqs: SQSClient, url: string, seen: Uint32Array, expected: number, loops: number, sending: () => boolean): Promise<number> {
   let received = 0;
+  let lastDelete = nowMs();
   const deadline = nowMs() + 300_000;
   const loop = async () => {
     while (nowMs() < deadline && (sending() || received < expected)) {
@@ -61,9 +64,11 @@ async function drain(sqs: SQSClient, url: string, seen: Uint32Array, expected: n
         if (Number.isInteger(s) && s >= 0 && s < seen.length) seen[s] = (seen[s] as number) + 1;
       }
       await sqs.send(new DeleteMessageBatchCommand({ QueueUrl: url, Entries: messages.map((m, k) => ({ Id: String(k), ReceiptHandle: m.ReceiptHandle! })) }));
+      lastDelete = nowMs();
     }
   };
   await Promise.all(Array.from({ length: loops }, loop));
+  return lastDelete;
 }
 
 function verdict(seen: Uint32Array, from: number, n: number): { lost: number; duplicated: number } {
@@ -85,12 +90,12 @@ async function client(): Promise<void> {
   const url = (await sqs.send(new CreateQueueCommand({ QueueName: `ceiling-${process.pid}` }))).QueueUrl!;
   const seen = new Uint32Array(2 * n);
   const report = (r: PhaseResult) => process.stdout.write(`${JSON.stringify(r)}\n`);
-  const phase = async (name: string, messages: number, from: number, work: () => Promise<void>) => {
+  const phase = async (name: string, messages: number, from: number, work: () => Promise<number | void>) => {
     process.stdout.write(`BEGIN ${name}\n`);
     const c0 = cpuMs();
     const t0 = nowMs();
-    await work();
-    const ms = nowMs() - t0;
+    const end = await work();
+    const ms = (typeof end === 'number' ? end : nowMs()) - t0;
     const v = name === 'send' ? { lost: 0, duplicated: 0 } : verdict(seen, from, messages);
     report({ phase: name, messages, perS: (messages * 1000) / ms, clientCpuMs: cpuMs() - c0, ...v });
   };
@@ -104,7 +109,7 @@ async function client(): Promise<void> {
     const draining = drain(sqs, url, seen, n, loops, () => sending);
     await sendAll(sqs, url, n, n);
     sending = false;
-    await draining;
+    return draining;
   });
   sqs.destroy();
 }
