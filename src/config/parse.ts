@@ -57,12 +57,16 @@ export const nodeEnv = z
   .default('development');
 
 /** postgres:// URL; optional because an embedded PostgreSQL 18 is used when it is unset. */
+// The URL must also parse: a malformed one (an unbalanced `[`, an unencoded `@` or `#` in the password)
+// would otherwise pass the prefix check and fail at the first connection with a confusing error.
 export const databaseUrl = z
   .string()
-  .regex(/^postgres(ql)?:\/\//, { error: 'must be a postgres:// or postgresql:// URL' })
+  .regex(/^postgres(ql)?:\/\//, { error: 'must be a postgres:// or postgresql:// URL', abort: true })
+  .refine((v) => URL.canParse(v), { error: 'must be a valid URL (percent-encode special characters in the user and password)' })
   .optional();
 
 export const redisUrl = z
   .string()
-  .regex(/^rediss?:\/\//, { error: 'must be a redis:// or rediss:// URL' })
+  .regex(/^rediss?:\/\//, { error: 'must be a redis:// or rediss:// URL', abort: true })
+  .refine((v) => URL.canParse(v), { error: 'must be a valid URL (percent-encode special characters in the user and password)' })
   .default('redis://127.0.0.1:6379');

@@ -15,7 +15,7 @@ import type { Catalog } from '../work/catalog.ts';
 import { catalogDispatcher } from '../work/catalog-dispatcher.ts';
 import type { Dispatcher } from '../work/dispatch.ts';
 import { errorEnvelopeSchema } from './envelope.ts';
-import { RouteTable, frameworkErrorHandler, installErrorHandling } from './errors.ts';
+import { RouteTable, clientErrorHandler, frameworkErrorHandler, installErrorHandling } from './errors.ts';
 import { registerOpenApi } from './openapi.ts';
 import { installRouteRules } from './route-rules.ts';
 import { healthRoutes } from './routes/health.ts';
@@ -82,6 +82,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     requestIdHeader: false,
     genReqId: () => randomUUID(),
     frameworkErrors: frameworkErrorHandler,
+    clientErrorHandler,
   }) as unknown as FastifyInstance;
 
   app.decorate('dispatcher', deps.dispatcher ?? catalogDispatcher(deps.catalog));

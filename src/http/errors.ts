@@ -1,5 +1,7 @@
 // Errors the API raises and how every error, ours or Fastify's, becomes the error envelope with a
 // stable code and a message in the request's language. Clients never see stacks or internal text.
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { HTTP_BODY_LIMIT_BYTES } from '../config/limits.ts';
 import type { ErrorEnvelope } from './envelope.ts';
@@ -135,6 +137,25 @@ export function installErrorHandling(app: FastifyInstance, routes: RouteTable): 
 export function frameworkErrorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   const { status, code, params } = classify(error);
   sendError(reply, status >= 500 ? 400 : status, errorBody(request, status >= 500 ? 'BAD_REQUEST' : code, params));
+}
+
+/**
+ * For Fastify's `clientErrorHandler` option: a request Node's HTTP parser rejects before Fastify sees it
+ * (an unknown method, a malformed request line, headers over the size limit, a header timeout) gets the
+ * envelope too, instead of Fastify's own `{"error":"Bad Request",...}` body. No request was parsed, so
+ * there is no Accept-Language to honour: the message is English.
+ */
+export function clientErrorHandler(error: NodeJS.ErrnoException, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const status = error.code === 'HPE_HEADER_OVERFLOW' ? 431 : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+  const body = JSON.stringify({ success: false, error: { code: 'BAD_REQUEST', message: message('BAD_REQUEST', 'en') } });
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\nContent-Language: en\r\n` +
+        `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
 }
 
 /** Words for a validation location or readiness reason in the request's language. */

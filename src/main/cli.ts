@@ -2,6 +2,8 @@
 // `svc`: the one command line of the service. npm scripts mirror its subcommands; the images run it.
 // Each subcommand lives in its own module under src/main/ exporting `run(args): Promise<number>`,
 // imported lazily so `svc migrator status` never loads Fastify or the SQS client.
+import { withoutUrlCredentials } from '../logging/url-credentials.ts';
+
 type Command = { run(args: string[]): Promise<number> };
 
 const commands: Record<string, { load: () => Promise<Command>; help: string }> = {
@@ -43,8 +45,8 @@ main(process.argv.slice(2)).then(
   (error: unknown) => {
     // One line for the operator: stable code plus message. Stack traces only with LOG_LEVEL=debug.
     const e = error as { code?: string; message?: string; stack?: string };
-    console.error(`svc: ${e.code ? `${e.code}: ` : ''}${e.message ?? String(error)}`);
-    if (process.env.LOG_LEVEL === 'debug' && e.stack) console.error(e.stack);
+    console.error(withoutUrlCredentials(`svc: ${e.code ? `${e.code}: ` : ''}${e.message ?? String(error)}`));
+    if (process.env.LOG_LEVEL === 'debug' && e.stack) console.error(withoutUrlCredentials(e.stack));
     process.exitCode = 1;
   },
 );

@@ -44,7 +44,16 @@ export async function run(args: string[]): Promise<number> {
   const sqsConfig = sqsSettings(config);
   const sqs = createSqsClient(sqsConfig);
 
+  const closeConnections = async () => {
+    sqs.destroy();
+    await sql.end({ timeout: 5 });
+    redis.disconnect();
+    await database.stop();
+  };
+
   const stopping = stopSignal();
+  // A failed start (the health port taken, say) must still close the pool, Redis and the embedded
+  // PostgreSQL: Redis' reconnect loop would otherwise keep the process alive after the error line.
   const runtime = await startWorkerRuntime({
     sql,
     redis,
@@ -67,6 +76,9 @@ export async function run(args: string[]): Promise<number> {
     relay: config.SVC_RELAY ? { sweepIntervalMs: config.SVC_RELAY_SWEEP_INTERVAL_MS } : null,
     localScheduler: config.SVC_LOCAL_SCHEDULER ? { tickMs: config.SVC_LOCAL_SCHEDULER_TICK_MS } : null,
     healthPort: config.SVC_HEALTH_PORT,
+  }).catch(async (error: unknown) => {
+    await closeConnections();
+    throw error;
   });
   logger.info({ queues: config.QUEUES, slots, poolSize, healthPort: runtime.healthPort, latestMigration }, 'workers started');
   try {
@@ -74,10 +86,7 @@ export async function run(args: string[]): Promise<number> {
     logger.info({ signal, drainMs: config.drainMs }, 'stopping: no new messages, draining work in flight');
     await runtime.stop();
   } finally {
-    sqs.destroy();
-    await sql.end({ timeout: 5 });
-    redis.disconnect();
-    await database.stop();
+    await closeConnections();
   }
   return 0;
 }

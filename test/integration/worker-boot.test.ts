@@ -2,6 +2,7 @@
 // serves /healthz and /readyz, and stops cleanly on SIGTERM.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -53,6 +54,25 @@ describe('svc workers', () => {
     expect(result.status).toBe(1);
     expect(result.stderr).toContain('DATABASE_POOL_SIZE');
     expect(result.stderr).toContain('at least 12');
+  });
+
+  it('R-EXE-03 R-CFG-07 a taken SVC_HEALTH_PORT exits 1 with one error line instead of hanging on its connections', async () => {
+    const port = await freePort();
+    const blocker = net.createServer();
+    await new Promise<void>((resolve) => blocker.listen(port, '0.0.0.0', resolve));
+    try {
+      const result = spawnSync(process.execPath, [CLI, 'workers'], {
+        env: await baseEnv({ QUEUES: 'maintenance', SVC_HEALTH_PORT: String(port) }),
+        encoding: 'utf8',
+        timeout: 20_000,
+      });
+      expect(result.error).toBeUndefined(); // not killed by the timeout: the process ended by itself
+      expect(result.status).toBe(1);
+      expect(result.stderr).toMatch(/^svc: EADDRINUSE: /m);
+      expect(result.stderr).not.toMatch(/\n\s+at /);
+    } finally {
+      await new Promise((resolve) => blocker.close(resolve));
+    }
   });
 
   it('R-WRK-12 R-CFG-07 boots, reports ready on SVC_HEALTH_PORT, and exits 0 on SIGTERM', async () => {

@@ -90,6 +90,13 @@ describe('api configuration', () => {
     expect(p.map((x) => x.variable).sort()).toEqual(['DATABASE_URL', 'LOG_LEVEL', 'NODE_ENV', 'REDIS_URL', 'SVC_API_PORT']);
   });
 
+  it('R-CFG-10 a URL with the right scheme that does not parse is refused at start, without its value', () => {
+    const p = problems({ DATABASE_URL: 'postgres://u:s3cret@[bad/x', REDIS_URL: 'redis://:s3cret@[::1/0' });
+    expect(p.map((x) => x.variable).sort()).toEqual(['DATABASE_URL', 'REDIS_URL']);
+    expect(JSON.stringify(p)).not.toContain('s3cret');
+    expect(apiConfig({ DATABASE_URL: 'postgres://u:p%40ss@db:5432/x' }).DATABASE_URL).toBe('postgres://u:p%40ss@db:5432/x');
+  });
+
   it('R-AUTH-15 a refused configuration never echoes a value', () => {
     const secret = 'redis://:hunter2-secret@cache:6379';
     try {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { captureLogger, createLogger, loggerOptions, REDACTED } from '../../src/logging/logger.ts';
+import { withoutUrlCredentials } from '../../src/logging/url-credentials.ts';
 
 describe('logger', () => {
   it('R-AUTH-15 redacts credential headers, password and token fields at any usual depth', () => {
@@ -29,6 +30,17 @@ describe('logger', () => {
     expect(line.DATABASE_URL).toBe(`postgres://svc:${REDACTED}@db:5432/svc`);
     expect(line.config.REDIS_URL).toBe(`redis://${REDACTED}@cache:6379/0`);
     expect(lines[0]).not.toMatch(/db-pass|redis-pass/);
+  });
+
+  it('R-AUTH-15 the CLI error line hides a password quoted anywhere in a free-text message', () => {
+    const text = withoutUrlCredentials(
+      'connect to postgres://app:s3cret@db:5432/x failed; redis://:p%40ss@cache:6379/0 too; see https://example.com/a@b',
+    );
+    expect(text).not.toContain('s3cret');
+    expect(text).not.toContain('p%40ss');
+    expect(text).toContain('postgres://app:[REDACTED]@db:5432/x');
+    expect(text).toContain('redis://:[REDACTED]@cache:6379/0');
+    expect(text).toContain('https://example.com/a@b');
   });
 
   it('level comes from the setting (LOG_LEVEL)', () => {
