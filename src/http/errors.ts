@@ -116,7 +116,9 @@ export class RouteTable {
 export function installErrorHandling(app: FastifyInstance, routes: RouteTable): void {
   app.setErrorHandler((error: FastifyError | HttpError, request, reply) => {
     const { status, code, params, details } = classify(error);
-    if (status >= 500) request.log.error({ err: error, code }, 'request failed');
+    // A 5xx we raise on purpose (503 NOT_READY) is an expected state, not a bug: no stack trace.
+    if (status >= 500 && !(error instanceof HttpError)) request.log.error({ err: error, code }, 'request failed');
+    else if (status >= 500) request.log.warn({ code, status, details }, 'request refused');
     else request.log.info({ code, status }, 'request refused');
     sendError(reply, status, errorBody(request, code, params, details));
   });

@@ -33,6 +33,14 @@ describe('GET /ready', () => {
         details: { database: 'ok', redis: 'ok', pendingMigration: LATEST, latestMigration: LATEST },
       },
     });
+    // An expected state, not a bug: logged as a warning with its public facts, never with a stack trace.
+    const logged = f.logs.lines.map((l) => JSON.parse(l) as { level: number; code?: string; err?: unknown });
+    const notReady = logged.filter((l) => l.code === 'NOT_READY');
+    expect(notReady.length).toBeGreaterThan(0);
+    for (const line of notReady) {
+      expect(line.level).toBe(40);
+      expect(line.err).toBeUndefined();
+    }
     const pt = await f.app.inject({ method: 'GET', url: '/ready', headers: { 'accept-language': 'pt-BR' } });
     expect(pt.json().error.message).toMatch(/não está pronto.*migra/);
 
