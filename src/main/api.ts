@@ -26,6 +26,8 @@ export async function run(args: string[]): Promise<number> {
  * end-to-end test can run this same executable code with its test resolver (test/fixtures/).
  */
 export async function serveApi(env: NodeJS.ProcessEnv, resolver: SessionResolver): Promise<number> {
+  // Listen for SIGTERM/SIGINT first: a stop arriving while booting is honoured once the API is up.
+  const stopping = stopSignal();
   // A bad or missing variable throws ConfigError here: the CLI prints one message and exits 1.
   const config = apiConfig(env);
   const logger = createLogger({ level: config.LOG_LEVEL, base: { service: 'api' } });
@@ -54,7 +56,6 @@ export async function serveApi(env: NodeJS.ProcessEnv, resolver: SessionResolver
     config: httpSettings(config),
     logger,
   });
-  const stopping = stopSignal();
   try {
     await app.listen({ port: config.SVC_API_PORT, host: config.SVC_API_HOST });
     logger.info({ latestMigration, port: config.SVC_API_PORT }, 'api listening');

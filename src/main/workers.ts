@@ -23,6 +23,9 @@ export async function run(args: string[]): Promise<number> {
     console.error('usage: svc workers   (configured by environment variables: QUEUES, SVC_RELAY, SVC_SQS_*, ...)');
     return 2;
   }
+  // Listen for SIGTERM/SIGINT before anything slow (unit discovery, database): a stop that arrives
+  // while booting is honoured once the runtime is up, instead of killing the process mid-boot.
+  const stopping = stopSignal();
   // A bad variable throws ConfigError: the CLI prints one message naming every variable and exits 1.
   const config = workersConfig(process.env);
   const logger = createLogger({ level: config.LOG_LEVEL, base: { service: 'workers' } });
@@ -51,7 +54,6 @@ export async function run(args: string[]): Promise<number> {
     await database.stop();
   };
 
-  const stopping = stopSignal();
   // A failed start (the health port taken, say) must still close the pool, Redis and the embedded
   // PostgreSQL: Redis' reconnect loop would otherwise keep the process alive after the error line.
   const runtime = await startWorkerRuntime({

@@ -104,7 +104,7 @@ describe('npm start (svc dev)', () => {
     expect(before.grants).toBe(1);
 
     ctrlC(first);
-    expect(await first.exit).toBe(0);
+    expect(await first.exit, first.output.join('')).toBe(0);
     expect(postgresRunningOn(pgData)).toBe(false);
 
     // Second run on the same data; nothing answers at REDIS_URL, so a private redis-server is started.
@@ -121,7 +121,7 @@ describe('npm start (svc dev)', () => {
 
     const privateRedis = /started a private redis-server on redis:\/\/127\.0\.0\.1:(\d+)/.exec(second.output.join(''));
     ctrlC(second);
-    expect(await second.exit).toBe(0);
+    expect(await second.exit, second.output.join('')).toBe(0);
     // Nothing left behind: the private redis-server is gone too.
     const redisPort = Number(privateRedis![1]);
     const stillListening = await new Promise<boolean>((resolve) => {
