@@ -17,7 +17,7 @@ import {
 } from '@aws-sdk/client-sqs';
 import { createSql } from '../src/db/client.ts';
 import { createSqsClient } from '../src/queue/client.ts';
-import { roundLine, type RoundResult } from './peers/report.ts';
+import { countMismatchLine, roundLine, type RoundResult } from './peers/report.ts';
 import { startServices, type Services } from './peers/services.ts';
 import { num, spread } from './peers/stats.ts';
 import { EFFECTS_TABLE_DDL, type SystemContext } from './peers/system.ts';
@@ -165,9 +165,8 @@ export async function main(args: string[]): Promise<number> {
       const record = (r: RoundResult) => {
         results.push(r);
         print(roundLine(r));
-        if (r.lost + r.unexpected > 0 || r.duplicated > 0) {
-          console.error(`!!! COUNT_MISMATCH workload=${r.workload} round=${r.round} lost=${r.lost + r.unexpected} duplicated=${r.duplicated}`);
-        }
+        const mismatch = countMismatchLine(r);
+        if (mismatch) console.error(`!!! ${mismatch}`);
       };
       record(await burnDown(adapter, ctx, 'burn', Math.min(o.runs, o.smoke ? 20 : 500), 0, roundOptions));
       for (let round = 1; round <= o.rounds; round++) record(await burnDown(adapter, ctx, 'burn', o.runs, round, roundOptions));

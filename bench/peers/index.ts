@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describeMachine } from './machine.ts';
 import { OptionsError, parsePeersOptions, scaleForCeiling, USAGE, type PeersOptions, type SystemName } from './options.ts';
-import { renderMarkdown, renderSvg, roundLine, summarize, summaryLine, type RoundResult, type SystemInfo } from './report.ts';
+import { countMismatchLine, renderMarkdown, renderSvg, roundLine, summarize, summaryLine, type RoundResult, type SystemInfo } from './report.ts';
 import { startServices, type Services } from './services.ts';
 import { EFFECTS_TABLE_DDL, type SystemAdapter, type SystemContext } from './system.ts';
 import { TallyBook } from './tally.ts';
@@ -142,9 +142,8 @@ export async function main(args: string[]): Promise<number> {
     const record = (r: RoundResult) => {
       results.push(r);
       print(roundLine(r));
-      const lost = r.lost + r.unexpected;
-      if (lost > 0 || r.duplicated > 0) {
-        const line = `COUNT_MISMATCH system=${r.system} workload=${r.workload} round=${r.round} lost=${lost} duplicated=${r.duplicated}${r.timedOut ? ' (drain timed out)' : ''}`;
+      const line = countMismatchLine(r);
+      if (line) {
         print(line);
         console.error(`!!! ${line}`);
         failures.push(line);

@@ -87,6 +87,13 @@ export function roundLine(r: RoundResult): string {
   );
 }
 
+/** The COUNT_MISMATCH line of a round that lost or duplicated a job (lost includes unexpected), else undefined. */
+export function countMismatchLine(r: RoundResult): string | undefined {
+  const lost = r.lost + r.unexpected;
+  if (lost === 0 && r.duplicated === 0) return undefined;
+  return `COUNT_MISMATCH system=${r.system} workload=${r.workload} round=${r.round} lost=${lost} duplicated=${r.duplicated}${r.timedOut ? ' (drain timed out)' : ''}`;
+}
+
 export function summaryLine(s: SystemSummary): string {
   return (
     `SUMMARY system=${s.name} jobs_per_s=${num(s.burn.median)} p50_ms=${num(s.p50.median, 2)} ` +

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseProcStat } from '../../bench/peers/cpu.ts';
 import { OptionsError, parsePeersOptions, scaleForCeiling } from '../../bench/peers/options.ts';
-import { intervalLine, niceMax, renderMarkdown, renderSvg, summarize, summaryLine, type RoundResult } from '../../bench/peers/report.ts';
+import { countMismatchLine, intervalLine, niceMax, renderMarkdown, renderSvg, summarize, summaryLine, type RoundResult } from '../../bench/peers/report.ts';
 import { num, percentile, ratio, spread } from '../../bench/peers/stats.ts';
 import { RoundTally, TallyBook } from '../../bench/peers/tally.ts';
 
@@ -190,5 +190,16 @@ describe('bench work options', () => {
     expect(parseWorkOptions(['--smoke'])).toMatchObject({ runs: 200, rounds: 1, rate: 50 });
     expect(parseWorkOptions(['--runs', '1000', '--rate', '300'])).toMatchObject({ runs: 1000, rate: 300, rounds: 3 });
     expect(() => parseWorkOptions(['--runs', '-1'])).toThrow(/BENCH_BAD_OPTION/);
+  });
+});
+
+describe('countMismatchLine', () => {
+  it('names a round that lost (unexpected included) or duplicated jobs, and stays silent otherwise', () => {
+    const base = { system: 'ours', workload: 'burn', round: 1, lost: 0, unexpected: 0, duplicated: 0, timedOut: false } as unknown as RoundResult;
+    expect(countMismatchLine(base)).toBeUndefined();
+    expect(countMismatchLine({ ...base, lost: 1, unexpected: 2 })).toBe('COUNT_MISMATCH system=ours workload=burn round=1 lost=3 duplicated=0');
+    expect(countMismatchLine({ ...base, duplicated: 1, timedOut: true })).toBe(
+      'COUNT_MISMATCH system=ours workload=burn round=1 lost=0 duplicated=1 (drain timed out)',
+    );
   });
 });
