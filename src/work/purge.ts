@@ -2,6 +2,7 @@
 // of both outboxes sent before the retention. Pending outbox rows (sent_at null), runs and trails are
 // never touched. Each batch is one bounded DELETE, so a large backlog never becomes one huge statement.
 import type { TxSql } from '../db/client.ts';
+import { DEFAULT_OUTBOX_RETENTION_MS } from '../config/limits.ts';
 
 export interface PurgeOptions {
   /** Rows per DELETE. Default 1000. */
@@ -20,7 +21,8 @@ export interface PurgeCounts {
 }
 
 export const DEFAULT_PURGE_BATCH = 1000;
-export const DEFAULT_OUTBOX_RETENTION_MS = 7 * 86_400_000;
+/** The spec's sent-outbox retention (7 days) lives with the other limits; re-exported for the unit. */
+export { DEFAULT_OUTBOX_RETENTION_MS };
 
 export async function purgeExpired(tx: TxSql, options: PurgeOptions = {}): Promise<PurgeCounts> {
   const batch = options.batchSize ?? DEFAULT_PURGE_BATCH;
