@@ -149,7 +149,14 @@ describe('identity ids and JSON objects', () => {
 });
 
 describe('EXCLUDE constraints (half-open [valid_from, valid_until) periods)', () => {
-  const cases: Array<{ id: string; constraint: string; period: string; row: (from: string, until: string | null) => Promise<Row> }> = [
+  /**
+   * Each case's `neighbours` differ from `row` in exactly one equality column of the constraint, so an
+   * EXCLUDE missing that column (or keyed on the period alone) would refuse them.
+   */
+  const cases: Array<{
+    id: string; constraint: string; period: string; row: (from: string, until: string | null) => Promise<Row>;
+    neighbours: Array<[string, (from: string, until: string | null) => Promise<Row>]>;
+  }> = [
     {
       id: 'R-EXC-02 R-BRK-10',
       constraint: 'broker_store_codes_no_overlap',
@@ -158,6 +165,20 @@ describe('EXCLUDE constraints (half-open [valid_from, valid_until) periods)', ()
         tenant_id: w.t1, broker_id: w.b1, financial_institution_id: w.fi, store_code_id: w.sc1, regime: 'standard',
         valid_from: from, valid_until: until, assigned_by_user_id: w.u1,
       }),
+      neighbours: [
+        ['another broker', (from, until) => ins('broker_store_codes', {
+          tenant_id: w.t1, broker_id: w.b2, financial_institution_id: w.fi, store_code_id: w.sc1, regime: 'standard',
+          valid_from: from, valid_until: until, assigned_by_user_id: w.u1,
+        })],
+        ['another institution', (from, until) => ins('broker_store_codes', {
+          tenant_id: w.t1, broker_id: w.b1, financial_institution_id: w.fi2, store_code_id: w.scFi2, regime: 'indicado',
+          valid_from: from, valid_until: until, assigned_by_user_id: w.u1,
+        })],
+        ['another tenant', (from, until) => ins('broker_store_codes', {
+          tenant_id: w.t2, broker_id: w.b1, financial_institution_id: w.fi, store_code_id: w.scT2, regime: 'indicado',
+          valid_from: from, valid_until: until, assigned_by_user_id: w.u1,
+        })],
+      ],
     },
     {
       id: 'R-EXC-03',
@@ -166,6 +187,14 @@ describe('EXCLUDE constraints (half-open [valid_from, valid_until) periods)', ()
       row: (from, until) => ins('membership_teams', {
         tenant_id: w.t1, team_id: w.team1, membership_id: w.m1, valid_from: from, valid_until: until,
       }),
+      neighbours: [
+        ['another team', (from, until) => ins('membership_teams', {
+          tenant_id: w.t1, team_id: w.teamX, membership_id: w.m1, valid_from: from, valid_until: until,
+        })],
+        ['another membership', (from, until) => ins('membership_teams', {
+          tenant_id: w.t1, team_id: w.team1, membership_id: w.m2, valid_from: from, valid_until: until,
+        })],
+      ],
     },
     {
       id: 'R-EXC-04',
@@ -174,6 +203,14 @@ describe('EXCLUDE constraints (half-open [valid_from, valid_until) periods)', ()
       row: (from, until) => ins('team_financial_institution_accounts', {
         tenant_id: w.t1, team_id: w.team1, financial_institution_account_id: w.fia1, valid_from: from, valid_until: until,
       }),
+      neighbours: [
+        ['another team', (from, until) => ins('team_financial_institution_accounts', {
+          tenant_id: w.t1, team_id: w.teamX, financial_institution_account_id: w.fia1, valid_from: from, valid_until: until,
+        })],
+        ['another institution account', (from, until) => ins('team_financial_institution_accounts', {
+          tenant_id: w.t1, team_id: w.team1, financial_institution_account_id: w.fia3, valid_from: from, valid_until: until,
+        })],
+      ],
     },
     {
       id: 'R-EXC-05',
@@ -182,8 +219,28 @@ describe('EXCLUDE constraints (half-open [valid_from, valid_until) periods)', ()
       row: (from, until) => ins('team_hierarchies', {
         tenant_id: w.t1, subordinate_team_id: w.team2, superior_team_id: w.team1, valid_from: from, valid_until: until,
       }),
+      neighbours: [
+        ['another subordinate', (from, until) => ins('team_hierarchies', {
+          tenant_id: w.t1, subordinate_team_id: w.teamX, superior_team_id: w.team1, valid_from: from, valid_until: until,
+        })],
+        ['another superior', (from, until) => ins('team_hierarchies', {
+          tenant_id: w.t1, subordinate_team_id: w.team2, superior_team_id: w.teamX, valid_from: from, valid_until: until,
+        })],
+      ],
     },
   ];
+
+  beforeAll(async () => {
+    // Rows that differ from the cases' rows in one equality column each.
+    w.teamX = (await ins('teams', { uid: uid(), tenant_id: w.t1, name: 'East' })).id;
+    w.fia3 = (await ins('financial_institution_accounts', {
+      tenant_id: w.t1, tenant_account_id: w.ta1, financial_institution_id: w.fi, company_code: '0003',
+    })).id;
+    w.fi2 = (await ins('financial_institutions', { code: '002', name: 'Other bank' })).id;
+    await ins('tenant_financial_institutions', { tenant_id: w.t1, financial_institution_id: w.fi2 });
+    w.scFi2 = (await ins('store_codes', { tenant_id: w.t1, financial_institution_id: w.fi2, code: '0042', broker_id: w.b1 })).id;
+    w.scT2 = (await ins('store_codes', { tenant_id: w.t2, financial_institution_id: w.fi, code: '0043', broker_id: w.b1 })).id;
+  });
   for (const c of cases) {
     it(`${c.id} R-EXC-01 R-EXC-06 R-DB-18 ${c.constraint} refuses overlaps, accepts adjacent periods`, async () => {
       await c.row('2024-01-01', '2024-02-01');
@@ -197,6 +254,11 @@ describe('EXCLUDE constraints (half-open [valid_from, valid_until) periods)', ()
       expect([open.code, open.constraint_name]).toEqual(['23P01', c.constraint]);
       const order = await refusal(() => c.row('2020-01-02', '2020-01-02'));
       expect([order.code, order.constraint_name]).toEqual(['23514', c.period]);
+      // Only the same key is excluded: a row differing in any one equality column overlaps freely.
+      for (const [what, neighbour] of c.neighbours) {
+        const accepted = await neighbour('2024-01-15', null).catch((e: Error) => e);
+        expect(accepted, `${c.constraint}: ${what} with an overlapping period`).not.toBeInstanceOf(Error);
+      }
     });
   }
 });
@@ -418,6 +480,24 @@ describe('same tenant by construction and pinned copies', () => {
       broker_id: w.b1, valid_from: '2024-01-01', store_code_id: w.sc1, origin_membership_broker_id: w.mb1,
     }));
     expect(wrongParty.constraint_name).toBe('bank_user_assignments_user_party_fkey');
+  });
+
+  it('R-BANK-07 R-DB-22 an assignment period must end after it starts; closed periods may overlap (no EXCLUDE)', async () => {
+    const { userBank } = await bankUser();
+    for (const until of ['2024-01-01', '2023-12-31']) {
+      const e = await refusal(() => assignment(userBank, w.b1, w.mb1, until));
+      expect([e.code, e.constraint_name], until).toEqual(['23514', 'bank_user_assignments_period_check']);
+    }
+    // Two closed, overlapping periods of the same bank user with the same broker: accepted, overlap of
+    // closed periods is the application's business here.
+    await assignment(userBank, w.b1, w.mb1, '2024-03-01');
+    await assignment(userBank, w.b1, w.mb1, '2024-04-01', '2024-02-01');
+    await assignment(userBank, w.b2, w.mb2, '2024-02-15', '2024-02-10');
+    const rows = await db.sql`SELECT count(*)::int AS n FROM bank_user_assignments WHERE user_bank_id = ${userBank}`;
+    expect(rows[0]!.n).toBe(3);
+    const excludes = await db.sql`SELECT conname FROM pg_constraint
+      WHERE conrelid = 'bank_user_assignments'::regclass AND contype = 'x'`;
+    expect(excludes).toEqual([]);
   });
 
   it('R-BRK-08 a store code has exactly one owner; R-BRK-09 its code is unique per tenant and institution', async () => {

@@ -222,6 +222,17 @@ describe('uniques the spec names', () => {
     ['R-AUTHZ-32', 'session_contexts', ['id', 'tenant_id'], null],
     ['R-AUTHZ-32', 'session_contexts', ['session_id'], '(left_at IS NULL)'],
     ['R-BANK-03', 'user_banks', ['credential_id'], null],
+    ['R-BANK-04', 'user_banks', ['id', 'credential_id'], null],
+    ['R-BANK-04', 'user_banks', ['id', 'user_id', 'financial_institution_id'], null],
+    ['R-BANK-04', 'user_banks', ['user_id', 'financial_institution_id'], '(closed_at IS NULL)'],
+    ['R-BANK-07 R-IDX-05', 'bank_user_assignments', ['user_bank_id'], '(valid_until IS NULL)'],
+    ['R-BANK-07', 'bank_user_assignments', ['id', 'tenant_id'], null],
+    ['R-BANK-07', 'bank_user_assignments', ['id', 'user_bank_id'], null],
+    ['R-BANK-07', 'bank_user_assignments', ['id', 'user_bank_id', 'tenant_id', 'broker_id'], null],
+    ['R-BRK-09', 'store_codes', ['tenant_id', 'financial_institution_id', 'code'], null],
+    ['R-AUTHZ-08', 'access_profiles', ['id', 'tenant_id', 'broker_id'], null],
+    ['R-AUTHZ-08', 'access_profiles', ['id', 'tenant_id'], null],
+    ['R-AUTHZ-08', 'access_profiles', ['id', 'tenant_id', 'scope'], null],
     ['R-BRK-03', 'brokers', ['uid'], null],
     ['R-BRK-04', 'tenant_brokers', ['tenant_id', 'broker_id'], null],
     ['R-BRK-04', 'tenant_brokers', ['tenant_id', 'broker_code'], null],
@@ -235,6 +246,12 @@ describe('uniques the spec names', () => {
       expect(found, `${table} (${cols.join(', ')}) ${predicate ?? ''}`).toBeDefined();
     });
   }
+
+  it('R-BRK-09 store_codes has both support uniques, (id, financial_institution_id, tenant_id) and (id, tenant_id, financial_institution_id), in that column order', () => {
+    // Same column set, different order: each is the target of a different composite reference.
+    const ordered = uniques.filter((u) => u.table === 'store_codes' && u.predicate === null).map((u) => u.columns.join(','));
+    expect(ordered).toEqual(expect.arrayContaining(['id,financial_institution_id,tenant_id', 'id,tenant_id,financial_institution_id']));
+  });
 
   it('R-AUTHZ-12 R-AUTHZ-20 the template link tables have no unique beyond their composite key', () => {
     for (const t of ['access_profile_template_permissions', 'platform_access_profile_template_permissions']) {
