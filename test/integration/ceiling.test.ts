@@ -5,6 +5,7 @@ import type { Sql } from '../../src/db/client.ts';
 import { createSql } from '../../src/db/client.ts';
 import { HOLDER_SCOPES, SCOPE_CEILING } from '../../src/permissions/scope-ceiling.ts';
 import { freshDatabase, type TestDatabase } from '../support/services.ts';
+import { inUnitOfWork } from '../../src/db/unit-of-work.ts';
 import { refusal } from '../support/refusal.ts';
 
 /** A clone of the migrated template: 0012, 0013 and 0017 loaded the ceiling SQL. */
@@ -228,7 +229,7 @@ describe('scope ceiling (database)', () => {
     }
   });
 
-  it('R-CEIL-01 R-CEIL-02 R-CEIL-03 R-CEIL-13 R-AUTHZ-09 R-AUTHZ-22 every holder accepts exactly the scopes of the matrix', async () => {
+  it('R-CEIL-01 R-CEIL-02 R-CEIL-03 R-AUTHZ-09 R-AUTHZ-22 every holder accepts exactly the scopes of the matrix', async () => {
     for (const which of Object.keys(LINKS) as Array<keyof typeof LINKS>) {
       const holderScope = HOLDER_SCOPE[which];
       for (const scope of ['platform', 'tenant', 'broker']) {
@@ -243,6 +244,64 @@ describe('scope ceiling (database)', () => {
       }
     }
     expect(await ceilingBreaches(db.sql)).toBe(0);
+  });
+
+  it('R-CEIL-13 a grant by a non-holder, beyond what the grantor holds, and a self-grant all pass the database', async () => {
+    // Grant rules (only what one holds, no self-grant, grantor position) belong to the grant routes: the
+    // database must accept links made under any actor as long as the scopes fit.
+    const personUser = async (name: string) => {
+      const party = await one(db.sql, `INSERT INTO parties (kind, display_name) VALUES ('person', $1) RETURNING id`, [name]);
+      return one(db.sql, `INSERT INTO users (party_id) VALUES ($1) RETURNING id`, [party]);
+    };
+    const member = async (userId: string) =>
+      one(db.sql, `INSERT INTO memberships (uid, tenant_id, user_id) VALUES ($1, $2, $3) RETURNING id`, [`ceil13-${userId}`, f.tenantId, userId]);
+    const asUser = <T>(userId: string, membershipId: string, work: (tx: Sql) => Promise<T>) =>
+      inUnitOfWork(db.sql, { kind: 'user', tenantId: f.tenantId, userId, membershipId, label: 'grantor' }, (tx) => work(tx as unknown as Sql));
+
+    // A grantor holding no profile at all links a tenant permission to a tenant profile and a broker
+    // permission to a broker profile it has no position in.
+    const outsider = await personUser('outsider');
+    const outsiderMembership = await member(outsider);
+    const tenantPerm = await permission(db.sql, 'tenant');
+    const brokerPerm = await permission(db.sql, 'broker');
+    await asUser(outsider, outsiderMembership, async (tx) => {
+      await link(tx, f, 'tenantProfile', tenantPerm.id);
+      await link(tx, f, 'brokerProfile', brokerPerm.id);
+      const [ctx] = await tx`SELECT current_setting('app.user_id') AS u`;
+      expect(ctx!.u).toBe(outsider);
+    });
+
+    // A self-grant: the grantor holds the profile it adds a permission to.
+    const self = await personUser('self');
+    const selfMembership = await member(self);
+    const ownProfile = await holder(db.sql, f, 'access_profiles', 'tenant');
+    await db.sql`INSERT INTO membership_access_profiles (tenant_id, membership_id, access_profile_id, valid_from)
+      VALUES (${f.tenantId}, ${selfMembership}, ${ownProfile}, '2024-01-01')`;
+    const selfPerm = await permission(db.sql, 'tenant');
+    await asUser(self, selfMembership, (tx) => link(tx, { ...f, tenantProfile: ownProfile }, 'tenantProfile', selfPerm.id));
+
+    // A platform operator adding a permission to the platform profile of its own grant.
+    const operator = await personUser('operator');
+    const invitation = await one(db.sql, `INSERT INTO platform_invitations (uid, channel, destination, destination_normalized,
+        token_sha256, platform_access_profile_id, status, expires_at, created_by_process)
+      VALUES ('ceil13-inv', 'email', 'o@x.io', 'o@x.io', sha256('ceil13'::bytea), $1, 'accepted', '2099-01-01', 'test') RETURNING id`,
+    [f.platformProfile]);
+    await db.sql`INSERT INTO platform_grants (user_id, platform_access_profile_id, granted_by_user_id, reason, origin_platform_invitation_id)
+      VALUES (${operator}, ${f.platformProfile}, ${operator}, 'self', ${invitation})`;
+    const platformPerm = await permission(db.sql, 'platform');
+    await db.sql.begin(async (tx) => {
+      await tx`SELECT set_config('app.user_id', ${operator}, true)`;
+      await link(tx as unknown as Sql, f, 'platformProfile', platformPerm.id);
+    });
+
+    const linked = await db.sql`SELECT permission_id::text AS id FROM access_profile_permissions
+        WHERE permission_id IN (${tenantPerm.id}, ${brokerPerm.id}, ${selfPerm.id})
+      UNION ALL SELECT permission_id::text FROM platform_access_profile_permissions WHERE permission_id = ${platformPerm.id}`;
+    expect(linked.map((r) => r.id).sort()).toEqual([tenantPerm.id, brokerPerm.id, selfPerm.id, platformPerm.id].sort());
+    // The scopes still decide: the same self-granting actor is refused a permission above the profile.
+    const above = await permission(db.sql, 'platform');
+    const refused = await refusal(asUser(self, selfMembership, (tx) => link(tx, { ...f, tenantProfile: ownProfile }, 'tenantProfile', above.id)));
+    expectCeilingError(refused, above.code, 'platform', ['tenant', 'broker']);
   });
 
   it('R-CEIL-11 each link table refuses with 23514, permission_scope_ceiling and code, scope, expected scope', async () => {
