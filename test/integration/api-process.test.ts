@@ -9,6 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, waitForPort } from '../../src/kv/redis-server.ts';
 import { freshDatabase, freshRedisUrl, type TestDatabase } from '../support/services.ts';
+import { TEST_DB_PASSWORD } from '../support/backends/types.ts';
 
 // fetch's Response.json() is typed unknown; the tests read fields freely.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -139,8 +140,10 @@ describe('svc api running', () => {
       for (const line of lines) expect(() => JSON.parse(line)).not.toThrow();
       expect(lines.some((l) => JSON.parse(l).msg === 'api stopped')).toBe(true);
       expect(run.stdout()).not.toContain('prod-token-zz');
+      // The test database has a password (test/support/backends): its URL, given to the process, carries it.
       const password = new URL(db.url).password;
-      if (password) expect(run.stdout()).not.toContain(password);
+      expect(password).toBe(TEST_DB_PASSWORD);
+      expect(run.stdout() + run.stderr()).not.toContain(password);
     } finally {
       if (run.child.exitCode === null) run.child.kill('SIGKILL');
     }

@@ -1,6 +1,6 @@
 // Thin testcontainers provider: the same images as compose.yaml. Only loaded with
 // SVC_TEST_BACKEND=containers, so machines without a Docker engine never import testcontainers.
-import type { Backend } from './types.ts';
+import { TEST_DB_PASSWORD, type Backend } from './types.ts';
 
 export interface ContainerDefinition {
   image: string;
@@ -15,7 +15,7 @@ export const CONTAINER_DEFINITIONS = {
   postgres: {
     image: 'postgres:18',
     port: 5432,
-    env: { POSTGRES_USER: 'postgres', POSTGRES_PASSWORD: 'postgres', POSTGRES_DB: 'postgres' },
+    env: { POSTGRES_USER: 'postgres', POSTGRES_PASSWORD: TEST_DB_PASSWORD, POSTGRES_DB: 'postgres' },
     command: ['postgres', '-c', 'fsync=off', '-c', 'max_connections=300'],
     readyLog: /database system is ready to accept connections/,
   },
@@ -57,7 +57,7 @@ export const containersBackend: Backend = {
       const redis = await run(CONTAINER_DEFINITIONS.redis);
       const sqs = await run(CONTAINER_DEFINITIONS.sqs);
       return {
-        pgAdminUrl: `postgres://postgres:postgres@${pg.host}:${pg.port}/postgres`,
+        pgAdminUrl: `postgres://postgres:${TEST_DB_PASSWORD}@${pg.host}:${pg.port}/postgres`,
         pgPort: pg.port,
         redisUrl: `redis://${redis.host}:${redis.port}`,
         sqsEndpoint: `http://${sqs.host}:${sqs.port}`,

@@ -22,3 +22,9 @@ export function selectBackendName(env: Record<string, string | undefined>): 'emb
   }
   return value;
 }
+
+/**
+ * Password of the test cluster's `postgres` role, in every URL the tests hand out. Distinctive (no word
+ * a log line would carry by chance), so "the password is never logged" is a real check.
+ */
+export const TEST_DB_PASSWORD = 'pw-7f3c9e1d5b2a';
