@@ -12,7 +12,6 @@ import { inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
 import { createRedis } from '../../src/kv/client.ts';
 import { loadCatalog, writeCatalog, type Catalog } from '../../src/work/catalog.ts';
 import { DispatchError } from '../../src/work/dispatch.ts';
-import { MAX_PAYLOAD_BYTES } from '../../src/work/envelope.ts';
 import { FakeSessionResolver } from '../support/fake-session-resolver.ts';
 import { refusal } from '../support/refusal.ts';
 import { freshDatabase, freshRedisUrl, type TestDatabase } from '../support/services.ts';
@@ -105,7 +104,7 @@ describe('catalogDispatcher as app.dispatcher', () => {
 
   it('R-UNT-14 R-OBX-08 at the API payloads are checked at catalog level: size and context, not the unit schema', async () => {
     const big = await refusal(inUnitOfWork(db.sql, actor, (tx) =>
-      app.dispatcher.publishEvent(tx, 'identity.session_started', 1, { blob: 'x'.repeat(MAX_PAYLOAD_BYTES) }, { actor })));
+      app.dispatcher.publishEvent(tx, 'identity.session_started', 1, { blob: 'x'.repeat(65_536) } /* over the documented 64 KiB */, { actor })));
     expect((big as DispatchError).code).toBe('PAYLOAD_TOO_LARGE');
     const system: Actor = { kind: 'system', label: 'test' };
     const mismatch = await refusal(inUnitOfWork(db.sql, system, (tx) => app.dispatcher.publishEvent(tx, 'identity.session_started', 1, payload, { actor: system })));

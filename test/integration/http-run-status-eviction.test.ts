@@ -6,7 +6,6 @@ import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/http/app.ts';
 import { runStatusKey } from '../../src/kv/keys.ts';
-import { RUN_STATUS_TTL_IN_PROGRESS_MS } from '../../src/kv/run-status-cache.ts';
 import { defineTask, type WorkUnit } from '../../src/work/unit.ts';
 import { RUNTIME_UNITS } from '../fixtures/units/runtime-units.ts';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
@@ -45,6 +44,8 @@ const UNITS: ReadonlyMap<string, WorkUnit> = new Map([...RUNTIME_UNITS, [heldTas
 let h: WorkHarness;
 let app: FastifyInstance;
 let tenantId: string;
+/** The spec's cache life of a run in progress (R-HTTP-09). */
+const SPEC_IN_PROGRESS_TTL_MS = 5_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 beforeAll(async () => {
@@ -114,7 +115,7 @@ describe('run-status cache eviction by the worker', () => {
     // progress(50) commits in its own transaction while the effect transaction stays open.
     mayReportProgress.open();
     await progressReported.opened;
-    const progressSeenAfter = await untilApi(runId, (r) => r.progress === 50, RUN_STATUS_TTL_IN_PROGRESS_MS - 1_000);
+    const progressSeenAfter = await untilApi(runId, (r) => r.progress === 50, SPEC_IN_PROGRESS_TTL_MS - 1_000);
     expect(progressSeenAfter).toBeLessThan(1_000);
     expect(await apiRunCached(runId)).toMatchObject({ status: 'running', progress: 50 });
     const [open] = await h.sql`SELECT count(*)::int AS n FROM pg_stat_activity
@@ -125,7 +126,7 @@ describe('run-status cache eviction by the worker', () => {
     mayFinish.open();
     const finished = await h.waitForStatus(runId, ['succeeded', 'failed']);
     expect(finished.status).toBe('succeeded');
-    const succeededSeenAfter = await untilApi(runId, (r) => r.status === 'succeeded', RUN_STATUS_TTL_IN_PROGRESS_MS - 1_000);
+    const succeededSeenAfter = await untilApi(runId, (r) => r.status === 'succeeded', SPEC_IN_PROGRESS_TTL_MS - 1_000);
     expect(succeededSeenAfter).toBeLessThan(1_000);
     expect(await apiRun(runId)).toMatchObject({ status: 'succeeded', progress: 100 });
   });
