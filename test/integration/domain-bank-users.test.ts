@@ -209,11 +209,23 @@ describe('transferBankUser', () => {
       return r;
     });
     await firstTransferred;
-    const second = transfer(bank.userBankId, { effectiveOn: '2024-04-01', reason: 'second' });
-    await new Promise((r) => setTimeout(r, 150));
+    // refusal() attaches the handler at once: the second transfer may reject before `first` resolves.
+    const second = refusal(() => transfer(bank.userBankId, { effectiveOn: '2024-04-01', reason: 'second' }));
+    // Released only once the second transfer waits on the first one's row lock (a condition, not a sleep).
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const [row] = await db.sql`SELECT count(*)::int AS n FROM pg_stat_activity
+        WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`;
+      if (row!.n > 0) break;
+      if (Date.now() > deadline) {
+        release();
+        throw new Error('the second transfer never waited for the first one\'s lock');
+      }
+      await new Promise((r) => setImmediate(r));
+    }
     release();
     await first;
-    expect((await refusal(() => second)).code).toBe('BANK_USER_TRANSFER_SAME_BROKER');
+    expect((await second).code).toBe('BANK_USER_TRANSFER_SAME_BROKER');
     expect((await assignments(bank.userBankId)).map((r) => [r.broker_id, r.valid_until])).toEqual([[w.b1, '2024-03-01'], [w.b2, null]]);
   });
 });
