@@ -482,6 +482,38 @@ describe('same tenant by construction and pinned copies', () => {
     expect(wrongParty.constraint_name).toBe('bank_user_assignments_user_party_fkey');
   });
 
+  it('R-DB-20 an open row is closed by setting its end date, after which a new open row is accepted', async () => {
+    // membership_brokers (valid_until): one open link per (membership, broker).
+    const open = () => ins('membership_brokers', {
+      tenant_id: w.t1, membership_id: w.m2, user_id: w.u2, broker_id: w.b1, role: 'member', valid_from: '2025-01-01',
+    });
+    const first = await open();
+    expect((await refusal(open)).constraint_name).toBe('membership_brokers_live_key');
+    await db.sql`UPDATE membership_brokers SET valid_until = '2025-06-01' WHERE id = ${first.id}`;
+    await open();
+    // broker_affiliations (ended_on): one open affiliation per (tenant, broker).
+    const affiliate = () => ins('broker_affiliations', {
+      uid: uid(), tenant_id: w.t2, broker_id: w.b1, parent_id: w.b1, started_on: '2025-01-01',
+    });
+    const affiliation = await affiliate();
+    expect((await refusal(affiliate)).constraint_name).toBe('broker_affiliations_open_key');
+    await db.sql`UPDATE broker_affiliations SET ended_on = '2025-02-01' WHERE id = ${affiliation.id}`;
+    await affiliate();
+  });
+
+  it('R-DB-21 membership_portfolios has a period CHECK; company_ownerships allows any number of open rows', async () => {
+    const portfolio = await refusal(() => ins('membership_portfolios', {
+      tenant_id: w.t1, broker_id: w.b1, membership_id: w.m1, valid_from: '2024-02-01', valid_until: '2024-02-01',
+    }));
+    expect([portfolio.code, portfolio.constraint_name]).toEqual(['23514', 'membership_portfolios_period_check']);
+    const own = () => ins('company_ownerships', { company_party_id: w.company, owner_party_id: w.p2, started_on: '2024-01-01' });
+    await own();
+    await own();
+    const [n] = await db.sql`SELECT count(*)::int AS n FROM company_ownerships
+      WHERE company_party_id = ${w.company} AND owner_party_id = ${w.p2} AND ended_on IS NULL`;
+    expect(n!.n).toBe(2);
+  });
+
   it('R-BANK-07 R-DB-22 an assignment period must end after it starts; closed periods may overlap (no EXCLUDE)', async () => {
     const { userBank } = await bankUser();
     for (const until of ['2024-01-01', '2023-12-31']) {
