@@ -473,6 +473,24 @@ describe('scope ceiling (database)', () => {
       return one(db.sql, `INSERT INTO access_profiles (tenant_id, name) VALUES ($1, $2) RETURNING id`, [f.tenantId, name]);
     }
 
+    it('R-CEIL-08 a link locks the permission row first and the holder row second', async () => {
+      // A holds the holder row; B's link then waits on it. Had B taken the holder first, it would hold
+      // nothing on the permission yet; taken permission first, the permission row is already share-locked.
+      const p = await permission(db.sql, 'broker');
+      const profile = await holder(db.sql, f, 'access_profiles', 'broker');
+      await inTwoTransactions(async (a, b, bPid) => {
+        await a`SELECT id FROM access_profiles WHERE id = ${profile} FOR UPDATE`;
+        const pending = b`INSERT INTO access_profile_permissions (access_profile_id, permission_id) VALUES (${profile}, ${p.id})`
+          .then(() => null, (error: PgError) => error);
+        await waitUntilBlocked(bPid);
+        const probe = await refusal(observer.begin((tx) => tx`SELECT id FROM permissions WHERE id = ${p.id} FOR UPDATE NOWAIT`));
+        expect(probe.code).toBe('55P03'); // lock_not_available: B share-locked the permission before waiting
+        await a`COMMIT`;
+        expect(await pending).toBeNull();
+        await b`COMMIT`;
+      });
+    });
+
     it('R-CEIL-09 link first, permission rescope second: the rescope waits, sees the link and refuses', async () => {
       const p = await permission(db.sql, 'broker');
       await expectSecondRefused(
