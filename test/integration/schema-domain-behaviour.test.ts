@@ -621,6 +621,24 @@ describe('append-only audit tables (this schema\'s 6 triggers)', () => {
     expect((await refusal(() => transfer(w.transferTo!, w.transferTo!, w.b2, w.b2))).constraint_name).toBe('bank_user_transfers_distinct_check');
     expect((await refusal(() => transfer(w.transferFrom!, w.transferTo!))).constraint_name).toBe('bank_user_transfers_from_assignment_id_key');
     expect((await refusal(() => transfer(w.transferTo!, w.transferFrom!, w.b1, w.b1))).constraint_name).toBe('bank_user_transfers_from_fkey');
+    // Two more closed assignments of the same bank user (b1 then b2), not yet in any transfer.
+    const x = (await assignment(w.transferBank!, w.b1, w.mb1, '2023-06-01', '2023-01-01')).id;
+    const y = (await assignment(w.transferBank!, w.b2, w.mb2, '2023-12-01', '2023-06-01')).id;
+    // The destination is unique across the table too.
+    expect((await refusal(() => transfer(x, w.transferTo!))).constraint_name).toBe('bank_user_transfers_to_assignment_id_key');
+    // The stated destination broker must be the destination assignment's.
+    expect((await refusal(() => transfer(x, y, w.b1, w.b1))).constraint_name).toBe('bank_user_transfers_to_fkey');
+    // Both assignments belong to the transfer's bank user and tenant.
+    const other = await bankUser('2024-01-01T00:00:00Z');
+    const z = (await assignment(other.userBank, w.b2, w.mb2, '2023-12-01', '2023-06-01')).id;
+    expect((await refusal(() => transfer(x, z))).constraint_name).toBe('bank_user_transfers_to_fkey');
+    const otherTenant = await refusal(() => ins('bank_user_transfers', {
+      tenant_id: w.t2, user_bank_id: w.transferBank, from_assignment_id: x, from_broker_id: w.b1, to_assignment_id: y,
+      to_broker_id: w.b2, effective_on: '2023-06-01', actor_user_id: w.u1, reason: 'x',
+    }));
+    expect(otherTenant.code).toBe('23503');
+    // The same pair with the right brokers is accepted.
+    await transfer(x, y);
   });
 });
 
