@@ -254,6 +254,11 @@ describe('EXCLUDE constraints (half-open [valid_from, valid_until) periods)', ()
       expect([open.code, open.constraint_name]).toEqual(['23P01', c.constraint]);
       const order = await refusal(() => c.row('2020-01-02', '2020-01-02'));
       expect([order.code, order.constraint_name]).toEqual(['23514', c.period]);
+      // R-EXC-01: GiST, the equality columns with =, the half-open daterange with the overlap operator.
+      const [def] = await db.sql`SELECT am.amname, pg_get_constraintdef(c.oid) AS def FROM pg_constraint c
+        JOIN pg_class i ON i.oid = c.conindid JOIN pg_am am ON am.oid = i.relam WHERE c.conname = ${c.constraint}`;
+      expect(def!.amname).toBe('gist');
+      expect(def!.def).toMatch(/^EXCLUDE USING gist \((\w+ WITH =, )+daterange\(valid_from, valid_until, '\[\)'::text\) WITH &&\)$/);
       // Only the same key is excluded: a row differing in any one equality column overlaps freely.
       for (const [what, neighbour] of c.neighbours) {
         const accepted = await neighbour('2024-01-15', null).catch((e: Error) => e);
