@@ -618,19 +618,22 @@ describe('append-only audit tables (this schema\'s 6 triggers)', () => {
   }
 
   it('R-BANK-11 a transfer names two different assignments of the same bank user, each used once', async () => {
-    const transfer = (from: string, to: string, fromBroker = w.b1, toBroker = w.b2) =>
+    const transfer = (from: string, to: string, fromBroker = w.b1, toBroker = w.b2, effectiveOn = '2024-03-01') =>
       ins('bank_user_transfers', {
         tenant_id: w.t1, user_bank_id: w.transferBank, from_assignment_id: from, from_broker_id: fromBroker,
-        to_assignment_id: to, to_broker_id: toBroker, effective_on: '2024-03-01', actor_user_id: w.u1, reason: 'x',
+        to_assignment_id: to, to_broker_id: toBroker, effective_on: effectiveOn, actor_user_id: w.u1, reason: 'x',
       });
     expect((await refusal(() => transfer(w.transferTo!, w.transferTo!, w.b2, w.b2))).constraint_name).toBe('bank_user_transfers_distinct_check');
-    expect((await refusal(() => transfer(w.transferFrom!, w.transferTo!))).constraint_name).toBe('bank_user_transfers_from_assignment_id_key');
+    // Each assignment is used once whatever else differs (another date here).
+    expect((await refusal(() => transfer(w.transferFrom!, w.transferTo!, w.b1, w.b2, '2024-04-01'))).constraint_name)
+      .toBe('bank_user_transfers_from_assignment_id_key');
     expect((await refusal(() => transfer(w.transferTo!, w.transferFrom!, w.b1, w.b1))).constraint_name).toBe('bank_user_transfers_from_fkey');
     // Two more closed assignments of the same bank user (b1 then b2), not yet in any transfer.
     const x = (await assignment(w.transferBank!, w.b1, w.mb1, '2023-06-01', '2023-01-01')).id;
     const y = (await assignment(w.transferBank!, w.b2, w.mb2, '2023-12-01', '2023-06-01')).id;
     // The destination is unique across the table too.
-    expect((await refusal(() => transfer(x, w.transferTo!))).constraint_name).toBe('bank_user_transfers_to_assignment_id_key');
+    expect((await refusal(() => transfer(x, w.transferTo!, w.b1, w.b2, '2023-06-01'))).constraint_name)
+      .toBe('bank_user_transfers_to_assignment_id_key');
     // The stated destination broker must be the destination assignment's.
     expect((await refusal(() => transfer(x, y, w.b1, w.b1))).constraint_name).toBe('bank_user_transfers_to_fkey');
     // Both assignments belong to the transfer's bank user and tenant.

@@ -229,6 +229,8 @@ describe('uniques the spec names', () => {
     ['R-BANK-07', 'bank_user_assignments', ['id', 'tenant_id'], null],
     ['R-BANK-07', 'bank_user_assignments', ['id', 'user_bank_id'], null],
     ['R-BANK-07', 'bank_user_assignments', ['id', 'user_bank_id', 'tenant_id', 'broker_id'], null],
+    ['R-BANK-11', 'bank_user_transfers', ['from_assignment_id'], null],
+    ['R-BANK-11', 'bank_user_transfers', ['to_assignment_id'], null],
     ['R-BRK-09', 'store_codes', ['tenant_id', 'financial_institution_id', 'code'], null],
     ['R-AUTHZ-08', 'access_profiles', ['id', 'tenant_id', 'broker_id'], null],
     ['R-AUTHZ-08', 'access_profiles', ['id', 'tenant_id'], null],
