@@ -90,6 +90,26 @@ describe('first deploy refusals through `svc migrator deploy`', () => {
     expect(result.stdout + result.stderr).not.toContain('s3cr3t');
   });
 
+  it('R-SEED-06 R-SEED-01 the bootstrap is one transaction: a failure at its last step (the grant) leaves nothing behind', async () => {
+    // Fault injection: the grant, written last, is refused by a trigger this test adds and removes.
+    await db.sql.unsafe(`CREATE FUNCTION test_refuse_grant() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'injected failure at the grant'; END $$`);
+    await db.sql.unsafe(`CREATE TRIGGER test_refuse_grant BEFORE INSERT ON platform_grants FOR EACH ROW EXECUTE FUNCTION test_refuse_grant()`);
+    try {
+      const before = await snapshot(db.sql);
+      const result = await svc(['migrator', 'deploy'], { DATABASE_URL: db.url, ...bootstrapEnv({ PLATFORM_BOOTSTRAP_USERNAME: 'grant.fault' }) });
+      expect(result.code).toBe(1);
+      expect(result.stdout + result.stderr).toContain('injected failure at the grant');
+      // Party, user, login, credential, profile, invitation (and catalog, permissions): all rolled back.
+      expect(await snapshot(db.sql)).toEqual(before);
+      const [logins] = await db.sql`SELECT count(*)::int AS n FROM platform_logins WHERE value_normalized = 'grant.fault'`;
+      expect(logins!.n).toBe(0);
+    } finally {
+      await db.sql.unsafe('DROP TRIGGER test_refuse_grant ON platform_grants');
+      await db.sql.unsafe('DROP FUNCTION test_refuse_grant()');
+    }
+  });
+
   it('R-SEED-15 a username that already was a platform login is refused, not taken over', async () => {
     const [party] = await db.sql`INSERT INTO parties (kind, display_name) VALUES ('person', 'Earlier') RETURNING id`;
     const [user] = await db.sql`INSERT INTO users (party_id) VALUES (${party!.id}) RETURNING id`;
