@@ -276,6 +276,18 @@ describe('references the spec names', () => {
     ['R-BRK-03 R-BRK-02', 'brokers', ['party_id'], 'parties', ['id']],
     ['R-BRK-05', 'broker_affiliations', ['tenant_id', 'parent_id'], 'tenant_brokers', ['tenant_id', 'broker_id']],
     ['R-BRK-07', 'tenant_broker_accounts', ['tenant_account_id', 'tenant_id'], 'tenant_accounts', ['id', 'tenant_id']],
+    ['R-BANK-08', 'bank_user_assignments', ['origin_membership_broker_id', 'tenant_id', 'broker_id', 'user_id'],
+      'membership_brokers', ['id', 'tenant_id', 'broker_id', 'user_id']],
+    ['R-BANK-08', 'bank_user_assignments', ['store_code_id', 'financial_institution_id', 'tenant_id'],
+      'store_codes', ['id', 'financial_institution_id', 'tenant_id']],
+    ['R-BANK-08', 'bank_user_assignments', ['tenant_id', 'broker_id'], 'tenant_brokers', ['tenant_id', 'broker_id']],
+    ['R-BANK-08', 'bank_user_assignments', ['user_bank_id', 'user_id', 'financial_institution_id'],
+      'user_banks', ['id', 'user_id', 'financial_institution_id']],
+    ['R-BANK-08', 'bank_user_assignments', ['user_id', 'party_id'], 'users', ['id', 'party_id']],
+    ['R-BANK-11', 'bank_user_transfers', ['from_assignment_id', 'user_bank_id', 'tenant_id', 'from_broker_id'],
+      'bank_user_assignments', ['id', 'user_bank_id', 'tenant_id', 'broker_id']],
+    ['R-BANK-11', 'bank_user_transfers', ['to_assignment_id', 'user_bank_id', 'tenant_id', 'to_broker_id'],
+      'bank_user_assignments', ['id', 'user_bank_id', 'tenant_id', 'broker_id']],
   ];
   for (const [ids, table, cols, refTable, refCols] of cases) {
     it(`${ids} ${table} (${cols.join(', ')}) references ${refTable} (${refCols.join(', ')})`, () => {
