@@ -25,6 +25,8 @@ import {
 } from './limits.ts';
 import {
   ConfigError,
+  EVEN_WITH_OTHER_PROBLEMS,
+  parsedOk,
   booleanFlag,
   databaseUrl,
   integer,
@@ -141,7 +143,7 @@ export const workersSchema = z
     SVC_LOCAL_SCHEDULER_TICK_MS: ms(DEFAULT_LOCAL_SCHEDULER_TICK_MS),
   })
   .superRefine((c, ctx) => {
-    if (c.SVC_LOCAL_SCHEDULER && c.NODE_ENV === 'production') {
+    if (parsedOk(ctx, 'SVC_LOCAL_SCHEDULER', 'NODE_ENV') && c.SVC_LOCAL_SCHEDULER && c.NODE_ENV === 'production') {
       ctx.addIssue({
         code: 'custom',
         path: ['SVC_LOCAL_SCHEDULER'],
@@ -149,7 +151,7 @@ export const workersSchema = z
       });
     }
     const drainMs = c.SVC_STOP_TIMEOUT_MS - STOP_BUDGET_RESERVE_MS;
-    if (drainMs <= c.SVC_SQS_WAIT_SECONDS * 1000) {
+    if (parsedOk(ctx, 'SVC_STOP_TIMEOUT_MS', 'SVC_SQS_WAIT_SECONDS') && drainMs <= c.SVC_SQS_WAIT_SECONDS * 1000) {
       ctx.addIssue({
         code: 'custom',
         path: ['SVC_STOP_TIMEOUT_MS'],
@@ -158,21 +160,21 @@ export const workersSchema = z
           '(SVC_SQS_WAIT_SECONDS x 1000 ms); raise SVC_STOP_TIMEOUT_MS or lower SVC_SQS_WAIT_SECONDS',
       });
     }
-    if (c.SVC_BACKOFF_CAP_MS < c.SVC_BACKOFF_BASE_MS) {
+    if (parsedOk(ctx, 'SVC_BACKOFF_CAP_MS', 'SVC_BACKOFF_BASE_MS') && c.SVC_BACKOFF_CAP_MS < c.SVC_BACKOFF_BASE_MS) {
       ctx.addIssue({
         code: 'custom',
         path: ['SVC_BACKOFF_CAP_MS'],
         message: 'must be at least SVC_BACKOFF_BASE_MS',
       });
     }
-    if (!c.SVC_SQS_QUEUE_URL_PREFIX && !c.SVC_SQS_ENDPOINT) {
+    if (parsedOk(ctx, 'SVC_SQS_QUEUE_URL_PREFIX', 'SVC_SQS_ENDPOINT') && !c.SVC_SQS_QUEUE_URL_PREFIX && !c.SVC_SQS_ENDPOINT) {
       ctx.addIssue({
         code: 'custom',
         path: ['SVC_SQS_QUEUE_URL_PREFIX'],
         message: 'is required (the queue name is appended to it) unless SVC_SQS_ENDPOINT is set',
       });
     }
-  })
+  }, EVEN_WITH_OTHER_PROBLEMS)
   .transform((c) => ({
     ...c,
     /** The prefix the queue names are appended to. */
