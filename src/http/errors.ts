@@ -87,6 +87,11 @@ export function classify(error: FastifyError | HttpError): {
   if (status === 404) return { status, code: 'ROUTE_NOT_FOUND', params: {} };
   if (status === 413) return { status, code: 'BODY_TOO_LARGE', params: { limit: HTTP_BODY_LIMIT_BYTES } };
   if (status === 415) return { status, code: 'UNSUPPORTED_MEDIA_TYPE', params: {} };
+  // Our own 403s are HttpErrors (PERMISSION_DENIED, ORIGIN_NOT_ALLOWED); a framework 403 is the static
+  // file server refusing a path that escapes its directory.
+  if (status === 403) return { status, code: 'PATH_FORBIDDEN', params: {} };
+  if (status === 414) return { status, code: 'URI_TOO_LONG', params: {} };
+  if (status === 416) return { status, code: 'RANGE_NOT_SATISFIABLE', params: {} };
   if (status >= 400 && status < 500) return { status, code: 'BAD_REQUEST', params: {} };
   return { status: 500, code: 'INTERNAL_ERROR', params: {} };
 }

@@ -48,6 +48,18 @@ export const MESSAGES = {
     en: (p) => `Invalid ${p.location}: ${list(String(p.fields), 'en')}; correct them and retry.`,
     pt: (p) => `${p.location} inválido(s): ${list(String(p.fields), 'pt')}; corrija e tente novamente.`,
   },
+  PATH_FORBIDDEN: {
+    en: () => 'This path points outside the served files; request a path under the directory itself.',
+    pt: () => 'Este caminho aponta para fora dos arquivos servidos; peça um caminho dentro do próprio diretório.',
+  },
+  URI_TOO_LONG: {
+    en: () => 'A path parameter is too long; check the URL (identifiers are short).',
+    pt: () => 'Um parâmetro do caminho é longo demais; confira a URL (identificadores são curtos).',
+  },
+  RANGE_NOT_SATISFIABLE: {
+    en: () => 'The requested Range lies outside the file; ask for a range within its size or omit Range.',
+    pt: () => 'O Range pedido está fora do arquivo; peça um intervalo dentro do tamanho dele ou omita o Range.',
+  },
   BAD_REQUEST: {
     en: () => 'The request could not be understood; check its URL, headers and body.',
     pt: () => 'A requisição não pôde ser entendida; confira URL, cabeçalhos e corpo.',
