@@ -103,6 +103,12 @@ export const apiSchema = z
     CORS_CREDENTIALS: booleanFlag.default(false),
     /** Domain of the session cookie for a neighbouring host. Default unset (host-only `__Host-` cookie). */
     SESSION_COOKIE_DOMAIN: sessionCookieDomain,
+    /** The whole request (headers and body) must arrive within this, else 408, ms. Default 30000. */
+    SVC_HTTP_REQUEST_TIMEOUT_MS: integer(1).default(30_000),
+    /** A connection silent this long (no byte either way) is closed, ms. Default 120000. */
+    SVC_HTTP_IDLE_TIMEOUT_MS: integer(1).default(120_000),
+    /** An idle kept-alive connection between requests is closed after this, ms. Default 72000. */
+    SVC_HTTP_KEEP_ALIVE_TIMEOUT_MS: integer(1).default(72_000),
     /** Log level. Default info. */
     LOG_LEVEL: logLevel,
     /** development | test | production. Default development. */
