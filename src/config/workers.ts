@@ -97,6 +97,8 @@ export const workersSchema = z
     SVC_STOP_TIMEOUT_MS: integer(STOP_BUDGET_RESERVE_MS + 1).default(DEFAULT_STOP_TIMEOUT_MS),
     /** Port of GET /healthz. Default 8081. */
     SVC_HEALTH_PORT: integer(1, 65535).default(DEFAULT_HEALTH_PORT),
+    /** Interface of the health port. Default 0.0.0.0 (all, as containers need); npm start sets 127.0.0.1. */
+    SVC_HEALTH_HOST: z.string().default('0.0.0.0'),
     /** Database pool size; default and floor are 2 x slots + 2 (see checkPoolSize). Default: the floor. */
     DATABASE_POOL_SIZE: integer(1, 1000).optional(),
     /** PostgreSQL URL. Default: unset, an embedded PostgreSQL 18 under SVC_DATA_DIR is used. */

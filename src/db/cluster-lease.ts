@@ -20,8 +20,11 @@ export class ClusterLeaseError extends CodedError {}
 export function processStartTime(pid: number): string | undefined {
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Field 22, counted after the parenthesised command name (which may contain spaces).
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+    // Fields after the parenthesised command name (which may contain spaces): state, ..., start time (22).
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // A zombie has ended; only its parent's wait is missing (an orphan's parent may never reap it).
+    if (fields[0] === 'Z') return undefined;
+    return fields[19];
   } catch {
     if (!fs.existsSync('/proc/self/stat')) {
       try {
