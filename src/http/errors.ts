@@ -160,14 +160,17 @@ const REFUSED_CONNECTION_LINGER_MS = 2000;
 const handled = new WeakSet<Socket>();
 const previousChunk = new WeakMap<Socket, Buffer>();
 
+/** How much of each connection's previous chunk is kept (a copy: a slice would pin the whole chunk). */
+const PREVIOUS_CHUNK_BYTES = 8 * 1024;
+
 /**
- * Keeps each connection's previous chunk (a reference, no copy): a request head over the limit spans
- * chunks, and its Accept-Language and Origin sit near its start, before the chunk the parser failed on.
+ * Keeps the start of each connection's previous chunk: a request head over the limit spans chunks, and its
+ * Accept-Language and Origin sit near its start, before the chunk the parser failed on.
  */
 export function rememberPreviousChunks(server: Server): void {
   server.on('connection', (socket: Socket) => {
     // Node's parser listened first, so while it handles a chunk this still holds the one before.
-    socket.on('data', (chunk: Buffer) => previousChunk.set(socket, chunk));
+    socket.on('data', (chunk: Buffer) => previousChunk.set(socket, Buffer.from(chunk.subarray(0, PREVIOUS_CHUNK_BYTES))));
   });
 }
 
@@ -198,7 +201,7 @@ function interruptedRequestHeaders(error: Error & { code?: string; rawPacket?: u
   const names = ['accept-language', 'origin'];
   const failed = Buffer.isBuffer(error.rawPacket) ? error.rawPacket : undefined;
   const previous = previousChunk.get(socket);
-  const found = headersFromRaw(failed && previous && previous !== failed ? Buffer.concat([previous, failed]) : failed, names);
+  const found = headersFromRaw(failed && previous ? Buffer.concat([previous, failed]) : failed, names);
   const incoming = (socket as Socket & { parser?: { incoming?: { complete: boolean; headers: Record<string, unknown> } } }).parser?.incoming;
   if (incoming && !incoming.complete) {
     for (const name of names) {
