@@ -3,7 +3,18 @@
 import { z } from 'zod';
 import { parse as parseHost } from 'tldts';
 import { DEFAULT_API_PORT } from './limits.ts';
-import { booleanFlag, databaseUrl, integer, logLevel, nodeEnv, parseEnv, redisUrl, type Env } from './parse.ts';
+import {
+  EVEN_WITH_OTHER_PROBLEMS,
+  booleanFlag,
+  databaseUrl,
+  integer,
+  logLevel,
+  nodeEnv,
+  parseEnv,
+  parsedOk,
+  redisUrl,
+  type Env,
+} from './parse.ts';
 
 /**
  * True when `value` is exactly an origin as browsers send it in `Origin`: `scheme://host[:port]`, http or
@@ -48,6 +59,8 @@ const COOKIE_DOMAIN_RULE =
 export function cookieDomainProblem(value: string): string | undefined {
   const label = '[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?';
   if (!new RegExp(`^${label}(?:\\.${label})+$`).test(value)) return COOKIE_DOMAIN_RULE;
+  // No top-level domain is all digits: `1.2.3.4.5` is neither a host name nor an IP address.
+  if (/^[0-9]+$/.test(value.slice(value.lastIndexOf('.') + 1))) return COOKIE_DOMAIN_RULE;
   // The public-suffix list (ICANN and private sections) decides, never a hand-written list.
   const host = parseHost(value, { allowPrivateDomains: true });
   if (host.isIp || host.domain === null || host.publicSuffix === value) return COOKIE_DOMAIN_RULE;
@@ -90,20 +103,26 @@ export const apiSchema = z
     CORS_CREDENTIALS: booleanFlag.default(false),
     /** Domain of the session cookie for a neighbouring host. Default unset (host-only `__Host-` cookie). */
     SESSION_COOKIE_DOMAIN: sessionCookieDomain,
+    /** The whole request (headers and body) must arrive within this, else 408, ms. Default 30000. */
+    SVC_HTTP_REQUEST_TIMEOUT_MS: integer(1).default(30_000),
+    /** A connection silent this long (no byte either way) is closed, ms. Default 120000. */
+    SVC_HTTP_IDLE_TIMEOUT_MS: integer(1).default(120_000),
+    /** An idle kept-alive connection between requests is closed after this, ms. Default 72000. */
+    SVC_HTTP_KEEP_ALIVE_TIMEOUT_MS: integer(1).default(72_000),
     /** Log level. Default info. */
     LOG_LEVEL: logLevel,
     /** development | test | production. Default development. */
     NODE_ENV: nodeEnv,
   })
   .superRefine((config, ctx) => {
-    if (config.CORS_CREDENTIALS && config.CORS_ORIGINS.length === 0) {
+    if (parsedOk(ctx, 'CORS_CREDENTIALS', 'CORS_ORIGINS') && config.CORS_CREDENTIALS && config.CORS_ORIGINS.length === 0) {
       ctx.addIssue({
         code: 'custom',
         path: ['CORS_CREDENTIALS'],
         message: 'true needs at least one exact origin in CORS_ORIGINS; set CORS_ORIGINS or set CORS_CREDENTIALS=false',
       });
     }
-  });
+  }, EVEN_WITH_OTHER_PROBLEMS);
 
 export type ApiConfig = z.infer<typeof apiSchema>;
 

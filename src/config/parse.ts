@@ -37,13 +37,39 @@ export const booleanFlag = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'], { error: 'must be true or false' })
   .transform((v) => v === 'true' || v === '1' || v === 'yes');
 
-/** Integer parsed from a string, within bounds. */
+/**
+ * Integer parsed strictly from a string of decimal digits (an optional leading minus), within bounds.
+ * `Number()` would also accept `0x10`, `1e1`, ` 5` and `5.0`: a value that only looks like the number
+ * meant is refused instead of silently read as something else.
+ */
 export function integer(min: number, max: number = Number.MAX_SAFE_INTEGER) {
-  return z.coerce
-    .number({ error: 'must be a whole number' })
-    .int({ error: 'must be a whole number' })
-    .min(min, { error: `must be at least ${min}` })
-    .max(max, { error: `must be at most ${max}` });
+  // One transform, not a pipe of checks: a failed pipe marks the whole environment aborted, which would
+  // hide the cross-variable rules (EVEN_WITH_OTHER_PROBLEMS) behind this one problem.
+  return z.string().transform((raw, ctx) => {
+    const problem = !/^-?[0-9]+$/.test(raw)
+      ? 'must be a whole number written in decimal digits'
+      : Number(raw) < min
+        ? `must be at least ${min}`
+        : Number(raw) > max
+          ? `must be at most ${max}`
+          : undefined;
+    if (problem) {
+      ctx.addIssue({ code: 'custom', message: problem });
+      return z.NEVER;
+    }
+    return Number(raw);
+  });
+}
+
+/**
+ * Params of an object-level `superRefine` holding cross-variable rules: it runs even when some variable
+ * already failed its own rule, so one message names every problem. Each rule first asks `parsedOk`.
+ */
+export const EVEN_WITH_OTHER_PROBLEMS = { when: () => true } as const;
+
+/** True when none of `variables` failed its own rule (their values are then parsed, never raw input). */
+export function parsedOk(ctx: { issues: ReadonlyArray<{ path?: PropertyKey[] | undefined }> }, ...variables: string[]): boolean {
+  return !ctx.issues.some((issue) => variables.includes(String(issue.path?.[0])));
 }
 
 export const logLevel = z

@@ -25,6 +25,8 @@ import {
 } from './limits.ts';
 import {
   ConfigError,
+  EVEN_WITH_OTHER_PROBLEMS,
+  parsedOk,
   booleanFlag,
   databaseUrl,
   integer,
@@ -95,6 +97,8 @@ export const workersSchema = z
     SVC_STOP_TIMEOUT_MS: integer(STOP_BUDGET_RESERVE_MS + 1).default(DEFAULT_STOP_TIMEOUT_MS),
     /** Port of GET /healthz. Default 8081. */
     SVC_HEALTH_PORT: integer(1, 65535).default(DEFAULT_HEALTH_PORT),
+    /** Interface of the health port. Default 0.0.0.0 (all, as containers need); npm start sets 127.0.0.1. */
+    SVC_HEALTH_HOST: z.string().default('0.0.0.0'),
     /** Database pool size; default and floor are 2 x slots + 2 (see checkPoolSize). Default: the floor. */
     DATABASE_POOL_SIZE: integer(1, 1000).optional(),
     /** PostgreSQL URL. Default: unset, an embedded PostgreSQL 18 under SVC_DATA_DIR is used. */
@@ -141,7 +145,7 @@ export const workersSchema = z
     SVC_LOCAL_SCHEDULER_TICK_MS: ms(DEFAULT_LOCAL_SCHEDULER_TICK_MS),
   })
   .superRefine((c, ctx) => {
-    if (c.SVC_LOCAL_SCHEDULER && c.NODE_ENV === 'production') {
+    if (parsedOk(ctx, 'SVC_LOCAL_SCHEDULER', 'NODE_ENV') && c.SVC_LOCAL_SCHEDULER && c.NODE_ENV === 'production') {
       ctx.addIssue({
         code: 'custom',
         path: ['SVC_LOCAL_SCHEDULER'],
@@ -149,7 +153,7 @@ export const workersSchema = z
       });
     }
     const drainMs = c.SVC_STOP_TIMEOUT_MS - STOP_BUDGET_RESERVE_MS;
-    if (drainMs <= c.SVC_SQS_WAIT_SECONDS * 1000) {
+    if (parsedOk(ctx, 'SVC_STOP_TIMEOUT_MS', 'SVC_SQS_WAIT_SECONDS') && drainMs <= c.SVC_SQS_WAIT_SECONDS * 1000) {
       ctx.addIssue({
         code: 'custom',
         path: ['SVC_STOP_TIMEOUT_MS'],
@@ -158,21 +162,21 @@ export const workersSchema = z
           '(SVC_SQS_WAIT_SECONDS x 1000 ms); raise SVC_STOP_TIMEOUT_MS or lower SVC_SQS_WAIT_SECONDS',
       });
     }
-    if (c.SVC_BACKOFF_CAP_MS < c.SVC_BACKOFF_BASE_MS) {
+    if (parsedOk(ctx, 'SVC_BACKOFF_CAP_MS', 'SVC_BACKOFF_BASE_MS') && c.SVC_BACKOFF_CAP_MS < c.SVC_BACKOFF_BASE_MS) {
       ctx.addIssue({
         code: 'custom',
         path: ['SVC_BACKOFF_CAP_MS'],
         message: 'must be at least SVC_BACKOFF_BASE_MS',
       });
     }
-    if (!c.SVC_SQS_QUEUE_URL_PREFIX && !c.SVC_SQS_ENDPOINT) {
+    if (parsedOk(ctx, 'SVC_SQS_QUEUE_URL_PREFIX', 'SVC_SQS_ENDPOINT') && !c.SVC_SQS_QUEUE_URL_PREFIX && !c.SVC_SQS_ENDPOINT) {
       ctx.addIssue({
         code: 'custom',
         path: ['SVC_SQS_QUEUE_URL_PREFIX'],
         message: 'is required (the queue name is appended to it) unless SVC_SQS_ENDPOINT is set',
       });
     }
-  })
+  }, EVEN_WITH_OTHER_PROBLEMS)
   .transform((c) => ({
     ...c,
     /** The prefix the queue names are appended to. */

@@ -30,7 +30,12 @@ export async function resolveDatabase(
   const admin = createSql(pg.url, { max: 1 });
   try {
     const exists = await admin`SELECT 1 FROM pg_database WHERE datname = ${EMBEDDED_DATABASE}`;
-    if (exists.length === 0) await admin.unsafe(`CREATE DATABASE ${EMBEDDED_DATABASE}`);
+    // Several `svc` commands may start at once on a fresh cluster: one of them creates the database.
+    if (exists.length === 0) {
+      await admin.unsafe(`CREATE DATABASE ${EMBEDDED_DATABASE}`).catch((error: { code?: string }) => {
+        if (error.code !== '42P04' && error.code !== '23505') throw error;
+      });
+    }
   } finally {
     await admin.end();
   }

@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { CodedError } from '../errors/coded-error.ts';
+import { addUser, liveUsers, lockLifecycle, removeUser } from './cluster-lease.ts';
 
 export interface EmbeddedPostgresOptions {
   /** Directory of the cluster; created and initialised when empty. */
@@ -27,8 +28,9 @@ export interface EmbeddedPostgres {
   /** The data directory actually used (it may differ from the requested one when running as root). */
   dataDir: string;
   port: number;
-  /** True when a server already running on this data directory was reused (stop() then does nothing). */
+  /** True when a server already running on this data directory was reused. */
   reused: boolean;
+  /** Ends this process's use; the last user of the cluster (see cluster-lease.ts) stops the server. */
   stop(): Promise<void>;
 }
 
@@ -199,8 +201,50 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   const log = options.log ?? (() => {});
   const user = postgresUser();
   const bins = usableBinaries(user, log);
-  const dataDir = usableDataDir(options.dataDir, user, log);
-  const asUser: SpawnSyncOptions = user ? { uid: user.uid, gid: user.gid, cwd: os.tmpdir() } : {};
+  // The lock and the lease live beside the requested directory (initdb wants the cluster directory
+  // itself empty), keyed by the requested path even when, as root, the cluster lives elsewhere.
+  const leaseBase = path.resolve(options.dataDir);
+  const unlock = await lockLifecycle(leaseBase, log);
+  try {
+    const dataDir = usableDataDir(options.dataDir, user, log);
+    const asUser: SpawnSyncOptions = user ? { uid: user.uid, gid: user.gid, cwd: os.tmpdir() } : {};
+    const others = liveUsers(leaseBase);
+    const server = startOrReuse(options, bins, dataDir, asUser, user, others.length, log);
+    const lease = addUser(leaseBase);
+    let stopped = false;
+    return {
+      ...server,
+      async stop() {
+        if (stopped) return;
+        stopped = true;
+        const release = await lockLifecycle(leaseBase, log);
+        try {
+          removeUser(leaseBase, lease);
+          const remaining = liveUsers(leaseBase);
+          // Never stop a cluster another process is still using: the last user stops it.
+          if (remaining.length > 0) return;
+          if (inspectLock(dataDir, log).runningPort === undefined) return;
+          run(bins.pgCtl, ['-D', dataDir, '-m', 'fast', '-w', '-t', '30', 'stop'], asUser);
+        } finally {
+          await release();
+        }
+      },
+    };
+  } finally {
+    await unlock();
+  }
+}
+
+/** Under the lifecycle lock: initialises the cluster when new, then reuses its running server or starts one. */
+function startOrReuse(
+  options: EmbeddedPostgresOptions,
+  bins: Binaries,
+  dataDir: string,
+  asUser: SpawnSyncOptions,
+  user: RunAs | undefined,
+  liveUserCount: number,
+  log: (line: string) => void,
+): Omit<EmbeddedPostgres, 'stop'> {
   if (user) fs.chownSync(dataDir, user.uid, user.gid);
   fs.chmodSync(dataDir, 0o700);
 
@@ -218,15 +262,12 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
 
   const { runningPort } = inspectLock(dataDir, log);
   if (runningPort) {
-    log(`reusing the PostgreSQL server already running on ${dataDir} (port ${runningPort})`);
-    return {
-      url: `postgres://postgres@127.0.0.1:${runningPort}/postgres`,
-      dataDir,
-      port: runningPort,
-      reused: true,
-      // Not ours to stop: whoever started it stops it.
-      async stop() {},
-    };
+    log(
+      liveUserCount > 0
+        ? `reusing the PostgreSQL server already running on ${dataDir} (port ${runningPort})`
+        : `reclaiming the PostgreSQL server a stopped or crashed run left on ${dataDir} (port ${runningPort}); it stops with this process`,
+    );
+    return { url: `postgres://postgres@127.0.0.1:${runningPort}/postgres`, dataDir, port: runningPort, reused: true };
   }
 
   const serverOptions = [
@@ -256,17 +297,5 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     );
   }
   log(`PostgreSQL 18 listening on 127.0.0.1:${options.port}`);
-
-  let stopped = false;
-  return {
-    url: `postgres://postgres@127.0.0.1:${options.port}/postgres`,
-    dataDir,
-    port: options.port,
-    reused: false,
-    async stop() {
-      if (stopped) return;
-      stopped = true;
-      run(bins.pgCtl, ['-D', dataDir, '-m', 'fast', '-w', '-t', '30', 'stop'], asUser);
-    },
-  };
+  return { url: `postgres://postgres@127.0.0.1:${options.port}/postgres`, dataDir, port: options.port, reused: false };
 }

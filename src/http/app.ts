@@ -2,6 +2,7 @@
 // listening (src/main/api.ts listens; tests use inject or listen on a free port). It never talks to the
 // queue and never applies migrations.
 import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import Fastify, { type FastifyInstance } from 'fastify';
 import cors from '@fastify/cors';
 import type { Redis } from 'ioredis';
@@ -15,11 +16,21 @@ import type { Catalog } from '../work/catalog.ts';
 import { catalogDispatcher } from '../work/catalog-dispatcher.ts';
 import type { Dispatcher } from '../work/dispatch.ts';
 import { errorEnvelopeSchema } from './envelope.ts';
-import { RouteTable, clientErrorHandler, frameworkErrorHandler, installErrorHandling } from './errors.ts';
+import {
+  HttpError,
+  RouteTable,
+  clientErrorHandler,
+  frameworkErrorHandler,
+  installErrorHandling,
+  rememberPreviousChunks,
+} from './errors.ts';
+import { DEFAULT_HTTP_TIMEOUTS, httpServerOptions, type HttpTimeouts } from './http-server-options.ts';
 import { registerOpenApi } from './openapi.ts';
 import { installRouteRules } from './route-rules.ts';
 import { healthRoutes } from './routes/health.ts';
 import { taskRunRoutes } from './routes/task-runs.ts';
+
+const EXPECTATION_FAILED = Symbol('expectation failed');
 
 /** The work-unit catalog (tasks.json) loaded from SVC_TASKS_CATALOG; the API finds subscribers through it. */
 export type ApiCatalog = Catalog;
@@ -44,6 +55,8 @@ export interface HttpSettings {
   sessionCookieDomain?: string | undefined;
   /** Bound of each readiness probe. Default READINESS_PROBE_TIMEOUT_MS. */
   readinessTimeoutMs?: number;
+  /** Request, idle and keep-alive timeouts. Default DEFAULT_HTTP_TIMEOUTS. */
+  timeouts?: Partial<HttpTimeouts>;
 }
 
 export function httpSettings(config: ApiConfig): HttpSettings {
@@ -51,6 +64,11 @@ export function httpSettings(config: ApiConfig): HttpSettings {
     corsOrigins: config.CORS_ORIGINS,
     corsCredentials: config.CORS_CREDENTIALS,
     sessionCookieDomain: config.SESSION_COOKIE_DOMAIN,
+    timeouts: {
+      requestMs: config.SVC_HTTP_REQUEST_TIMEOUT_MS,
+      idleMs: config.SVC_HTTP_IDLE_TIMEOUT_MS,
+      keepAliveMs: config.SVC_HTTP_KEEP_ALIVE_TIMEOUT_MS,
+    },
   };
 }
 
@@ -82,8 +100,20 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     requestIdHeader: false,
     genReqId: () => randomUUID(),
     frameworkErrors: frameworkErrorHandler,
-    clientErrorHandler,
+    clientErrorHandler: clientErrorHandler({
+      allowedOrigins: new Set(deps.config.corsOrigins),
+      credentials: deps.config.corsCredentials,
+    }),
+    ...httpServerOptions({ ...DEFAULT_HTTP_TIMEOUTS, ...deps.config.timeouts }),
   }) as unknown as FastifyInstance;
+
+  rememberPreviousChunks(app.server);
+  // Node answers an Expect other than 100-continue with an empty 417 unless someone listens: route it
+  // through Fastify instead, marked, so the hook below answers with the envelope (and CORS headers).
+  app.server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    (req as IncomingMessage & { [EXPECTATION_FAILED]?: boolean })[EXPECTATION_FAILED] = true;
+    app.server.emit('request', req, res);
+  });
 
   app.decorate('dispatcher', deps.dispatcher ?? catalogDispatcher(deps.catalog));
 
@@ -115,6 +145,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     credentials: deps.config.corsCredentials,
     methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
     maxAge: 600,
+  });
+  // After CORS, so these refusals carry its headers like every other error.
+  app.addHook('onRequest', async (request) => {
+    if ((request.raw as IncomingMessage & { [EXPECTATION_FAILED]?: boolean })[EXPECTATION_FAILED]) {
+      throw new HttpError(417, 'EXPECTATION_FAILED');
+    }
+    if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) throw new HttpError(400, 'HOST_REQUIRED');
   });
   await registerOpenApi(app, cookie.name);
 

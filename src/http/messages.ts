@@ -48,6 +48,34 @@ export const MESSAGES = {
     en: (p) => `Invalid ${p.location}: ${list(String(p.fields), 'en')}; correct them and retry.`,
     pt: (p) => `${p.location} inválido(s): ${list(String(p.fields), 'pt')}; corrija e tente novamente.`,
   },
+  PATH_FORBIDDEN: {
+    en: () => 'This path points outside the served files; request a path under the directory itself.',
+    pt: () => 'Este caminho aponta para fora dos arquivos servidos; peça um caminho dentro do próprio diretório.',
+  },
+  URI_TOO_LONG: {
+    en: () => 'A path parameter is too long; check the URL (identifiers are short).',
+    pt: () => 'Um parâmetro do caminho é longo demais; confira a URL (identificadores são curtos).',
+  },
+  RANGE_NOT_SATISFIABLE: {
+    en: () => 'The requested Range lies outside the file; ask for a range within its size or omit Range.',
+    pt: () => 'O Range pedido está fora do arquivo; peça um intervalo dentro do tamanho dele ou omita o Range.',
+  },
+  HEADERS_TOO_LARGE: {
+    en: (p) => `The request headers are too large; send at most ${p.limit} bytes of headers.`,
+    pt: (p) => `Os cabeçalhos da requisição são grandes demais; envie no máximo ${p.limit} bytes de cabeçalhos.`,
+  },
+  REQUEST_TIMEOUT: {
+    en: () => 'The request did not arrive in time; send its headers and body without pausing and retry.',
+    pt: () => 'A requisição não chegou a tempo; envie cabeçalhos e corpo sem pausas e tente novamente.',
+  },
+  HOST_REQUIRED: {
+    en: () => 'An HTTP/1.1 request needs a Host header; add it and retry.',
+    pt: () => 'Uma requisição HTTP/1.1 precisa do cabeçalho Host; adicione-o e tente novamente.',
+  },
+  EXPECTATION_FAILED: {
+    en: () => 'This server meets no Expect header other than 100-continue; remove it and retry.',
+    pt: () => 'Este servidor não atende cabeçalho Expect além de 100-continue; remova-o e tente novamente.',
+  },
   BAD_REQUEST: {
     en: () => 'The request could not be understood; check its URL, headers and body.',
     pt: () => 'A requisição não pôde ser entendida; confira URL, cabeçalhos e corpo.',

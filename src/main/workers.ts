@@ -75,6 +75,7 @@ export async function run(args: string[]): Promise<number> {
     backoff: { baseMs: config.SVC_BACKOFF_BASE_MS, capMs: config.SVC_BACKOFF_CAP_MS },
     latestMigration,
     schemaPollIntervalMs: config.SVC_SCHEMA_POLL_INTERVAL_MS,
+    healthHost: config.SVC_HEALTH_HOST,
     relay: config.SVC_RELAY ? { sweepIntervalMs: config.SVC_RELAY_SWEEP_INTERVAL_MS } : null,
     localScheduler: config.SVC_LOCAL_SCHEDULER ? { tickMs: config.SVC_LOCAL_SCHEDULER_TICK_MS } : null,
     healthPort: config.SVC_HEALTH_PORT,

@@ -2,6 +2,7 @@
 // reported with the file to look at. Offline: reads files only.
 import fs from 'node:fs';
 import { parseTag } from './naming.ts';
+import { mergedMigrations, type MergedMigrations } from './merged.ts';
 import { loadDirectives, readFrozenPins, readMigrationPins } from './pins.ts';
 import {
   DRIZZLE_DIR,
@@ -126,13 +127,17 @@ function checkJournal(root: string, failures: CheckFailure[]): void {
   }
 }
 
-function checkMigrationPins(root: string, failures: CheckFailure[]): void {
+const FIX_REPIN = 'it is not merged yet, so record its new hash with `npm run migrations:pin`';
+
+function checkMigrationPins(root: string, failures: CheckFailure[], merged: MergedMigrations): void {
   const pins = readMigrationPins(root);
   for (const name of migrationFiles(root)) {
     const file = `${DRIZZLE_DIR}/${name}`;
     const pinned = pins[name];
     if (!pinned) {
       failures.push({ kind: 'MIGRATION_UNPINNED', file, message: `has no hash in ${MIGRATION_HASHES_FILE}; ${FIX_PIN}` });
+    } else if (pinned !== sha256File(abs(root, file)) && !merged.has(name)) {
+      failures.push({ kind: 'MIGRATION_PIN_OUTDATED', file, message: `changed since it was pinned; ${FIX_REPIN}` });
     } else if (pinned !== sha256File(abs(root, file))) {
       failures.push({
         kind: 'MIGRATION_EDITED',
@@ -152,9 +157,10 @@ function checkMigrationPins(root: string, failures: CheckFailure[]): void {
   }
 }
 
-function checkFrozenSql(root: string, failures: CheckFailure[]): number {
+function checkFrozenSql(root: string, failures: CheckFailure[], merged: MergedMigrations): number {
   const pins = readFrozenPins(root);
   const loaded = new Map<string, string>();
+  const loadedByMerged = new Set<string>();
   for (const { migration, target } of loadDirectives(root)) {
     if (!FROZEN_PATH.test(target)) {
       failures.push({
@@ -165,6 +171,7 @@ function checkFrozenSql(root: string, failures: CheckFailure[]): number {
       continue;
     }
     if (!loaded.has(target)) loaded.set(target, migration);
+    if (merged.has(migration)) loadedByMerged.add(target);
   }
   for (const [target, migration] of loaded) {
     const file = abs(root, target);
@@ -183,6 +190,8 @@ function checkFrozenSql(root: string, failures: CheckFailure[]): number {
     const pinned = pins[target];
     if (!pinned) {
       failures.push({ kind: 'FROZEN_SQL_UNPINNED', file: target, message: `is loaded by ${DRIZZLE_DIR}/${migration} but has no hash in ${FROZEN_SQL_FILE}; ${FIX_PIN}` });
+    } else if (pinned !== sha256File(file) && !loadedByMerged.has(target)) {
+      failures.push({ kind: 'FROZEN_SQL_PIN_OUTDATED', file: target, message: `changed since it was pinned; no merged migration loads it, ${FIX_REPIN}` });
     } else if (pinned !== sha256File(file)) {
       failures.push({
         kind: 'FROZEN_SQL_EDITED',
@@ -206,8 +215,9 @@ function checkFrozenSql(root: string, failures: CheckFailure[]): number {
 export async function checkMigrations(root: string): Promise<CheckResult> {
   const failures: CheckFailure[] = [];
   checkJournal(root, failures);
-  checkMigrationPins(root, failures);
-  const frozenFiles = checkFrozenSql(root, failures);
+  const merged = mergedMigrations(root);
+  checkMigrationPins(root, failures, merged);
+  const frozenFiles = checkFrozenSql(root, failures, merged);
   try {
     await checkSchema(root, failures);
   } catch (error) {

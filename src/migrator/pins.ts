@@ -14,6 +14,8 @@ import {
   writeJson,
 } from './project-layout.ts';
 import { LOAD_DIRECTIVE } from './runner.ts';
+import { mergedMigrations, type MergedMigrations } from './merged.ts';
+import { MigratorError } from './migrator-error.ts';
 
 export type Pins = Record<string, string>;
 
@@ -53,14 +55,37 @@ export function loadDirectives(root: string): LoadDirective[] {
   return out;
 }
 
-/** Rewrites both pin files from the files as they are now (authors run it before merging). */
-export function pinAll(root: string): { migrations: number; frozen: number } {
+/**
+ * Rewrites both pin files from the files as they are now (authors run it before merging). A merged
+ * migration, and a frozen SQL file a merged migration loads, keep their pins: when one of them changed
+ * (or vanished) nothing is written and PIN_REFUSED names every such file.
+ */
+export function pinAll(root: string, merged: MergedMigrations = mergedMigrations(root)): { migrations: number; frozen: number } {
+  const oldMigrationPins = readMigrationPins(root);
+  const oldFrozenPins = readFrozenPins(root);
+  const refused: string[] = [];
   const migrationPins: Pins = {};
   for (const name of migrationFiles(root)) migrationPins[name] = sha256File(abs(root, `${DRIZZLE_DIR}/${name}`));
+  for (const [name, hash] of Object.entries(oldMigrationPins)) {
+    if (merged.has(name) && migrationPins[name] !== hash) refused.push(`${DRIZZLE_DIR}/${name} (a merged migration)`);
+  }
   const frozenPins: Pins = {};
-  for (const { target } of loadDirectives(root)) {
+  const loadedByMerged = new Map<string, string>();
+  for (const { migration, target } of loadDirectives(root)) {
     const file = abs(root, target);
     if (fs.existsSync(file)) frozenPins[target] = sha256File(file);
+    if (merged.has(migration) && !loadedByMerged.has(target)) loadedByMerged.set(target, migration);
+  }
+  for (const [target, migration] of loadedByMerged) {
+    const pinned = oldFrozenPins[target];
+    if (pinned !== undefined && frozenPins[target] !== pinned) refused.push(`${target} (loaded by the merged migration ${DRIZZLE_DIR}/${migration})`);
+  }
+  if (refused.length > 0) {
+    throw new MigratorError(
+      'PIN_REFUSED',
+      `refusing to change the pin of merged files (merged = present in ${merged.source}): ${refused.join(', ')}; ` +
+        'a merged migration and the SQL it loads are never edited: revert them and put the change in a new file loaded by a new migration',
+    );
   }
   writeMigrationPins(root, migrationPins);
   writeFrozenPins(root, frozenPins);

@@ -40,6 +40,10 @@ export async function runSeeders(sql: Sql, seeders: readonly Seeder[], ctx: Seed
     ctx.log('no seeders to run');
     return;
   }
+  // What the seeders report (counts of rows inserted, updated) is true only once the transaction commits:
+  // their lines are held and printed after the commit, and dropped when a later seeder rolls it back.
+  const reports: string[] = [];
+  const seederCtx: SeedContext = { ...ctx, log: (line) => reports.push(line) };
   // One unit of work like every other operation: the actor context comes first, so triggers and audit
   // see the migrator process acting (no tenant, no user).
   await inUnitOfWork(sql, SEEDER_ACTOR, async (tx) => {
@@ -48,7 +52,7 @@ export async function runSeeders(sql: Sql, seeders: readonly Seeder[], ctx: Seed
     for (const seeder of seeders) {
       ctx.log(`seeding ${seeder.name}`);
       try {
-        await seeder.run(tx, ctx);
+        await seeder.run(tx, seederCtx);
       } catch (error) {
         const e = error as { code?: string; message?: string };
         // Keep the seeder's own stable code (e.g. a missing bootstrap variable); SQLSTATEs are not ours.
@@ -61,5 +65,6 @@ export async function runSeeders(sql: Sql, seeders: readonly Seeder[], ctx: Seed
       }
     }
   });
-  ctx.log(`seeded ${seeders.map((s) => s.name).join(', ')}`);
+  for (const line of reports) ctx.log(line);
+  ctx.log(`seeded ${seeders.map((s) => s.name).join(', ')} (committed)`);
 }

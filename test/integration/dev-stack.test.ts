@@ -39,6 +39,15 @@ async function waitReady(url: string, dev: Dev, timeoutMs = 90_000): Promise<voi
   }
 }
 
+async function waitOutput(dev: Dev, pattern: RegExp, timeoutMs = 120_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!pattern.test(dev.output.join(''))) {
+    if (dev.child.exitCode !== null) throw new Error(`svc dev exited early:\n${dev.output.join('')}`);
+    if (Date.now() > deadline) throw new Error(`no ${pattern} after ${timeoutMs} ms:\n${dev.output.join('')}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 /** What a terminal does on Ctrl-C: SIGINT to every process of the foreground group. */
 function ctrlC(dev: Dev): void {
   process.kill(-dev.child.pid!, 'SIGINT');
@@ -56,36 +65,96 @@ function postgresRunningOn(dataDir: string): boolean {
   }
 }
 
+/** A PATH with everything of this one except `command` (a machine without that package, simulated). */
+function pathWithout(command: string): string {
+  const dir = fs.mkdtempSync(path.join(services().baseDir, `path-without-${command}-`));
+  for (const entry of (process.env.PATH ?? '').split(':')) {
+    let names: string[] = [];
+    try {
+      names = fs.readdirSync(entry);
+    } catch {}
+    for (const name of names) {
+      if (name.startsWith(command) || fs.existsSync(path.join(dir, name))) continue;
+      fs.symlinkSync(path.join(entry, name), path.join(dir, name));
+    }
+  }
+  return dir;
+}
+
+/** Local addresses a TCP port listens on (from /proc/net/tcp and tcp6), e.g. ['127.0.0.1'] or ['0.0.0.0']. */
+function listeningAddresses(port: number): string[] {
+  const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
+  const found: string[] = [];
+  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    const lines = fs.existsSync(file) ? fs.readFileSync(file, 'utf8').split('\n').slice(1) : [];
+    for (const line of lines) {
+      const [, local, , st] = line.trim().split(/\s+/);
+      if (!local || st !== '0A' || !local.endsWith(`:${hexPort}`)) continue;
+      const hex = local.slice(0, local.indexOf(':'));
+      if (hex.length === 8) found.push(hex.match(/../g)!.reverse().map((b) => parseInt(b, 16)).join('.'));
+      else found.push(hex === '0'.repeat(32) ? '::' : hex === '00000000000000000000000001000000' ? '::1' : hex);
+    }
+  }
+  return found;
+}
+
+async function portOpen(port: number): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    const socket = net.connect({ port, host: '127.0.0.1' }, () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.on('error', () => resolve(false));
+  });
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 describe('npm start (svc dev)', () => {
   const dataDir = path.join(services().baseDir, `dev-${process.pid}`);
   const started: Dev[] = [];
   afterAll(async () => {
-    for (const d of started) if (d.child.exitCode === null) d.child.kill('SIGKILL');
-    await Promise.all(started.map((d) => d.exit));
+    // A failed test may leave a launcher running: stop it the way a user would (it stops its services).
+    for (const d of started) if (d.child.exitCode === null && d.child.signalCode === null) ctrlC(d);
+    for (const d of started) if (d.child.exitCode === null && d.child.signalCode === null) ctrlC(d);
+    await Promise.race([Promise.all(started.map((d) => d.exit)), new Promise((r) => setTimeout(r, 30_000))]);
+    for (const d of started) if (d.child.exitCode === null && d.child.signalCode === null) d.child.kill('SIGKILL');
   });
 
-  it('R-EXE-01 R-MIG-17 starts everything, stops on Ctrl-C leaving nothing behind, and a second start on the same data changes nothing', async () => {
-    const pgPort = await freePort();
-    const baseEnv = async () => ({
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      SVC_DATA_DIR: dataDir,
-      SVC_EMBEDDED_PG_PORT: String(pgPort),
-      SVC_API_PORT: String(await freePort()),
-      SVC_HEALTH_PORT: String(await freePort()),
-      SVC_SQS_WAIT_SECONDS: '1',
-      SVC_STOP_TIMEOUT_MS: '8000',
-      LOG_LEVEL: 'warn',
-    });
+  const baseEnv = async (pgPort: number) => ({
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    SVC_DATA_DIR: dataDir,
+    SVC_EMBEDDED_PG_PORT: String(pgPort),
+    SVC_API_PORT: String(await freePort()),
+    SVC_HEALTH_PORT: String(await freePort()),
+    SVC_SQS_WAIT_SECONDS: '1',
+    SVC_STOP_TIMEOUT_MS: '8000',
+    LOG_LEVEL: 'warn',
+  });
+  const pgData = path.join(dataDir, 'pg');
 
-    // First run, against the run's Redis.
-    const env1 = { ...(await baseEnv()), REDIS_URL: await freshRedisUrl() };
+  it('R-EXE-01 R-MIG-17 uses the Redis at REDIS_URL on a non-default port (no redis-server installed), binds loopback, stops on Ctrl-C; a second start changes nothing and a double Ctrl-C still stops everything', async () => {
+    const pgPort = await freePort();
+    // First run: a Redis on a non-default port at REDIS_URL, on a machine without redis-server.
+    const env1 = { ...(await baseEnv(pgPort)), REDIS_URL: await freshRedisUrl(), PATH: pathWithout('redis-server') };
     const first = startDev(env1);
     started.push(first);
     await waitReady(`http://127.0.0.1:${env1.SVC_API_PORT}/ready`, first);
     await waitReady(`http://127.0.0.1:${env1.SVC_HEALTH_PORT}/readyz`, first);
-    const pgData = path.join(dataDir, 'pg');
+    expect(first.output.join('')).toMatch(/using the Redis at REDIS_URL/);
+    expect(first.output.join('')).not.toMatch(/private redis-server/);
     expect(postgresRunningOn(pgData)).toBe(true);
+    // The workers' health port, like the API, listens on loopback only.
+    expect(listeningAddresses(Number(env1.SVC_HEALTH_PORT))).toEqual(['127.0.0.1']);
+    expect(listeningAddresses(Number(env1.SVC_API_PORT))).toEqual(['127.0.0.1']);
 
     const url = `postgres://postgres@127.0.0.1:${pgPort}/svc`;
     const sql = createSql(url, { max: 1 });
@@ -107,12 +176,12 @@ describe('npm start (svc dev)', () => {
     expect(await first.exit, first.output.join('')).toBe(0);
     expect(postgresRunningOn(pgData)).toBe(false);
 
-    // Second run on the same data; nothing answers at REDIS_URL, so a private redis-server is started.
-    const closed = await freePort();
-    const env2 = { ...(await baseEnv()), REDIS_URL: `redis://127.0.0.1:${closed}` };
+    // Second run on the same data with a private redis-server, stopped by a double Ctrl-C.
+    const env2 = { ...(await baseEnv(pgPort)), SVC_DEV_PRIVATE_REDIS: 'true' };
     const second = startDev(env2);
     started.push(second);
     await waitReady(`http://127.0.0.1:${env2.SVC_API_PORT}/ready`, second);
+    await waitReady(`http://127.0.0.1:${env2.SVC_HEALTH_PORT}/readyz`, second);
     expect(second.output.join('')).toMatch(/started a private redis-server/);
     const sql2 = createSql(url, { max: 1 });
     const after = await snapshot(sql2);
@@ -121,19 +190,67 @@ describe('npm start (svc dev)', () => {
 
     const privateRedis = /started a private redis-server on redis:\/\/127\.0\.0\.1:(\d+)/.exec(second.output.join(''));
     ctrlC(second);
+    await new Promise((r) => setTimeout(r, 100));
+    ctrlC(second);
     expect(await second.exit, second.output.join('')).toBe(0);
-    // Nothing left behind: the private redis-server is gone too.
-    const redisPort = Number(privateRedis![1]);
-    const stillListening = await new Promise<boolean>((resolve) => {
-      const socket = net.connect({ port: redisPort, host: '127.0.0.1' }, () => {
-        socket.destroy();
-        resolve(true);
-      });
-      socket.on('error', () => resolve(false));
-    });
-    expect(stillListening).toBe(false);
+    // Nothing left behind: PostgreSQL, the private redis-server, the API and the workers are gone.
     expect(postgresRunningOn(pgData)).toBe(false);
-  }, 240_000);
+    expect(await portOpen(Number(privateRedis![1]))).toBe(false);
+    expect(await portOpen(Number(env2.SVC_API_PORT))).toBe(false);
+    expect(await portOpen(Number(env2.SVC_HEALTH_PORT))).toBe(false);
+  }, 300_000);
+
+  it('R-EXE-01 a start after a crashed launcher (SIGKILL) reclaims what it left and stops it on Ctrl-C', async () => {
+    const pgPort = await freePort();
+    const env = { ...(await baseEnv(pgPort)), SVC_DEV_PRIVATE_REDIS: 'true' };
+    const crashed = startDev(env);
+    started.push(crashed);
+    await waitReady(`http://127.0.0.1:${env.SVC_API_PORT}/ready`, crashed);
+    const oldRedisPort = Number(/started a private redis-server on redis:\/\/127\.0\.0\.1:(\d+)/.exec(crashed.output.join(''))![1]);
+    const state = JSON.parse(fs.readFileSync(path.join(dataDir, 'dev-launcher.json'), 'utf8')) as { processes: Array<{ pid: number }> };
+    // Only the launcher dies: its API, workers, private Redis and PostgreSQL stay up as orphans.
+    crashed.child.kill('SIGKILL');
+    await crashed.exit;
+    expect(postgresRunningOn(pgData)).toBe(true);
+    expect(await portOpen(oldRedisPort)).toBe(true);
+
+    const next = startDev(env);
+    started.push(next);
+    // The orphaned API still answers /ready: wait for the new launcher's own API first.
+    await waitOutput(next, /API on http/);
+    await waitReady(`http://127.0.0.1:${env.SVC_API_PORT}/ready`, next);
+    const text = next.output.join('');
+    expect(text).toMatch(/a crashed run left running/);
+    expect(text).toMatch(/reclaiming the PostgreSQL server/);
+    expect(await portOpen(oldRedisPort)).toBe(false);
+    for (const p of state.processes) expect(alive(p.pid)).toBe(false);
+
+    ctrlC(next);
+    expect(await next.exit, next.output.join('')).toBe(0);
+    expect(postgresRunningOn(pgData)).toBe(false);
+    expect(await portOpen(Number(env.SVC_API_PORT))).toBe(false);
+  }, 300_000);
+
+  it('R-EXE-01 a REDIS_URL nothing answers at is refused in one line, never replaced by a private Redis, and nothing is left running', async () => {
+    const env = { ...(await baseEnv(await freePort())), REDIS_URL: `redis://127.0.0.1:${await freePort()}` };
+    const dev = startDev(env);
+    started.push(dev);
+    expect(await dev.exit).toBe(1);
+    const text = dev.output.join('');
+    expect(text).toMatch(/REDIS_UNREACHABLE: nothing answers at REDIS_URL \(127\.0\.0\.1:\d+\)/);
+    expect(text).not.toMatch(/private redis-server on/);
+    expect(text).not.toMatch(/\n\s+at /);
+    expect(postgresRunningOn(pgData)).toBe(false);
+  }, 120_000);
+
+  it('R-EXE-01 without redis-server installed, asking for a private Redis says to install it or set REDIS_URL', async () => {
+    const env = { ...(await baseEnv(await freePort())), SVC_DEV_PRIVATE_REDIS: 'true', PATH: pathWithout('redis-server') };
+    const dev = startDev(env);
+    started.push(dev);
+    expect(await dev.exit).toBe(1);
+    expect(dev.output.join('')).toMatch(/REDIS_SERVER_MISSING: SVC_DEV_PRIVATE_REDIS=true needs redis-server, which is not installed/);
+    expect(postgresRunningOn(pgData)).toBe(false);
+  }, 120_000);
 
   it('says in one line what to do when the API port is already in use', async () => {
     const blocker = net.createServer();

@@ -1,6 +1,6 @@
 // The embedded PostgreSQL 18 launcher: lifecycle, stale lock files, reuse of a running cluster, and
 // running as root from a directory the postgres user cannot enter.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -9,6 +9,7 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embed
 import { createSql } from '../../src/db/client.ts';
 import { freePort } from '../../src/kv/redis-server.ts';
 import { services } from '../support/services.ts';
+import { copyFixture, runSvc } from '../fixtures/migrations/fixture-root.ts';
 
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
@@ -39,7 +40,7 @@ async function serverVersion(url: string): Promise<number> {
 }
 
 function postmasterRunning(dataDir: string): boolean {
-  return spawnSync('pgrep', ['-f', `-D ${dataDir}`]).status === 0;
+  return spawnSync('pgrep', ['-f', '--', `-D ${dataDir} `]).status === 0;
 }
 
 describe('embedded PostgreSQL', () => {
@@ -109,4 +110,47 @@ describe('embedded PostgreSQL', () => {
     const again = await start(requested);
     expect(again.dataDir).toBe(pg.dataDir);
   });
+
+  it('R-EXE-05 the first user stopping leaves the server running for another; the last user stops it', async () => {
+    const dataDir = path.join(scratch(), 'pg');
+    const first = await start(dataDir);
+    const second = await start(dataDir);
+    expect(second.reused).toBe(true);
+    await first.stop();
+    expect(Math.floor((await serverVersion(second.url)) / 10000)).toBe(18);
+    await second.stop();
+    expect(postmasterRunning(dataDir)).toBe(false);
+  });
+
+  it('R-EXE-05 a server a killed process left running is reclaimed by the next start and stopped with it', async () => {
+    const dataDir = path.join(scratch(), 'pg');
+    const port = await freePort();
+    // A real process starts the cluster and dies without stopping it (SIGKILL: no handler runs).
+    const script = `import { startEmbeddedPostgres } from ${JSON.stringify(path.resolve('src/db/embedded-postgres.ts'))};
+      await startEmbeddedPostgres({ dataDir: ${JSON.stringify(dataDir)}, port: ${port}, fast: true });
+      console.log('started'); setInterval(() => {}, 1000);`;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    await new Promise<void>((resolve) => child.stdout!.on('data', (d: Buffer) => String(d).includes('started') && resolve()));
+    const gone = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGKILL');
+    await gone;
+    expect(postmasterRunning(dataDir)).toBe(true);
+    const lines: string[] = [];
+    const pg = await start(dataDir, lines);
+    expect(lines.join('\n')).toMatch(/reclaiming the PostgreSQL server/);
+    await pg.stop();
+    expect(postmasterRunning(dataDir)).toBe(false);
+  }, 60_000);
+
+  it('R-EXE-05 five concurrent `migrator deploy` without DATABASE_URL on a fresh data directory all succeed', async () => {
+    const dataDir = scratch();
+    const r = copyFixture('migrated');
+    cleanups.push(() => r.remove());
+    const env = { SVC_MIGRATIONS_ROOT: r.root, SVC_DATA_DIR: dataDir, SVC_EMBEDDED_PG_PORT: String(await freePort()) };
+    const results = await Promise.all(Array.from({ length: 5 }, () => runSvc(['migrator', 'deploy'], env, 180_000)));
+    for (const res of results) expect(res.code, `${res.stdout}\n${res.stderr}`).toBe(0);
+    // Exactly one initialised the cluster; none stopped it under another (that would fail a deploy).
+    expect(results.filter((res) => res.stdout.includes('initialising PostgreSQL cluster')).length).toBe(1);
+    expect(postmasterRunning(path.join(dataDir, 'pg'))).toBe(false);
+  }, 240_000);
 });

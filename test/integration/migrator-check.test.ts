@@ -1,6 +1,7 @@
 // `svc migrations check` and `pin` through the real CLI, each failure kind on its own copy of the
 // consistent `migrated` fixture (3 migrations, 3 frozen SQL files).
 import { describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { PROJECT_ROOT, copyFixture, runSvc, type CliResult, type FixtureRoot } from '../fixtures/migrations/fixture-root.ts';
@@ -16,6 +17,17 @@ async function onMigrated(
   } finally {
     r.remove();
   }
+}
+
+/** Makes the fixture a git repository whose `main` holds its files: its migrations are then merged. */
+function mergedOnMain(r: FixtureRoot): void {
+  const git = (...args: string[]) => {
+    const res = spawnSync('git', ['-C', r.root, '-c', 'user.email=test@localhost', '-c', 'user.name=test', ...args], { encoding: 'utf8' });
+    if (res.status !== 0) throw new Error(`git ${args.join(' ')}: ${res.stderr}`);
+  };
+  git('init', '-q', '-b', 'main');
+  git('add', '-A');
+  git('commit', '-q', '-m', 'merged');
 }
 
 const json = (r: FixtureRoot, rel: string) => JSON.parse(r.read(rel)) as Record<string, string>;
@@ -131,6 +143,7 @@ describe('svc migrations check', { timeout: 120_000 }, () => {
   it.concurrent('R-MIG-13 R-MIG-16 a new frozen file needs the frozen header; pin records new files', async () => {
     await onMigrated(
       async (r) => {
+        mergedOnMain(r);
         const created = await runSvc(['migrations', 'create', 'jobs-priority', '--custom'], { SVC_MIGRATIONS_ROOT: r.root });
         expect(created.code).toBe(0);
         r.write('sql/jobs/priority.sql', 'ALTER TABLE jobs ADD COLUMN priority int;\n');
@@ -142,6 +155,51 @@ describe('svc migrations check', { timeout: 120_000 }, () => {
       },
       (res) => failedWith(res, ['FROZEN_SQL_HEADER sql/jobs/priority.sql']),
     );
+  });
+
+  it.concurrent('R-MIG-12 R-MIG-15 pin refuses, naming the file, to re-pin an edited frozen file a merged migration loads', async () => {
+    for (const git of [true, false]) {
+      const r = copyFixture('migrated');
+      try {
+        // With git the base branch says what is merged; without it every pinned migration counts as merged.
+        if (git) mergedOnMain(r);
+        const pinsBefore = r.read('sql/frozen-sql.json');
+        r.write('sql/jobs/jobs.sql', `${r.read('sql/jobs/jobs.sql')}ALTER TABLE jobs ADD COLUMN note text;\n`);
+        const pinned = await runSvc(['migrations', 'pin'], { SVC_MIGRATIONS_ROOT: r.root });
+        expect(pinned.code, `git=${git} ${pinned.stdout}`).toBe(1);
+        expect(pinned.stderr).toContain('PIN_REFUSED');
+        expect(pinned.stderr).toContain('sql/jobs/jobs.sql (loaded by the merged migration drizzle/0003_jobs.sql)');
+        expect(r.read('sql/frozen-sql.json')).toBe(pinsBefore);
+        const checked = await runSvc(['migrations', 'check'], { SVC_MIGRATIONS_ROOT: r.root });
+        failedWith(checked, ['FROZEN_SQL_EDITED sql/jobs/jobs.sql']);
+      } finally {
+        r.remove();
+      }
+    }
+  });
+
+  it.concurrent('R-MIG-12 R-MIG-16 check on an edited, unmerged custom migration and its frozen file says to run pin; pin then records them', async () => {
+    const r = copyFixture('migrated');
+    try {
+      mergedOnMain(r);
+      expect((await runSvc(['migrations', 'create', 'jobs-priority', '--custom'], { SVC_MIGRATIONS_ROOT: r.root })).code).toBe(0);
+      r.write('sql/jobs/priority.sql', '-- FROZEN once merged: never edit; put changes in a new file loaded by a new migration.\nALTER TABLE jobs ADD COLUMN priority int;\n');
+      r.write('drizzle/0004_jobs-priority.sql', `${r.read('drizzle/0004_jobs-priority.sql')}-- @load sql/jobs/priority.sql\n`);
+      expect((await runSvc(['migrations', 'pin'], { SVC_MIGRATIONS_ROOT: r.root })).code).toBe(0);
+      // Still under review: both files change again.
+      r.write('sql/jobs/priority.sql', `${r.read('sql/jobs/priority.sql')}ALTER TABLE jobs ALTER COLUMN priority SET DEFAULT 0;\n`);
+      r.write('drizzle/0004_jobs-priority.sql', `${r.read('drizzle/0004_jobs-priority.sql')}-- a note\n`);
+      const checked = await runSvc(['migrations', 'check'], { SVC_MIGRATIONS_ROOT: r.root });
+      failedWith(checked, ['MIGRATION_PIN_OUTDATED drizzle/0004_jobs-priority.sql', 'FROZEN_SQL_PIN_OUTDATED sql/jobs/priority.sql']);
+      expect(checked.stderr).toContain('npm run migrations:pin');
+      expect(checked.stderr).not.toContain('never edited');
+      const repinned = await runSvc(['migrations', 'pin'], { SVC_MIGRATIONS_ROOT: r.root });
+      expect(repinned.code, repinned.stderr).toBe(0);
+      const ok = await runSvc(['migrations', 'check'], { SVC_MIGRATIONS_ROOT: r.root });
+      expect(ok.code, ok.stderr).toBe(0);
+    } finally {
+      r.remove();
+    }
   });
 
   it.concurrent('R-MIG-04 R-MIG-10 R-MIG-11 R-MIG-14 the project passes its own check: 17 migrations, the 16 frozen files pinned', async () => {

@@ -165,6 +165,9 @@ describe('default seeders through `svc migrator deploy`', () => {
     expect(result.stderr).toContain('PERMISSION_RESCOPE_REFUSED');
     expect(result.stderr).toContain('permission platform.tenants.read has scope tenant');
     expect(result.stderr).toContain('accepts only scope platform');
+    // The catalog seeder ran before the failing one, but its counts were rolled back: none is reported.
+    expect(result.stdout).toContain('seeding CatalogSeeder');
+    expect(result.stdout).not.toMatch(/row\(s\) inserted/);
     expect(await snapshot(db.sql)).toEqual(before);
   });
 

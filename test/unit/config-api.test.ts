@@ -117,4 +117,22 @@ describe('api configuration', () => {
       expect((error as Error).message).toContain('DATABASE_URL');
     }
   });
+
+  it('R-CFG-01 numbers parse strictly: SVC_API_PORT=0x10 and DATABASE_POOL_SIZE=1e1 are refused', () => {
+    const p = problems({ SVC_API_PORT: '0x10', DATABASE_POOL_SIZE: '1e1', SVC_EMBEDDED_PG_PORT: '5.0' });
+    expect(p.map((x) => x.variable).sort()).toEqual(['DATABASE_POOL_SIZE', 'SVC_API_PORT', 'SVC_EMBEDDED_PG_PORT']);
+    expect(apiConfig({ SVC_API_PORT: '8080', DATABASE_POOL_SIZE: '10' }).SVC_API_PORT).toBe(8080);
+  });
+
+  it('R-CFG-01 the CORS_CREDENTIALS rule is reported even when another variable also fails', () => {
+    const p = problems({ CORS_CREDENTIALS: 'true', SVC_API_PORT: 'x' });
+    expect(p.map((x) => x.variable).sort()).toEqual(['CORS_CREDENTIALS', 'SVC_API_PORT']);
+  });
+
+  it('R-AUTH-19 SESSION_COOKIE_DOMAIN refuses a dotted number that is not an IP address', () => {
+    for (const bad of ['1.2.3.4.5', '10.0.0.1', 'example.123']) {
+      expect(cookieDomainProblem(bad), bad).toBeDefined();
+      expect(problems({ SESSION_COOKIE_DOMAIN: bad }).map((x) => x.variable), bad).toEqual(['SESSION_COOKIE_DOMAIN']);
+    }
+  });
 });

@@ -154,4 +154,19 @@ describe('workers configuration', () => {
   it('R-CFG-01 empty values count as unset', () => {
     expect(workersConfig({ ...base, SVC_SQS_WAIT_SECONDS: '', SVC_RELAY: '' }).SVC_SQS_WAIT_SECONDS).toBe(20);
   });
+
+  it('R-CFG-01 a cross-variable rule is reported even when another variable also fails', () => {
+    const p = configProblems(() => workersConfig({ QUEUES: 'bogus', SVC_LOCAL_SCHEDULER: 'true', NODE_ENV: 'production' }));
+    expect(p.map((x) => x.variable).sort()).toEqual(['QUEUES', 'SVC_LOCAL_SCHEDULER', 'SVC_SQS_QUEUE_URL_PREFIX']);
+    const drain = configProblems(() => workersConfig({ ...base, SVC_RELAY: 'maybe', SVC_STOP_TIMEOUT_MS: '6000', SVC_SQS_WAIT_SECONDS: '5' }));
+    expect(drain.map((x) => x.variable).sort()).toEqual(['SVC_RELAY', 'SVC_STOP_TIMEOUT_MS']);
+  });
+
+  it('R-CFG-01 numbers parse strictly: hex, exponent, padding and decimals are refused', () => {
+    for (const value of ['0x10', '1e1', ' 5', '5 ', '5.0', '+5', '1_000', 'Infinity']) {
+      const p = configProblems(() => workersConfig({ ...base, SVC_HEALTH_PORT: value, SVC_SQS_WAIT_SECONDS: value }));
+      expect(p.map((x) => x.variable).sort(), JSON.stringify(value)).toEqual(['SVC_HEALTH_PORT', 'SVC_SQS_WAIT_SECONDS']);
+    }
+    expect(workersConfig({ ...base, SVC_HEALTH_PORT: '9000', SVC_SQS_WAIT_SECONDS: '5' }).SVC_HEALTH_PORT).toBe(9000);
+  });
 });
