@@ -26,6 +26,7 @@ import {
 } from '@aws-sdk/client-sqs';
 import { Consumer } from 'sqs-consumer';
 import type { Logger } from 'pino';
+import { CodedError } from '../errors/coded-error.ts';
 import { backoffSeconds } from './backoff.ts';
 import { startHeartbeat } from './heartbeat.ts';
 import { runDelivery, type DeadLetterContext, type DeliveryPort, type RunnerDeps } from './runner.ts';
@@ -77,15 +78,19 @@ function peekUnitName(body: string | undefined): string | undefined {
   }
 }
 
-class StoppedFetching extends Error {
-  readonly code = 'STOPPED_FETCHING';
+/** Thrown into sqs-consumer's receive when the consumer stops fetching (a stop, not a fault). */
+class StoppedFetching extends CodedError<'STOPPED_FETCHING'> {
+  constructor() {
+    super('STOPPED_FETCHING', 'fetching stopped');
+    this.name = 'StoppedFetching';
+  }
 }
 
-export class DeleteFailed extends Error {
-  readonly code: string;
+/** A DeleteMessageBatch entry failed; `code` is the queue's own error code for that entry. */
+export class DeleteFailed extends CodedError {
   constructor(code: string, message: string) {
-    super(`the message could not be deleted (${code}): ${message}`);
-    this.code = code;
+    super(code, `the message could not be deleted (${code}): ${message}`);
+    this.name = 'DeleteFailed';
   }
 }
 
@@ -223,7 +228,7 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
         log.debug({ inFlight, nextBatch, slots: o.slots }, 'waiting for free slots before the next receive');
         await new Promise<void>((resolve) => (slotFreed = resolve));
       }
-      if (!fetching) throw new StoppedFetching('fetching stopped');
+      if (!fetching) throw new StoppedFetching();
     },
     async handleMessageBatch(messages: Message[]) {
       inFlight += messages.length;

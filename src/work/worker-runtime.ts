@@ -15,7 +15,7 @@ import { createQueueConsumer, type QueueConsumer } from './consumer.ts';
 import { defaultInstanceLabel } from './dispatch.ts';
 import { startHealthServer, type HealthServer, type HealthState } from './health-server.ts';
 import { startRelay, type Relay } from './relay.ts';
-import type { RunnerDeps } from './runner.ts';
+import { StartCoalescer, type RunnerDeps } from './runner.ts';
 import { startLocalScheduler, type LocalScheduler } from './scheduler.ts';
 import { schemaHolds } from './schema-gate.ts';
 import { SlotLimit } from './slot-limit.ts';
@@ -116,6 +116,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
     backoff: o.backoff ?? {},
     maxReceives: o.maxReceives,
     releaseSignal: release.signal,
+    starts: new StartCoalescer(o.sql),
   };
 
   const consumers: QueueConsumer[] = o.queues.map((queue) =>
