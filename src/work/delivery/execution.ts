@@ -3,7 +3,7 @@
 // and, in the same transaction, records its success. Every way out other than success goes to the
 // settlement stage.
 import { inUnitOfWork } from '../../db/unit-of-work.ts';
-import type { Sql } from '../../db/client.ts';
+import type { Sql, TxSql } from '../../db/client.ts';
 import { jsonbTextBytes } from '../../db/jsonb-text.ts';
 import { RUN_JSON_MAX_BYTES } from '../../config/limits.ts';
 import { runStatusKey } from '../../kv/keys.ts';
@@ -28,6 +28,7 @@ import {
   type Failure,
 } from './context.ts';
 import { register, type Registration } from './registration.ts';
+import { guardRunTransaction, RunTransactionClosed, type RunTransactionGuard } from './run-transaction.ts';
 import { release, settleFailure, settleRegistration } from './settlement.ts';
 
 /** Settles when the promise does, or rejects with the signal's reason when it is aborted first. */
@@ -58,6 +59,10 @@ export async function deliver(c: DeliveryContext, early: Failure | null, gate: G
   const { deps, scope, tenantId, port } = c;
   const unit = c.unit;
   const controller = new AbortController();
+  // run.transaction as the handler holds it: closed on abort (timeout, release) before the rollback is
+  // sent, and when the handler returns or the scope ends, so no late statement reaches the database.
+  let handlerTx: RunTransactionGuard | null = null;
+  controller.signal.addEventListener('abort', () => handlerTx?.close(), { once: true });
   const timeoutMs = (unit?.timeoutSeconds ?? 60) * 1000;
   let timer: NodeJS.Timeout | undefined;
   // The effect transaction's backend while it is open: a release cancels its current statement, or
@@ -75,6 +80,13 @@ export async function deliver(c: DeliveryContext, early: Failure | null, gate: G
   const needsLock = Boolean(c.key) && !early && gate.state !== 'held' && gate.state !== 'completed';
   try {
     const result = await deps.sql.begin(async (tx) => {
+      try {
+        return await effect(tx);
+      } finally {
+        handlerTx?.close();
+      }
+    });
+    async function effect(tx: TxSql) {
       // One statement: the actor context (as inUnitOfWork), the deadline of every statement of this
       // transaction (a handler statement cannot outlive the unit's timeout even if the handler ignores
       // the signal) and the key's advisory lock.
@@ -120,6 +132,9 @@ export async function deliver(c: DeliveryContext, early: Failure | null, gate: G
         startedAt = clock!.at;
         await trail(tx, c, run, 'started', attempt);
       }
+      const guarded = guardRunTransaction(tx);
+      handlerTx = guarded;
+      if (controller.signal.aborted) guarded.close();
       const runObject: UnitRun = {
         runId: run.runId,
         name: unit!.name,
@@ -132,13 +147,14 @@ export async function deliver(c: DeliveryContext, early: Failure | null, gate: G
           return new Date(row!.ms);
         },
         logger: c.log.child({ attempt }),
-        progress: (percent: number) => reportProgress(c, run, attempt, percent),
-        transaction: tx,
+        progress: (percent: number) => reportProgress(c, guarded, run, attempt, percent),
+        transaction: guarded.tx,
         signal: controller.signal,
       };
       const handling = Promise.resolve().then(() => unit!.handler(payload as never, runObject));
       handling.catch(() => {}); // settled below; a late rejection after an abort must not crash the process
       const returned = await raceAbort(handling, controller.signal);
+      guarded.close();
       const outcome = returned === undefined ? {} : returned;
       if (!isPlainObject(outcome)) throw new ValidationFailure(`handler of '${unit!.name}' must return a JSON object or nothing`);
       // Measured as the CHECK measures it (octet_length(outcome::text) of the jsonb), not compact JSON.
@@ -161,7 +177,7 @@ export async function deliver(c: DeliveryContext, early: Failure | null, gate: G
       });
       finished.catch(() => {}); // observed below
       return { replayed: false, outcome: outcome as UnitOutcome, finished };
-    });
+    }
     effectBackend = null;
     if (result?.finished) await result.finished;
     clearTimeout(timer);
@@ -207,7 +223,8 @@ async function cancelStatement(sql: Sql, backend: EffectBackend): Promise<void> 
 }
 
 /** progress(percent): its own short transaction (status row + `progress` event), cache evicted. */
-async function reportProgress(c: DeliveryContext, run: RunRow, attempt: number, percent: number): Promise<void> {
+async function reportProgress(c: DeliveryContext, handlerTx: RunTransactionGuard, run: RunRow, attempt: number, percent: number): Promise<void> {
+  if (!handlerTx.open) throw new RunTransactionClosed();
   if (!Number.isFinite(percent) || percent < 0 || percent > 100) {
     throw new ValidationFailure(`progress must be a number from 0 to 100, got ${String(percent)}`);
   }
