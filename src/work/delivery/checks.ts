@@ -61,13 +61,6 @@ export async function checkDelivery(deps: RunnerDeps, delivery: Delivery, port: 
   let payload: unknown;
   if (!unit) {
     early = classifyFailure(new UnitNotRegistered(envelope.name));
-  } else if (delivery.receiveCount > maxReceives) {
-    early = {
-      code: 'RECEIVES_EXHAUSTED',
-      type: 'ReceivesExhausted',
-      message: `the message was received ${delivery.receiveCount} times, more than the ${maxReceives} allowed: the handler is not run again`,
-      permanent: true,
-    };
   } else if ((unit.context === 'tenant') !== (scope === 'tenant')) {
     early = classifyFailure(
       new PermanentFailure('RUN_CONTEXT_MISMATCH', `unit '${unit.name}' has context ${unit.context} but the message is a ${scope} run`),
@@ -87,6 +80,20 @@ export async function checkDelivery(deps: RunnerDeps, delivery: Delivery, port: 
         early = classifyFailure(error);
       }
     }
+  }
+  if (!early && unit && delivery.receiveCount > maxReceives) {
+    early = {
+      code: 'RECEIVES_EXHAUSTED',
+      type: 'ReceivesExhausted',
+      message: `the message was received ${delivery.receiveCount} times, more than the ${maxReceives} allowed: the handler is not run again`,
+      permanent: true,
+    };
+    // The handler will not run for this delivery, so the key is not claimed nor failed; it is kept
+    // only to see whether another delivery is executing it (registration then holds this one back).
+    c.probeKey = c.key;
+    c.key = undefined;
+    c.fingerprint = undefined;
+    c.gateKey = undefined;
   }
 
   // The Redis gate: a concurrent duplicate sees it held; a finished key replays from it.

@@ -123,6 +123,8 @@ export interface DeliveryContext {
   actor: Actor;
   maxReceives: number;
   key?: Buffer;
+  /** The key of a delivery that will not execute (receives exhausted): only probed for an execution in progress. */
+  probeKey?: Buffer;
   fingerprint?: Buffer;
   gateKey?: string;
   gateToken?: string;

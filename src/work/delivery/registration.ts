@@ -3,7 +3,7 @@
 // will not execute (final run, held key, replay, early failure, missing run).
 import { inUnitOfWork } from '../../db/unit-of-work.ts';
 import type { TxSql } from '../../db/client.ts';
-import type { GateState } from '../idempotency.ts';
+import { tryLockKey, type GateState } from '../idempotency.ts';
 import { FINAL_RUN_STATUSES, OUTBOX_TABLE, readRun, transitionRun, type RunRow } from '../run-store.ts';
 import { actorSettingsOf, fitOutcome, trail, type DeliveryContext, type Failure } from './context.ts';
 
@@ -50,6 +50,13 @@ export async function register(c: DeliveryContext, early: Failure | null, gate: 
       return { kind: 'final', run, deadLettered: rows.length > 0 };
     }
     if (early) {
+      // A delivery that will not execute never settles a run another delivery is executing (a
+      // duplicate past the fifth receive, a worker of a rolling deploy that lacks the unit): it waits
+      // its turn, and comes back when that execution has settled the run.
+      if (run.status === 'running' && (await executingElsewhere(tx, c))) {
+        await trail(tx, c, run, 'received', run.attempts, { detail: { held: 'executing' } });
+        return { kind: 'held', retryAfterMs: leaseMs };
+      }
       // Only the spec's transitions: the delivery makes the run `running` (queued/retrying → running;
       // attempts unchanged, no handler runs), and settleFailure moves it on from `running`.
       const taken = await takeRun(tx, c, run);
@@ -82,6 +89,20 @@ export async function register(c: DeliveryContext, early: Failure | null, gate: 
         : [];
     return { kind: 'execute', run: started!, attempt: started!.attempts, scheduledFor: origin?.at ?? null };
   });
+}
+
+/**
+ * True when another delivery is executing this run right now. An open effect transaction holds a
+ * KEY SHARE lock on the run row (its `started` row references it), which FOR UPDATE SKIP LOCKED sees
+ * without waiting (this transaction's own FOR NO KEY UPDATE does not conflict with itself); between
+ * that delivery's registration and its `started`, the key's advisory lock it holds tells the same.
+ */
+async function executingElsewhere(tx: TxSql, c: DeliveryContext): Promise<boolean> {
+  const free = await tx`SELECT 1 FROM ${tx(c.scope === 'tenant' ? 'task_runs' : 'platform_task_runs')}
+                         WHERE run_id = ${c.envelope.run_id} FOR UPDATE SKIP LOCKED`;
+  if (free.length === 0) return true;
+  const key = c.key ?? c.probeKey;
+  return key !== undefined && !(await tryLockKey(tx, key));
 }
 
 /**
