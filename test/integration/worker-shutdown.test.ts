@@ -66,14 +66,14 @@ describe('worker shutdown', () => {
     );
     expect(runtime.healthPort).toBe(port);
     const waiting = await get(port, '/healthz');
-    expect(waiting).toEqual({ status: 200, body: { ready: false, draining: false, latestMigration: migration } });
+    expect(waiting).toEqual({ status: 200, body: { ready: false, draining: false, latestMigration: migration, redis: 'up' } });
     const notReady = await get(port, '/readyz');
     expect(notReady.status).toBe(503);
     expect(String(notReady.body.reason)).toContain(migration);
     // The migrator of this version records the migration: the workers start consuming without a restart.
     await h.sql`INSERT INTO mikro_orm_migrations (name) VALUES (${migration})`;
     await runtime.consuming;
-    expect(await get(port, '/healthz')).toEqual({ status: 200, body: { ready: true, draining: false, latestMigration: migration } });
+    expect(await get(port, '/healthz')).toEqual({ status: 200, body: { ready: true, draining: false, latestMigration: migration, redis: 'up' } });
     expect((await get(port, '/readyz')).status).toBe(200);
     await runtime.stop();
   });
