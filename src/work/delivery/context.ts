@@ -144,7 +144,7 @@ export async function trail(
   run: Pick<RunRow, 'queue'>,
   event: TrailEventName,
   attempt: number,
-  extra: { receiveCount?: number; errorCode?: string; errorType?: string; detail?: Record<string, unknown> } = {},
+  extra: { receiveCount?: number; errorCode?: string; errorType?: string; detail?: Record<string, unknown>; occurredAt?: 'run_finished' | string } = {},
 ): Promise<void> {
   await appendTrailEvent(tx, c.scope, {
     runId: c.envelope.run_id,
@@ -157,6 +157,7 @@ export async function trail(
     errorCode: extra.errorCode,
     errorType: extra.errorType,
     detail: fitDetail(extra.detail ?? {}),
+    occurredAt: extra.occurredAt,
   });
 }
 

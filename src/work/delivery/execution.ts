@@ -122,7 +122,7 @@ export async function deliver(c: DeliveryContext, early: Failure | null, gate: G
       if (claim.kind === 'completed') {
         const replayed = await transitionRun(tx, scope, { runId: run.runId, tenantId, to: 'succeeded', from: ['running'], outcome: fitOutcome(claim.outcome), progress: 100 });
         if (!replayed) throw new RunMovedOn();
-        await trail(tx, c, run, 'succeeded', attempt, { detail: { replayed: true } });
+        await trail(tx, c, run, 'succeeded', attempt, { detail: { replayed: true }, occurredAt: 'run_finished' });
         return { replayed: true, outcome: claim.outcome };
       }
       if (claim.startedAt !== undefined) {

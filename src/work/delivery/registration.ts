@@ -26,6 +26,7 @@ export async function register(c: DeliveryContext, early: Failure | null, gate: 
     const started = await c.deps.starts.start(scope, actorSettingsOf(c.actor), tenantId, c.deps.workerInstance, {
       runId: envelope.run_id,
       receiveCount: c.delivery.receiveCount,
+      messageId: c.delivery.messageId,
     });
     if (started) return { kind: 'execute', run: started.run, attempt: started.run.attempts, scheduledFor: started.scheduledFor };
     // Missing or final: nothing was written; the general path below records it.
@@ -40,6 +41,7 @@ export async function register(c: DeliveryContext, early: Failure | null, gate: 
               WHERE run_id = ${envelope.run_id} ${tenantId ? tx`AND tenant_id = ${tenantId}` : tx``} FOR NO KEY UPDATE`;
     const run = await readRun(tx, scope, { runId: envelope.run_id, tenantId });
     if (!run) return { kind: 'missing' };
+    await recordSendProvedByDelivery(tx, c, run);
     if (FINAL_RUN_STATUSES.has(run.status)) {
       await trail(tx, c, run, 'received', run.attempts, { detail: { settled: run.status } });
       const rows =
@@ -72,7 +74,7 @@ export async function register(c: DeliveryContext, early: Failure | null, gate: 
       await trail(tx, c, run, 'received', run.attempts, { detail: { replay: 'gate' } });
       await takeRun(tx, c, run);
       await transitionRun(tx, scope, { runId: run.runId, tenantId, to: 'succeeded', from: ['running'], outcome: fitOutcome(gate.outcome), progress: 100 });
-      await trail(tx, c, run, 'succeeded', run.attempts, { detail: { replayed: true } });
+      await trail(tx, c, run, 'succeeded', run.attempts, { detail: { replayed: true }, occurredAt: 'run_finished' });
       return { kind: 'replayed' };
     }
     if (!keyLocked) {
@@ -88,6 +90,21 @@ export async function register(c: DeliveryContext, early: Failure | null, gate: 
             FROM platform_task_run_schedule_origins WHERE run_id = ${run.runId}`
         : [];
     return { kind: 'execute', run: started!, attempt: started!.attempts, scheduledFor: origin?.at ?? null };
+  });
+}
+
+/**
+ * A delivery proves its message was sent: an outbox row still pending here means the relay died
+ * between SendMessageBatch and its commit. Marking it sent now (with `sent` before this delivery's
+ * `received`) keeps the relay from sending a second message and the trail causal.
+ */
+async function recordSendProvedByDelivery(tx: TxSql, c: DeliveryContext, run: RunRow): Promise<void> {
+  const rows = await tx<{ queue: string }[]>`UPDATE ${tx(OUTBOX_TABLE[c.scope])} SET sent_at = clock_timestamp()
+                                              WHERE run_id = ${run.runId} AND sent_at IS NULL RETURNING queue`;
+  if (rows.length === 0) return;
+  await trail(tx, c, { queue: rows[0]!.queue as RunRow['queue'] }, 'sent', 0, {
+    receiveCount: 0,
+    detail: { message_id: c.delivery.messageId, recorded_by: 'delivery' },
   });
 }
 

@@ -65,7 +65,7 @@ export async function settleRegistration(c: DeliveryContext, registration: Regis
 
 /** The `started` event of a rolled-back attempt is recorded again, so the trail shows every attempt. */
 async function rememberStart(tx: TxSql, c: DeliveryContext, run: RunRow, attempt: number, startedAt: string | null): Promise<void> {
-  if (startedAt !== null) await trail(tx, c, run, 'started', attempt, { detail: { startedAt, effect: 'rolled_back' } });
+  if (startedAt !== null) await trail(tx, c, run, 'started', attempt, { detail: { startedAt, effect: 'rolled_back' }, occurredAt: startedAt });
 }
 
 export async function release(c: DeliveryContext, run: RunRow, attempt: number, startedAt: string | null): Promise<DeliveryResult> {
@@ -111,6 +111,7 @@ export async function settleFailure(c: DeliveryContext, run: RunRow, f: Failure,
     await rememberStart(tx, c, run, attempt, startedAt);
     await trail(tx, c, run, 'failed', attempt, {
       ...errorFields,
+      occurredAt: 'run_finished',
       detail: { message: f.message, permanent: f.permanent, receivesExhausted: exhausted && !f.permanent },
     });
   });
