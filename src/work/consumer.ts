@@ -247,6 +247,8 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
     },
   });
   consumer.on('error', (error) => {
+    // The receive aborted by stopFetching rejects: expected, not a queue fault.
+    if (!fetching && (error.name === 'AbortError' || (error as { cause?: { name?: string } }).cause?.name === 'AbortError')) return;
     if ((error as { cause?: unknown }).cause instanceof StoppedFetching || /fetching stopped/.test(error.message)) return;
     log.error({ err: error }, 'queue error');
   });
@@ -260,7 +262,11 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
     stopFetching() {
       fetching = false;
       stopped.abort();
-      consumer.stop();
+      // Aborts the long poll under way, so an idle worker stops at once instead of after up to
+      // SVC_SQS_WAIT_SECONDS. A message the poll had already received reaches handle() and is given
+      // back at once; one the queue handed to the aborted request stays invisible until its
+      // visibility timeout and is then received again: never lost.
+      consumer.stop({ abort: true });
       notify();
     },
     get inFlight() {
