@@ -5,7 +5,7 @@ import { signalOutbox } from '../kv/wake.ts';
 import { dlqUrl, isQueueName, QUEUE_NAMES } from '../queue/names.ts';
 import { listDeadLetters, redriveDeadLetters, type DeadLetter } from '../work/operate/dead-letter-queue.ts';
 import { checkOperatorLabel, OperateError } from '../work/operate/operate-error.ts';
-import { openOperateConnections } from './operate-connections.ts';
+import { loadKeySource, openOperateConnections } from './operate-connections.ts';
 import { parse, table } from './runs.ts';
 
 const USAGE = `usage:
@@ -63,8 +63,10 @@ export async function run(args: string[]): Promise<number> {
       else console.log(letters.length ? lettersTable(letters, false) : `the dead-letter queue of ${queue} is empty`);
       return 0;
     }
+    const keySource = await loadKeySource();
     const report = await redriveDeadLetters(c.sql, target, {
       by,
+      ...(keySource ? { keySource } : {}),
       dryRun: Boolean(values['dry-run']),
       ...(unit ? { unit } : {}),
       ...(errorCode ? { errorCode } : {}),

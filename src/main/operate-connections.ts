@@ -1,6 +1,7 @@
 // The connections of the operator commands (`svc runs`, `svc dlq`): the database, Redis for the
 // relay's wake signal and the run-status cache (a hint: the commands work without it), and for
 // `svc dlq` the SQS queues, located and authenticated by the same SVC_SQS_* variables as the workers.
+import path from 'node:path';
 import { z } from 'zod';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { booleanFlag, databaseUrl, parseEnv, redisUrl } from '../config/parse.ts';
@@ -8,6 +9,10 @@ import { createSql, type Sql } from '../db/client.ts';
 import { resolveDatabase } from '../db/connect.ts';
 import { createRedis, type Redis } from '../kv/client.ts';
 import { createSqsClient } from '../queue/client.ts';
+import { loadUnits } from '../work/catalog.ts';
+import { unitKeySource, type KeySource } from '../work/operate/redrive-run.ts';
+
+const PROJECT_ROOT = path.resolve(import.meta.dirname, '..', '..');
 
 const operateEnv = z.object({
   DATABASE_URL: databaseUrl,
@@ -63,4 +68,19 @@ export async function openOperateConnections(command: string, options: { sqs: bo
       await database.stop();
     },
   };
+}
+
+/**
+ * The business idempotency keys of this build's units (SVC_UNITS_ROOT / SVC_UNITS_DIR, as `svc schedule`),
+ * so a redrive reopens such a unit's ledger row and `runs show` finds it. Without them (units that fail
+ * discovery) units keyed by run id still work: a warning says what is missing.
+ */
+export async function loadKeySource(): Promise<KeySource | undefined> {
+  try {
+    const units = await loadUnits(process.env.SVC_UNITS_ROOT ?? PROJECT_ROOT, { dir: process.env.SVC_UNITS_DIR ?? 'units' });
+    return unitKeySource(units);
+  } catch (error) {
+    console.error(`svc: warning: the units could not be loaded (${(error as Error).message.split('\n')[0]}); business idempotency keys are not reopened on redrive`);
+    return undefined;
+  }
 }

@@ -10,7 +10,7 @@ import { checkOperatorLabel, checkRunId, OperateError } from '../work/operate/op
 import { redriveRun, redriveRunNow, redriveActorLabel, redriveRuns } from '../work/operate/redrive-run.ts';
 import { showRun, type RunDetail } from '../work/operate/show-run.ts';
 import { inUnitOfWork } from '../db/unit-of-work.ts';
-import { openOperateConnections } from './operate-connections.ts';
+import { loadKeySource, openOperateConnections } from './operate-connections.ts';
 
 const USAGE = `usage:
   svc runs list [--tenant <uid>] [--unit <name>] [--status <s>[,<s>]] [--queue <q>] [--since <instant|duration>] [--until <instant|duration>] [--limit <n>] [--json]
@@ -114,7 +114,8 @@ export async function run(args: string[]): Promise<number> {
     const runId = checkRunId(onePositional(positionals, 'run id'));
     const c = await openOperateConnections('svc runs', { sqs: false });
     try {
-      const detail = await showRun(c.sql, runId);
+      const keySource = await loadKeySource();
+      const detail = await showRun(c.sql, runId, keySource ? { keySource } : {});
       console.log(values.json ? JSON.stringify(detail) : detailText(detail));
       return 0;
     } finally {
@@ -133,12 +134,14 @@ export async function run(args: string[]): Promise<number> {
       const filterGiven = ['status', 'unit', 'since', 'until', 'error-code', 'max', 'tenant', 'queue'].find((k) => values[k] !== undefined);
       if (filterGiven) throw new OperateError('RUN_FILTER_INVALID', `--${filterGiven} selects runs in bulk: give either a run id or filters, not both`);
       const c = await openOperateConnections('svc runs', { sqs: false });
+      const keySource = await loadKeySource();
+      const withKeys = keySource ? { keySource } : {};
       try {
         if (dryRun) {
           // The real checks and writes, rolled back: the plan is exactly what a real run would do.
           let planned: Awaited<ReturnType<typeof redriveRun>> | undefined;
           await inUnitOfWork(c.sql, { kind: 'system', label: redriveActorLabel(by) }, async (tx) => {
-            planned = await redriveRun(tx, { runId, by });
+            planned = await redriveRun(tx, { runId, by, ...withKeys });
             throw new DryRunRollback();
           }).catch((error: unknown) => {
             if (!(error instanceof DryRunRollback)) throw error;
@@ -148,7 +151,7 @@ export async function run(args: string[]): Promise<number> {
           else console.log(p.result === 'redriven' ? `dry run: would redrive run ${p.failedRunId} (${p.unit}) as a new run on ${p.queue}; nothing written` : `dry run: run ${p.failedRunId} is already redriven as ${p.newRunId}; nothing written`);
           return 0;
         }
-        const result = await redriveRunNow(c.sql, { runId, by });
+        const result = await redriveRunNow(c.sql, { runId, by, ...withKeys });
         await signalOutbox(c.redis);
         if (values.json) out(result);
         else console.log(result.result === 'redriven' ? `redriven: run ${result.failedRunId} (${result.unit}) → new run ${result.newRunId}` : `already redriven: run ${result.failedRunId} → run ${result.newRunId} (nothing new written)`);
@@ -176,7 +179,8 @@ export async function run(args: string[]): Promise<number> {
     }
     const c = await openOperateConnections('svc runs', { sqs: false });
     try {
-      const outcome = await redriveRuns(c.sql, { filters, by, dryRun, ...(max !== undefined ? { max } : {}) });
+      const keySource = await loadKeySource();
+      const outcome = await redriveRuns(c.sql, { filters, by, dryRun, ...(max !== undefined ? { max } : {}), ...(keySource ? { keySource } : {}) });
       if (outcome.results.length) await signalOutbox(c.redis);
       if (values.json) {
         if (dryRun) for (const r of outcome.selected) out({ dryRun: true, result: 'would_redrive', failedRunId: r.runId, unit: r.unit, queue: r.queue, tenant: r.tenant, errorCode: r.errorCode });

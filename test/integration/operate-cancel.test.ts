@@ -11,7 +11,7 @@ import type { WorkerRuntime } from '../../src/work/worker-runtime.ts';
 import { FakeSessionResolver } from '../support/fake-session-resolver.ts';
 import { events, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import { createTenantMember } from './work-tables-support.ts';
-import { fault, jsonLines, OPERATE_UNITS, svc } from './operate-support.ts';
+import { fault, jsonLines, OPERATE_UNITS, svc, svcAll } from './operate-support.ts';
 
 let h: WorkHarness;
 let workers: WorkerRuntime;
@@ -119,7 +119,7 @@ describe('svc runs cancel', () => {
       [['dlq', 'list'], /^svc: RUN_FILTER_INVALID: --queue must be one of critical, default, bulk, maintenance\n$/],
       [['dlq', 'redrive', '--queue', 'default'], /^svc: RUN_FILTER_INVALID: --by <label> is required/],
     ];
-    const results = await Promise.all(cases.map(([args]) => svc(h, args)));
+    const results = await svcAll(h, cases.map(([args]) => args));
     results.forEach((r, i) => {
       const label = cases[i]![0].join(' ');
       expect(r.status, label).toBe(1);

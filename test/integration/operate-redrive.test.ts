@@ -10,11 +10,11 @@ import { dlqUrl, queueUrl } from '../../src/queue/names.ts';
 import { createDispatcher } from '../../src/work/dispatch.ts';
 import { listDeadLetters, redriveDeadLetters } from '../../src/work/operate/dead-letter-queue.ts';
 import { OperateError } from '../../src/work/operate/operate-error.ts';
-import { redriveRunNow, redriveRuns } from '../../src/work/operate/redrive-run.ts';
+import { redriveRunNow, redriveRuns, unitKeySource } from '../../src/work/operate/redrive-run.ts';
 import { showRun } from '../../src/work/operate/show-run.ts';
 import { events, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import { createTenant } from './work-tables-support.ts';
-import { fault, jsonLines, OPERATE_UNITS, svc } from './operate-support.ts';
+import { fault, jsonLines, OPERATE_UNITS, svc, svcAll } from './operate-support.ts';
 
 let h: WorkHarness;
 const dlq = () => ({ sqs: h.sqs, dlqUrl: dlqUrl(h.queueUrlPrefix, 'default') });
@@ -190,6 +190,20 @@ describe('svc runs redrive', () => {
     expect(shown).toMatchObject({ redriveOf: first.runId, redrivenAs: third.newRunId, tenant: uid!.uid });
   });
 
+  it('a unit with a business idempotency key: the redrive reopens its permanently failed ledger row, so the new run executes', async () => {
+    fault.broken = true;
+    const { runId } = await h.dispatch('fixture.broken_business_key', { key: 'order-7' });
+    await h.waitForStatus(runId, ['failed']);
+    fault.broken = false;
+    // Without the key source the same key meets its failed_permanent ledger row.
+    const blind = await redriveRunNow(h.sql, { runId, by: 'frank' });
+    expect((await h.waitForStatus(blind.newRunId, ['succeeded', 'failed'])).outcome).toMatchObject({ error: { code: 'IDEMPOTENCY_FAILED_PERMANENTLY' } });
+    const second = await redriveRunNow(h.sql, { runId: blind.newRunId, by: 'frank', keySource: unitKeySource(OPERATE_UNITS) });
+    expect((await h.waitForStatus(second.newRunId, ['succeeded', 'failed'])).status).toBe('succeeded');
+    expect((await h.trail(blind.newRunId)).at(-1)!.detail).toEqual({ redrive_run_id: second.newRunId, by: 'frank', ledger_reopened: true });
+    expect(await h.effects('order-7')).toBe(1);
+  });
+
   it('refuses, writing nothing: a run that is not failed, an unknown run, a malformed id, a missing --by; --dry-run writes nothing', async () => {
     const { runId: ok } = await h.dispatch('fixture.effect', { key: 'redrive-refused' });
     await h.waitForStatus(ok, ['succeeded']);
@@ -202,7 +216,7 @@ describe('svc runs redrive', () => {
       [['runs', 'redrive', '--status', 'succeeded', '--unit', 'fixture.effect', '--since', '1h', '--by', 'x'], /^svc: RUN_NOT_FAILED: only failed runs are redriven/],
       [['runs', 'redrive', '--status', 'failed', '--unit', 'fixture.effect', '--since', 'yesterday', '--by', 'x'], /^svc: RUN_FILTER_INVALID: --since must be an ISO instant/],
     ];
-    const results = await Promise.all(cases.map(([args]) => svc(h, args)));
+    const results = await svcAll(h, cases.map(([args]) => args));
     results.forEach((r, i) => {
       expect(r.status, cases[i]![0].join(' ')).toBe(1);
       expect(r.stderr).toMatch(cases[i]![1]);

@@ -47,6 +47,20 @@ export function svc(h: WorkHarness, args: string[], timeoutMs = 60_000): Promise
   });
 }
 
+/** Runs several `svc` commands, at most `concurrency` at a time (the machine's cores are shared). */
+export async function svcAll(h: WorkHarness, argsList: string[][], concurrency = 3): Promise<CliResult[]> {
+  const results: CliResult[] = new Array(argsList.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < argsList.length) {
+      const i = next++;
+      results[i] = await svc(h, argsList[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, argsList.length) }, worker));
+  return results;
+}
+
 /** JSON lines of a `--json` output. */
 export function jsonLines(out: string): Array<Record<string, unknown>> {
   return out.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as Record<string, unknown>);
@@ -85,6 +99,18 @@ export const tenantBrokenUntilFixed = defineTask({
   handler: brokenHandler,
 });
 
+/** brokenUntilFixed with a business idempotency key (one execution per order). */
+export const brokenBusinessKey = defineTask({
+  name: 'fixture.broken_business_key',
+  queue: 'default',
+  context: 'system',
+  concurrency: 2,
+  timeoutSeconds: 10,
+  payload: flakyPayload,
+  idempotencyKey: (p) => `order:${p.key}`,
+  handler: brokenHandler,
+});
+
 /** A system unit that writes its effect and then waits (honouring run.signal) for `sleepMs`. */
 export const slowTask = defineTask({
   name: 'fixture.slow',
@@ -102,5 +128,5 @@ export const slowTask = defineTask({
 
 export const OPERATE_UNITS: ReadonlyMap<string, WorkUnit> = new Map([
   ...RUNTIME_UNITS,
-  ...[brokenUntilFixed, tenantBrokenUntilFixed, slowTask].map((u) => [u.name, u] as [string, WorkUnit]),
+  ...[brokenUntilFixed, tenantBrokenUntilFixed, brokenBusinessKey, slowTask].map((u) => [u.name, u] as [string, WorkUnit]),
 ]);

@@ -21,7 +21,7 @@ import type { Sql } from '../../db/client.ts';
 import { parseEnvelope, type Envelope } from '../envelope.ts';
 import { findRun } from './find-run.ts';
 import { checkOperatorLabel, OperateError } from './operate-error.ts';
-import { redriveRunNow, BULK_REDRIVE_UNCONFIRMED_MAX, type RedriveResult } from './redrive-run.ts';
+import { redriveRunNow, BULK_REDRIVE_UNCONFIRMED_MAX, type KeySource, type RedriveResult } from './redrive-run.ts';
 
 /** Seconds the messages of one pass stay hidden (released at the end of the pass). */
 export const DLQ_PASS_VISIBILITY_SECONDS = 300;
@@ -171,6 +171,8 @@ export interface DlqRedriveInput {
   /** Read and report; write nothing, delete nothing. */
   dryRun?: boolean;
   instance?: string;
+  /** Business key sources of the units (see RedriveInput.keySource). */
+  keySource?: KeySource;
 }
 
 export interface DlqRedriveReport {
@@ -244,7 +246,7 @@ export async function redriveDeadLetters(sql: Sql, t: DlqTarget, input: DlqRedri
       }
       let result: RedriveResult;
       try {
-        result = await redriveRunNow(sql, { runId: letter.runId!, by, ...(r.envelope ? { envelope: r.envelope } : {}), ...(input.instance ? { instance: input.instance } : {}) });
+        result = await redriveRunNow(sql, { runId: letter.runId!, by, ...(r.envelope ? { envelope: r.envelope } : {}), ...(input.instance ? { instance: input.instance } : {}), ...(input.keySource ? { keySource: input.keySource } : {}) });
       } catch (error) {
         if (!(error instanceof OperateError)) throw error;
         outcomes.push({ letter, action: 'left', reason: `${error.code}: ${error.message}` });

@@ -135,6 +135,9 @@ export async function listRuns(sql: Sql | TxSql, filters: RunFilters = {}): Prom
     filters.since ? sql`AND ${sql(alias)}.queued_at >= ${bound(sql, filters.since)}` : sql``,
     filters.until ? sql`AND ${sql(alias)}.queued_at < ${bound(sql, filters.until)}` : sql``,
   ];
+  // Each branch is limited too (newest first) unless an outer filter may drop rows, so a plain list
+  // reads at most `limit` rows per table instead of sorting every run.
+  const innerLimit = filters.errorCode || filters.notRedriven ? sql`` : sql`ORDER BY r.queued_at DESC, r.run_id DESC LIMIT ${limit}`;
   // The error code: the outcome's (set when the run failed), else the last `failed` event's (runs
   // that failed before outcomes carried it).
   const tenantRuns = sql`
@@ -143,18 +146,18 @@ export async function listRuns(sql: Sql | TxSql, filters: RunFilters = {}): Prom
              (SELECT e.error_code FROM task_run_events e WHERE e.run_id = r.run_id AND e.event = 'failed' ORDER BY e.id DESC LIMIT 1)) END AS error_code,
            EXISTS (SELECT 1 FROM task_runs c WHERE c.causation_id = r.run_id AND c.trigger = 'redrive') AS redriven
       FROM task_runs r JOIN tenants t ON t.id = r.tenant_id
-     WHERE true ${filters.tenant ? sql`AND t.uid = ${filters.tenant}` : sql``} ${where('r')}`;
+     WHERE true ${filters.tenant ? sql`AND t.uid = ${filters.tenant}` : sql``} ${where('r')} ${innerLimit}`;
   const platformRuns = sql`
     SELECT r.run_id, NULL::text AS tenant, r.name, r.queue, r.status, r.trigger, r.attempts, r.actor_label, r.queued_at, r.finished_at,
            CASE WHEN r.status = 'failed' THEN COALESCE(r.outcome->'error'->>'code',
              (SELECT e.error_code FROM platform_task_run_events e WHERE e.run_id = r.run_id AND e.event = 'failed' ORDER BY e.id DESC LIMIT 1)) END AS error_code,
            EXISTS (SELECT 1 FROM platform_task_runs c WHERE c.causation_id = r.run_id AND c.trigger = 'redrive') AS redriven
       FROM platform_task_runs r
-     WHERE true ${where('r')}`;
+     WHERE true ${where('r')} ${innerLimit}`;
   const rows = await sql<Record<string, unknown>[]>`
     SELECT run_id::text, tenant, name, queue, status, trigger, attempts, actor_label, error_code,
            ${iso(sql, 'queued_at')} AS queued_at_text, ${iso(sql, 'finished_at')} AS finished_at_text
-      FROM (${tenantRuns} ${filters.tenant ? sql`` : sql`UNION ALL ${platformRuns}`}) x
+      FROM ((${tenantRuns}) ${filters.tenant ? sql`` : sql`UNION ALL (${platformRuns})`}) x
      WHERE true
        ${filters.errorCode ? sql`AND x.error_code = ${filters.errorCode}` : sql``}
        ${filters.notRedriven ? sql`AND NOT x.redriven` : sql``}

@@ -12,7 +12,9 @@ import { inUnitOfWork } from '../../db/unit-of-work.ts';
 import type { QueueName } from '../../queue/names.ts';
 import { defaultInstanceLabel, writeRedriveRun } from '../dispatch.ts';
 import type { Envelope } from '../envelope.ts';
+import { idempotencyKeyOf } from '../idempotency.ts';
 import { appendTrailEvent, OUTBOX_TABLE } from '../run-store.ts';
+import type { WorkUnit } from '../unit.ts';
 import { requireRun } from './find-run.ts';
 import { listRuns, type RunFilters, type RunSummary } from './list-runs.ts';
 import { checkOperatorLabel, checkRunId, OperateError } from './operate-error.ts';
@@ -31,6 +33,26 @@ export interface RedriveInput {
   envelope?: Envelope;
   /** Names this process on the trail. Default `<hostname>:<pid>`. */
   instance?: string;
+  /**
+   * The business key source of a unit declaring `idempotencyKey` (unitKeySource of the loaded units).
+   * Such a unit's ledger row failed permanently with the run, and the same payload gives the same key:
+   * the redrive reopens that row (failed_permanent → failed_retryable) in its transaction, or the new
+   * run would fail at once with IDEMPOTENCY_FAILED_PERMANENTLY. Units keyed by run id need nothing.
+   */
+  keySource?: KeySource;
+}
+
+/** Business key source of a unit for a payload; undefined for a unit keyed by run id. */
+export type KeySource = (unit: string, payload: unknown) => string | undefined;
+
+/** The KeySource of a set of unit definitions. */
+export function unitKeySource(units: ReadonlyMap<string, WorkUnit>): KeySource {
+  return (name, payload) => {
+    const unit = units.get(name);
+    if (!unit?.idempotencyKey) return undefined;
+    const parsed = unit.payload.safeParse(payload);
+    return parsed.success ? unit.idempotencyKey(parsed.data as never) : undefined;
+  };
 }
 
 export interface RedriveResult {
@@ -95,6 +117,15 @@ export async function redriveRun(tx: TxSql, input: RedriveInput): Promise<Redriv
       ? { event: { type: envelope.event, version: envelope.version } }
       : {}),
   });
+  const source = input.keySource?.(run.name, envelope.payload);
+  let reopened = false;
+  if (source !== undefined) {
+    const ledger = scope === 'tenant' ? 'idempotency_keys' : 'platform_idempotency_keys';
+    const rows = await tx`UPDATE ${tx(ledger)} SET status = 'failed_retryable', updated_at = clock_timestamp()
+      WHERE idempotency_key = ${idempotencyKeyOf(run.name, source)} ${run.tenantId ? tx`AND tenant_id = ${run.tenantId}` : tx``}
+        AND status = 'failed_permanent' RETURNING id`;
+    reopened = rows.length > 0;
+  }
   await appendTrailEvent(tx, scope, {
     runId: run.runId,
     tenantId: run.tenantId,
@@ -102,7 +133,7 @@ export async function redriveRun(tx: TxSql, input: RedriveInput): Promise<Redriv
     attempt: run.attempts,
     queue: run.queue,
     workerInstance: instance,
-    detail: { redrive_run_id: created.runId, by },
+    detail: { redrive_run_id: created.runId, by, ...(reopened ? { ledger_reopened: true } : {}) },
   });
   return { result: 'redriven', newRunId: created.runId, ...base };
 }
@@ -123,6 +154,8 @@ export interface BulkRedriveInput {
   /** Select and report; write nothing. */
   dryRun?: boolean;
   instance?: string;
+  /** Business key sources of the units (see RedriveInput.keySource). */
+  keySource?: KeySource;
 }
 
 /** A selected run the bulk redrive could not redrive (e.g. RUN_PAYLOAD_GONE); nothing was written for it. */
@@ -164,7 +197,9 @@ export async function redriveRuns(sql: Sql, input: BulkRedriveInput): Promise<Bu
   const results: BulkRedriveOutcome['results'] = [];
   for (const run of selected) {
     try {
-      results.push(await redriveRunNow(sql, { runId: run.runId, by, ...(input.instance ? { instance: input.instance } : {}) }));
+      results.push(
+        await redriveRunNow(sql, { runId: run.runId, by, ...(input.instance ? { instance: input.instance } : {}), ...(input.keySource ? { keySource: input.keySource } : {}) }),
+      );
     } catch (error) {
       // One run's refusal (its payload gone, a concurrent cancel…) leaves the others to be redriven.
       if (!(error instanceof OperateError)) throw error;
