@@ -1,7 +1,7 @@
 // Cancel, `runs list` / `runs show`, and why a run failed, on real services (PostgreSQL 18, Redis,
 // the SQS-protocol server, in-process workers, the API over a socket and the `svc` CLI as a process).
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { inUnitOfWork } from '../../src/db/unit-of-work.ts';
 import { buildApp } from '../../src/http/app.ts';
 import { createDispatcher } from '../../src/work/dispatch.ts';
@@ -12,6 +12,9 @@ import { FakeSessionResolver } from '../support/fake-session-resolver.ts';
 import { events, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import { createTenantMember } from './work-tables-support.ts';
 import { fault, jsonLines, OPERATE_UNITS, svc, svcAll } from './operate-support.ts';
+
+// The `svc` CLI runs as real processes (a Node start each): on a loaded machine a test takes minutes.
+vi.setConfig({ testTimeout: 240_000 });
 
 let h: WorkHarness;
 let workers: WorkerRuntime;
@@ -26,10 +29,14 @@ afterAll(async () => h?.close());
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * What an operator command could write: runs, `failed` events (a cancel), failed runs. Not every trail
+ * event: on a loaded machine a late duplicate delivery of an earlier test's run may add a `received`.
+ */
 async function counts(): Promise<Record<string, number>> {
   const [r] = await h.sql<Record<string, number>[]>`SELECT
     (SELECT count(*)::int FROM platform_task_runs) + (SELECT count(*)::int FROM task_runs) AS runs,
-    (SELECT count(*)::int FROM platform_task_run_events) + (SELECT count(*)::int FROM task_run_events) AS events,
+    (SELECT count(*)::int FROM platform_task_run_events WHERE event = 'failed') + (SELECT count(*)::int FROM task_run_events WHERE event = 'failed') AS failed_events,
     (SELECT count(*)::int FROM platform_task_runs WHERE status = 'failed') AS failed`;
   return r!;
 }
@@ -66,9 +73,8 @@ describe('svc runs cancel', () => {
   it('a retrying run ends failed with CANCELLED; its message comes back after the backoff and is acknowledged without another attempt', async () => {
     const { runId } = await h.dispatch('fixture.effect', { key: 'cancel-retrying', fail: 'transient' });
     await h.waitForStatus(runId, ['retrying']);
-    const cli = await svc(h, ['runs', 'cancel', runId, '--by', 'carol']);
-    expect(cli.stderr).toBe('');
-    expect(cli.stdout.trim()).toBe(`cancelled: run ${runId} (fixture.effect) was retrying, now failed with CANCELLED`);
+    // The function, not the CLI: a process start can outlast the backoff on a loaded machine.
+    expect(await cancelRunNow(h.sql, { runId, by: 'carol' })).toMatchObject({ result: 'cancelled', previousStatus: 'retrying' });
     const trail = await h.waitForReceives(runId, 2, (RETRY_SECONDS + 10) * 1000);
     expect(trail.filter((t) => t.event === 'received').at(-1)!.detail).toEqual({ settled: 'failed', cancelled: true });
     expect(events(trail).filter((e) => e === 'started')).toHaveLength(1);
@@ -81,12 +87,12 @@ describe('svc runs cancel', () => {
     await h.waitForStatus(runId, ['running']);
     const started = Date.now();
     const result = await cancelRunNow(h.sql, { runId, by: 'dave', reason: 'stuck' });
-    // The cancel does not wait for the open effect transaction.
-    expect(Date.now() - started).toBeLessThan(3_000);
+    // The cancel does not wait for the open effect transaction (the handler holds it 30 s).
+    expect(Date.now() - started).toBeLessThan(5_000);
     expect(result).toMatchObject({ result: 'cancelled', previousStatus: 'running' });
-    // The handler sleeps 30 s unless aborted; the heartbeat here is 500 ms.
-    await waitIdle(10_000);
-    expect(Date.now() - started).toBeLessThan(10_000);
+    // The handler sleeps 30 s unless aborted; the heartbeat here is 500 ms (the margin is for a loaded machine).
+    await waitIdle(20_000);
+    expect(Date.now() - started).toBeLessThan(20_000);
     expect(await h.effects('cancel-running')).toBe(0);
     const run = await h.run(runId);
     expect(run).toMatchObject({ status: 'failed', attempts: 1, outcome: { error: { code: 'CANCELLED' } } });
@@ -98,6 +104,21 @@ describe('svc runs cancel', () => {
     // The message was acknowledged: nothing comes back after the visibility timeout (2 s).
     await sleep(3_000);
     expect(events(await h.trail(runId)).filter((e) => e === 'received')).toHaveLength(1);
+  });
+
+  it('svc runs cancel prints what it did', async () => {
+    // Held back an hour by its delay, so it is still queued whenever the process gets to it.
+    const { runId } = await inUnitOfWork(h.sql, { kind: 'system', label: 'test' }, async (tx) =>
+      createDispatcher({ resolve: (n) => OPERATE_UNITS.get(n), instance: 'test' }).dispatchTask(tx, 'fixture.effect', { key: 'cancel-cli' }, {
+        actor: { kind: 'system', label: 'test' },
+        delaySeconds: 3600,
+      }),
+    );
+    const cli = await svc(h, ['runs', 'cancel', runId, '--by', 'carol', '--reason', 'not needed']);
+    expect(cli.stderr).toBe('');
+    expect(cli.status).toBe(0);
+    expect(cli.stdout.trim()).toBe(`cancelled: run ${runId} (fixture.effect) was queued, now failed with CANCELLED`);
+    expect((await h.run(runId))!.outcome).toEqual({ error: { code: 'CANCELLED', type: 'RunCancelled', message: 'cancelled by carol: not needed' } });
   });
 
   it('a finished run is refused with one clear line; bad input is refused without writing anything', async () => {
@@ -167,7 +188,13 @@ describe('why a run failed, runs list and runs show', () => {
     expect(shown.stderr).toBe('');
     const detail = JSON.parse(shown.stdout) as Record<string, any>;
     expect(detail.run.outcome).toEqual(expected);
-    expect(detail.trail.map((t: { event: string }) => t.event)).toEqual(events(await h.trail(dispatched.runId)));
+    // Causal order: occurred_at, then id. Under load the message may be delivered once more after it
+    // settled (a late duplicate, noted as `received`): only the first six events are fixed.
+    const causal = ['queued', 'sent', 'received', 'started', 'failed', 'dead_lettered'];
+    const ordered = (await h.sql<{ event: string }[]>`SELECT event FROM task_run_events WHERE run_id = ${dispatched.runId} ORDER BY occurred_at, id`).map((r) => r.event);
+    expect(ordered.slice(0, 6)).toEqual(causal);
+    expect(detail.trail.map((t: { event: string }) => t.event)).toEqual(ordered);
+    expect(detail.trail.find((t: { event: string }) => t.event === 'started').detail).toMatchObject({ effect: 'rolled_back' });
     expect(detail.ledger).toMatchObject({ status: 'failed_permanent', attempt: 1 });
     expect(detail.outbox).toMatchObject({ queue: 'default', envelope: { run_id: dispatched.runId, payload: { key: 'why' } } });
     expect(detail.outbox.sentAt).toEqual(expect.any(String));
@@ -181,7 +208,7 @@ describe('why a run failed, runs list and runs show', () => {
     expect(text.stdout).toContain('outcome     {"error":{"code":"VALIDATION_FAILED"');
     expect(text.stdout).toMatch(/trail:\nAT\s+EVENT\s+ATTEMPT\s+RECEIVE\s+ERROR\s+WORKER\s+DETAIL/);
     const trailLines = text.stdout.split('trail:\n')[1]!.trim().split('\n').slice(1);
-    expect(trailLines.map((l) => l.split(/\s+/)[1])).toEqual(events(await h.trail(dispatched.runId)));
+    expect(trailLines.map((l) => l.split(/\s+/)[1]).slice(0, 6)).toEqual(causal);
   });
 
   it('runs list: newest first, filters, a table and one JSON object per line; numeric ids never shown', async () => {

@@ -4,7 +4,7 @@
 // redriven twice.
 import { ReceiveMessageCommand, DeleteMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { inUnitOfWork } from '../../src/db/unit-of-work.ts';
 import { dlqUrl, queueUrl } from '../../src/queue/names.ts';
 import { createDispatcher } from '../../src/work/dispatch.ts';
@@ -15,6 +15,9 @@ import { showRun } from '../../src/work/operate/show-run.ts';
 import { events, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import { createTenant } from './work-tables-support.ts';
 import { fault, jsonLines, OPERATE_UNITS, svc, svcAll } from './operate-support.ts';
+
+// The `svc` CLI runs as real processes (a Node start each): on a loaded machine a test takes minutes.
+vi.setConfig({ testTimeout: 240_000 });
 
 let h: WorkHarness;
 const dlq = () => ({ sqs: h.sqs, dlqUrl: dlqUrl(h.queueUrlPrefix, 'default') });
@@ -30,11 +33,16 @@ async function redriveRunsOf(failedRunId: string): Promise<Array<Record<string, 
                  FROM platform_task_runs WHERE causation_id = ${failedRunId} AND trigger = 'redrive'`;
 }
 
+/**
+ * What a redrive writes: runs, outbox rows, `redriven` events, reopened ledger rows. Not every trail
+ * event: on a loaded machine a late duplicate delivery of an earlier run may add a `received`.
+ */
 async function rowCounts(): Promise<Record<string, number>> {
   const [r] = await h.sql<Record<string, number>[]>`SELECT
     (SELECT count(*)::int FROM platform_task_runs) + (SELECT count(*)::int FROM task_runs) AS runs,
-    (SELECT count(*)::int FROM platform_task_run_events) + (SELECT count(*)::int FROM task_run_events) AS events,
-    (SELECT count(*)::int FROM platform_outbox_messages) + (SELECT count(*)::int FROM outbox_messages) AS outbox`;
+    (SELECT count(*)::int FROM platform_task_run_events WHERE event = 'redriven') + (SELECT count(*)::int FROM task_run_events WHERE event = 'redriven') AS redriven,
+    (SELECT count(*)::int FROM platform_outbox_messages) + (SELECT count(*)::int FROM outbox_messages) AS outbox,
+    (SELECT count(*)::int FROM platform_idempotency_keys WHERE status = 'failed_retryable') AS reopened`;
   return r!;
 }
 
@@ -148,6 +156,9 @@ describe('dead-letter redrive', () => {
     const trail = await h.waitForReceives(runId, 2);
     const note = trail.filter((t) => t.event === 'received').at(-1)!;
     expect(note.detail).toMatchObject({ settled: 'failed', note: expect.stringContaining('svc dlq redrive') });
+    // The warning is logged by the settlement, right after the registration committed the note.
+    const deadline = Date.now() + 10_000;
+    while (!h.logs().includes('svc dlq redrive') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
     expect(h.logs()).toContain('svc dlq redrive');
     expect((await h.run(runId))!.status).toBe('failed');
     expect(await h.effects('native-back')).toBe(0);
@@ -200,7 +211,7 @@ describe('svc runs redrive', () => {
     expect((await h.waitForStatus(blind.newRunId, ['succeeded', 'failed'])).outcome).toMatchObject({ error: { code: 'IDEMPOTENCY_FAILED_PERMANENTLY' } });
     const second = await redriveRunNow(h.sql, { runId: blind.newRunId, by: 'frank', keySource: unitKeySource(OPERATE_UNITS) });
     expect((await h.waitForStatus(second.newRunId, ['succeeded', 'failed'])).status).toBe('succeeded');
-    expect((await h.trail(blind.newRunId)).at(-1)!.detail).toEqual({ redrive_run_id: second.newRunId, by: 'frank', ledger_reopened: true });
+    expect((await h.trail(blind.newRunId)).find((t) => t.event === 'redriven')!.detail).toEqual({ redrive_run_id: second.newRunId, by: 'frank', ledger_reopened: true });
     expect(await h.effects('order-7')).toBe(1);
   });
 

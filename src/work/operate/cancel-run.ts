@@ -90,6 +90,8 @@ export async function cancelRun(tx: TxSql, input: CancelInput): Promise<CancelRe
     workerInstance: (input.instance ?? defaultInstanceLabel()).slice(0, 128),
     errorCode: CANCELLED,
     errorType: 'RunCancelled',
+    // The final event carries the run's finished_at exactly, as every settlement's does (causal trail order).
+    occurredAt: 'run_finished',
     detail: { cancelled_by: by, reason, previous_status: run.status },
   });
   return { result: 'cancelled', ...base };

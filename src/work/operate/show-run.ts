@@ -1,6 +1,7 @@
 // `svc runs show <runId>`: one run with everything an operator needs to understand it: the run row,
-// its whole trail in causal order (trail ids are taken at insert, in commit order of each step), its
-// idempotency ledger row, its outbox row (envelope, sent or pending) and its redrive chain.
+// its whole trail in causal order (by occurred_at, then id: a rolled-back attempt's `started` is
+// recorded later, at the instant it happened), its idempotency ledger row, its outbox row (envelope,
+// sent or pending) and its redrive chain.
 import type { Sql, TxSql } from '../../db/client.ts';
 import { idempotencyKeyOf } from '../idempotency.ts';
 import type { RunRow } from '../run-store.ts';
@@ -73,7 +74,7 @@ export async function showRun(sql: Sql | TxSql, runId: string, options: ShowRunO
     : { trail: 'platform_task_run_events', outbox: 'platform_outbox_messages', ledger: 'platform_idempotency_keys', runs: 'platform_task_runs' };
   const trailRows = await sql<Record<string, unknown>[]>`
     SELECT event, attempt, receive_count, queue, worker_instance, error_code, error_type, detail, occurred_at
-      FROM ${sql(t.trail)} WHERE run_id = ${run.runId} ORDER BY id`;
+      FROM ${sql(t.trail)} WHERE run_id = ${run.runId} ORDER BY occurred_at, id`;
   const [outboxRow] = await sql<Record<string, unknown>[]>`
     SELECT queue, envelope, available_at, sent_at, attempts FROM ${sql(t.outbox)} WHERE run_id = ${run.runId}`;
   const envelope = (outboxRow?.envelope as Record<string, unknown> | undefined) ?? null;
