@@ -1,6 +1,7 @@
 // Configuration of the `workers` executable: one zod schema over process.env. Every timing the runtime
 // uses is configuration with the spec's value as default, so tests run the same code in seconds.
 import { z } from 'zod';
+import { DEFAULT_REDIS_COMMAND_TIMEOUT_MS } from '../kv/client.ts';
 import {
   DEFAULT_BACKOFF_BASE_MS,
   DEFAULT_BACKOFF_CAP_MS,
@@ -109,6 +110,8 @@ export const workersSchema = z
     SVC_EMBEDDED_PG_PORT: integer(1, 65535).default(54329),
     /** Redis URL. Default redis://127.0.0.1:6379 */
     REDIS_URL: redisUrl,
+    /** Bound of every Redis command, ms: past it the workers take their database path (gate: ledger; cache: database; wake: sweep). Default 500. */
+    SVC_REDIS_COMMAND_TIMEOUT_MS: integer(1, 60_000).default(DEFAULT_REDIS_COMMAND_TIMEOUT_MS),
     /** Path of the file holding this build's newest migration name. Default dist/schema-version.json */
     SVC_SCHEMA_VERSION: z.string().default('dist/schema-version.json'),
     /** Log level. Default info. */

@@ -6,8 +6,8 @@ import net from 'node:net';
 export interface RedisServer {
   url: string;
   port: number;
-  /** Pid of the redis-server process. */
-  pid: number | undefined;
+  /** Process id of redis-server (tests freeze it with SIGSTOP to play a hung Redis). */
+  pid: number;
   /** Stops the server (SIGTERM, then SIGKILL after 3 s). */
   stop(): Promise<void>;
 }
@@ -73,7 +73,7 @@ export async function startRedisServer(options: { port?: number; databases?: num
   return {
     url: `redis://127.0.0.1:${port}`,
     port,
-    pid: child.pid,
+    pid: child.pid!,
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill('SIGTERM');

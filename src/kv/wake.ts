@@ -1,20 +1,45 @@
 // The relay's wake-up signal: after a transaction that wrote outbox rows commits, push onto
 // svc:outbox:wake; the relay blocks on that list and starts a pass within milliseconds. The signal is
 // only a hint: a lost one costs at most one sweep interval, so nothing here ever throws.
+import { once } from 'node:events';
 import type { Redis } from 'ioredis';
 import { OUTBOX_WAKE_KEY } from './keys.ts';
 
 /** Signals kept in the list: the relay needs one to wake, more are noise. */
 export const WAKE_LIST_MAX = 16;
 
-/** LPUSH the wake signal (trimmed to WAKE_LIST_MAX). Resolves false when Redis is unavailable. */
-export async function signalOutbox(redis: Redis | undefined): Promise<boolean> {
+/** Bound of a wake signal when the client has no commandTimeout of its own, ms. */
+const DEFAULT_SIGNAL_TIMEOUT_MS = 500;
+
+/**
+ * LPUSH the wake signal (trimmed to WAKE_LIST_MAX). Resolves false when Redis is unavailable, and
+ * never keeps the caller longer than `timeoutMs` (default: the client's commandTimeout, else 500 ms),
+ * even when Redis hangs. A client still connecting (a fresh one, or one reconnecting) is waited for
+ * within that bound: without an offline queue its command would otherwise be refused at once and
+ * the wake lost.
+ */
+export async function signalOutbox(redis: Redis | undefined, options: { timeoutMs?: number } = {}): Promise<boolean> {
   if (!redis) return false;
-  try {
+  const timeoutMs = options.timeoutMs ?? redis.options.commandTimeout ?? DEFAULT_SIGNAL_TIMEOUT_MS;
+  let timer: NodeJS.Timeout | undefined;
+  const waiting = new AbortController();
+  const bound = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), timeoutMs);
+  });
+  const signal = async (): Promise<boolean> => {
+    if (redis.status !== 'ready') {
+      if (redis.status === 'end' || redis.status === 'close') return false;
+      const ready = await Promise.race([once(redis, 'ready', { signal: waiting.signal }).then(() => true), bound]);
+      if (!ready) return false;
+    }
     await redis.multi().lpush(OUTBOX_WAKE_KEY, '1').ltrim(OUTBOX_WAKE_KEY, 0, WAKE_LIST_MAX - 1).exec();
     return true;
-  } catch {
-    return false;
+  };
+  try {
+    return await Promise.race([signal().catch(() => false), bound]);
+  } finally {
+    clearTimeout(timer);
+    waiting.abort();
   }
 }
 

@@ -41,7 +41,7 @@ export async function run(args: string[]): Promise<number> {
     (line) => logger.info(line),
   );
   const sql = createSql(database.url, { max: poolSize, applicationName: 'svc-workers' });
-  const redis = createRedis(config.REDIS_URL, { name: 'svc-workers' });
+  const redis = createRedis(config.REDIS_URL, { name: 'svc-workers', commandTimeoutMs: config.SVC_REDIS_COMMAND_TIMEOUT_MS });
   // Redis is never authoritative: while it is down the workers run on the database ledger alone.
   redis.on('error', (error: Error) => logger.warn({ reason: error.message }, 'redis unavailable'));
   const sqsConfig = sqsSettings(config);
@@ -79,6 +79,7 @@ export async function run(args: string[]): Promise<number> {
     relay: config.SVC_RELAY ? { sweepIntervalMs: config.SVC_RELAY_SWEEP_INTERVAL_MS } : null,
     localScheduler: config.SVC_LOCAL_SCHEDULER ? { tickMs: config.SVC_LOCAL_SCHEDULER_TICK_MS } : null,
     healthPort: config.SVC_HEALTH_PORT,
+    redisTimeoutMs: config.SVC_REDIS_COMMAND_TIMEOUT_MS,
   }).catch(async (error: unknown) => {
     await closeConnections();
     throw error;

@@ -26,6 +26,7 @@ import {
 } from '@aws-sdk/client-sqs';
 import { Consumer } from 'sqs-consumer';
 import type { Logger } from 'pino';
+import { CodedError } from '../errors/coded-error.ts';
 import { backoffSeconds } from './backoff.ts';
 import { startHeartbeat } from './heartbeat.ts';
 import { runDelivery, type DeadLetterContext, type DeliveryPort, type RunnerDeps } from './runner.ts';
@@ -77,15 +78,19 @@ function peekUnitName(body: string | undefined): string | undefined {
   }
 }
 
-class StoppedFetching extends Error {
-  readonly code = 'STOPPED_FETCHING';
+/** Thrown into sqs-consumer's receive when the consumer stops fetching (a stop, not a fault). */
+class StoppedFetching extends CodedError<'STOPPED_FETCHING'> {
+  constructor() {
+    super('STOPPED_FETCHING', 'fetching stopped');
+    this.name = 'StoppedFetching';
+  }
 }
 
-export class DeleteFailed extends Error {
-  readonly code: string;
+/** A DeleteMessageBatch entry failed; `code` is the queue's own error code for that entry. */
+export class DeleteFailed extends CodedError {
   constructor(code: string, message: string) {
-    super(`the message could not be deleted (${code}): ${message}`);
-    this.code = code;
+    super(code, `the message could not be deleted (${code}): ${message}`);
+    this.name = 'DeleteFailed';
   }
 }
 
@@ -223,7 +228,7 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
         log.debug({ inFlight, nextBatch, slots: o.slots }, 'waiting for free slots before the next receive');
         await new Promise<void>((resolve) => (slotFreed = resolve));
       }
-      if (!fetching) throw new StoppedFetching('fetching stopped');
+      if (!fetching) throw new StoppedFetching();
     },
     async handleMessageBatch(messages: Message[]) {
       inFlight += messages.length;
@@ -242,6 +247,8 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
     },
   });
   consumer.on('error', (error) => {
+    // The receive aborted by stopFetching rejects: expected, not a queue fault.
+    if (!fetching && (error.name === 'AbortError' || (error as { cause?: { name?: string } }).cause?.name === 'AbortError')) return;
     if ((error as { cause?: unknown }).cause instanceof StoppedFetching || /fetching stopped/.test(error.message)) return;
     log.error({ err: error }, 'queue error');
   });
@@ -255,7 +262,11 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
     stopFetching() {
       fetching = false;
       stopped.abort();
-      consumer.stop();
+      // Aborts the long poll under way, so an idle worker stops at once instead of after up to
+      // SVC_SQS_WAIT_SECONDS. A message the poll had already received reaches handle() and is given
+      // back at once; one the queue handed to the aborted request stays invisible until its
+      // visibility timeout and is then received again: never lost.
+      consumer.stop({ abort: true });
       notify();
     },
     get inFlight() {

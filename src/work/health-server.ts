@@ -1,5 +1,5 @@
 // The workers' health endpoint on SVC_HEALTH_PORT (default 8081): GET /healthz answers 200 while the
-// process lives, with {ready, draining, latestMigration}; GET /readyz answers 200 only when ready
+// process lives, with {ready, draining, latestMigration, redis}; GET /readyz answers 200 only when ready
 // (schema current and consuming), otherwise 503 with the reason. Plain node:http: two routes do not
 // justify a framework in the workers image.
 import http from 'node:http';
@@ -10,6 +10,8 @@ export interface HealthState {
   latestMigration: string | null;
   /** Why the process is not ready; null when ready. */
   reason: string | null;
+  /** `up`, `down` (running without Redis: ledger, database and sweep only) or `none` (not configured). */
+  redis: 'up' | 'down' | 'none';
 }
 
 export interface HealthServer {
@@ -27,7 +29,7 @@ export async function startHealthServer(options: { port: number; host?: string; 
     };
     if (req.method !== 'GET' && req.method !== 'HEAD') return send(405, { error: { code: 'METHOD_NOT_ALLOWED', message: 'use GET' } });
     if (path === '/healthz') {
-      return send(200, { ready: state.ready, draining: state.draining, latestMigration: state.latestMigration });
+      return send(200, { ready: state.ready, draining: state.draining, latestMigration: state.latestMigration, redis: state.redis });
     }
     if (path === '/readyz') {
       return state.ready

@@ -169,6 +169,25 @@ export interface RelayOptions extends RelayPassOptions {
   queueUrlPrefix: string;
   /** Pause between sweeps when no signal arrives; default 5000 ms. */
   sweepIntervalMs?: number;
+  /** How long past its own block time a wake wait may go unanswered before the relay gives up on it (a hung Redis), ms. Default 500. */
+  wakeTimeoutMs?: number;
+}
+
+/**
+ * waitForWake bounded by `boundMs` on the caller's clock: a hung Redis (frozen, black-holed) never
+ * answers the BLPOP, and the relay must not wait for it past its sweep.
+ */
+async function boundedWake(blocking: Redis, blockSeconds: number, boundMs: number): Promise<'woken' | 'timeout' | 'failed' | 'hung'> {
+  let timer: NodeJS.Timeout | undefined;
+  const waited = waitForWake(blocking, blockSeconds).then(
+    (woken) => (woken ? ('woken' as const) : ('timeout' as const)),
+    () => 'failed' as const,
+  );
+  try {
+    return await Promise.race([waited, new Promise<'hung'>((resolve) => (timer = setTimeout(() => resolve('hung'), boundMs)))]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 export interface Relay {
@@ -187,7 +206,10 @@ export function startRelay(options: RelayOptions): Relay {
   };
   // BLPOP holds its connection, so the relay blocks on a connection of its own (never auto-pipelined,
   // even when the workers' connection it is duplicated from is: a command batched behind a BLPOP waits).
-  const blocking = options.redis?.duplicate({ connectionName: 'svc-relay-wake', enableAutoPipelining: false });
+  // BLPOP outlives the client's command timeout by design, so this connection has none: the wait
+  // below bounds it instead, and the sweep never waits behind it.
+  const blocking = options.redis?.duplicate({ connectionName: 'svc-relay-wake', enableAutoPipelining: false, commandTimeout: undefined });
+  const wakeTimeoutMs = options.wakeTimeoutMs ?? 500;
   blocking?.on('error', () => {
     // Redis is a hint here; the sweep carries on. ioredis reconnects by itself.
   });
@@ -214,12 +236,17 @@ export function startRelay(options: RelayOptions): Relay {
       const remaining = deadline - Date.now();
       if (remaining <= 0) return;
       if (blocking && blocking.status === 'ready') {
-        try {
-          if (await waitForWake(blocking, Math.max(0.01, Math.min(WAKE_BLOCK_SECONDS, remaining / 1000)))) return;
-          continue;
-        } catch {
-          // Redis went away mid-wait: fall through to a short pause and keep sweeping.
+        const blockSeconds = Math.max(0.01, Math.min(WAKE_BLOCK_SECONDS, remaining / 1000));
+        const woke = await boundedWake(blocking, blockSeconds, blockSeconds * 1000 + wakeTimeoutMs);
+        if (woke === 'woken') return;
+        if (woke === 'timeout') continue;
+        if (woke === 'hung') {
+          // Redis took the BLPOP and never answered: drop the connection (its pending commands fail)
+          // and reconnect; the sweep keeps its clock meanwhile.
+          log.warn({ waitedMs: blockSeconds * 1000 + wakeTimeoutMs }, 'the wake signal wait got no answer: reconnecting; the sweep carries on');
+          blocking.disconnect(true);
         }
+        // 'failed': Redis went away mid-wait: fall through to a short pause and keep sweeping.
       }
       if (stopping) return;
       await pause(Math.min(remaining, 100));

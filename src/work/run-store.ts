@@ -118,6 +118,12 @@ export interface TrailEventInput {
   errorType?: string;
   /** JSON object, at most 2048 bytes serialized. */
   detail?: Record<string, unknown>;
+  /**
+   * When the event happened, if not now: `run_finished` takes the run's finished_at (the final event
+   * of a run carries the instant its status became final), a timestamptz text an earlier instant (the
+   * `started` of a rolled-back attempt, recorded again at the instant it happened). Default: now.
+   */
+  occurredAt?: 'run_finished' | string;
 }
 
 /** Appends one event to the run's trail (task_run_events or platform_task_run_events). */
@@ -128,6 +134,10 @@ export async function appendTrailEvent(tx: TxSql, scope: RunScope, event: TrailE
 /** Appends several events in one statement (the relay's `sent` events of a batch). */
 export async function appendTrailEvents(tx: TxSql, scope: RunScope, events: readonly TrailEventInput[]): Promise<void> {
   if (events.length === 0) return;
+  if (events.some((e) => e.occurredAt !== undefined)) {
+    for (const e of events) await appendTrailEventAt(tx, scope, e);
+    return;
+  }
   const rows = events.map((e) => ({
     run_id: e.runId,
     ...tenantColumn(scope, e.tenantId),
@@ -142,6 +152,25 @@ export async function appendTrailEvents(tx: TxSql, scope: RunScope, events: read
   }));
   const columns = Object.keys(rows[0]!);
   await tx`INSERT INTO ${tx(TRAIL_TABLE[scope])} ${tx(rows as never, columns as never)}`;
+}
+
+/** One event with its own occurred_at (see TrailEventInput.occurredAt). */
+async function appendTrailEventAt(tx: TxSql, scope: RunScope, e: TrailEventInput): Promise<void> {
+  const tenantId = checkTenant(scope, e.tenantId);
+  const at =
+    e.occurredAt === undefined
+      ? tx`clock_timestamp()`
+      : e.occurredAt === 'run_finished'
+        ? tx`(SELECT COALESCE(finished_at, clock_timestamp()) FROM ${tx(RUN_TABLE[scope])} WHERE run_id = ${e.runId})`
+        : tx`${e.occurredAt}::timestamptz`;
+  const detail = tx.json((e.detail ?? {}) as never);
+  if (tenantId === null) {
+    await tx`INSERT INTO ${tx(TRAIL_TABLE[scope])} (run_id, event, attempt, receive_count, queue, worker_instance, error_code, error_type, detail, occurred_at)
+             VALUES (${e.runId}, ${e.event}, ${e.attempt}, ${e.receiveCount ?? 0}, ${e.queue}, ${e.workerInstance}, ${e.errorCode ?? ''}, ${e.errorType ?? ''}, ${detail}, ${at})`;
+  } else {
+    await tx`INSERT INTO ${tx(TRAIL_TABLE[scope])} (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance, error_code, error_type, detail, occurred_at)
+             VALUES (${e.runId}, ${tenantId}, ${e.event}, ${e.attempt}, ${e.receiveCount ?? 0}, ${e.queue}, ${e.workerInstance}, ${e.errorCode ?? ''}, ${e.errorType ?? ''}, ${detail}, ${at})`;
+  }
 }
 
 export interface RunRow {
@@ -265,6 +294,23 @@ export interface ActorSettings {
 export interface DeliveryStart extends RunKey {
   receiveCount: number;
   workerInstance: string;
+  /** The queue's id of the received message (recorded on a `sent` the delivery writes, see below). Default ''. */
+  messageId?: string;
+}
+
+/** detail of a `sent` event a delivery records for its still-pending outbox row. */
+const SENT_BY_DELIVERY = `jsonb_build_object('message_id', d.message_id, 'recorded_by', 'delivery')`;
+
+/**
+ * The outbox rows still pending for the runs this statement starts (CTEs `d` and `run`): a delivery
+ * proves its message was sent, so when the relay died between SendMessageBatch and its commit, the
+ * delivery marks the row sent (the relay does not send it again) and its `sent` event goes into the
+ * trail before `received`. The ctx CTE has already waited for a relay pass holding these rows.
+ */
+function sentByDelivery(sql: Sql, scope: RunScope) {
+  return sql`UPDATE ${sql(OUTBOX_TABLE[scope])} o SET sent_at = clock_timestamp()
+              WHERE o.run_id IN (SELECT run_id FROM run) AND o.sent_at IS NULL
+             RETURNING o.run_id, o.queue`;
 }
 
 /**
@@ -292,30 +338,44 @@ export async function startDelivery(
         SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
                set_config('app.process', ${actor.process}, true) AS p,
                (SELECT count(*) FROM (SELECT 1 FROM outbox_messages WHERE run_id = ${d.runId} FOR KEY SHARE) ob) AS ob),
+      d AS (SELECT ${d.runId}::uuid AS run_id, ${d.receiveCount}::int AS receive_count, ${d.messageId ?? ''}::text AS message_id),
       run AS (
         UPDATE task_runs SET status = 'running', attempts = attempts + 1,
                started_at = COALESCE(started_at, clock_timestamp()), finished_at = NULL, updated_at = clock_timestamp()
          WHERE run_id = ${d.runId} AND tenant_id = ${tenantId} AND status IN ('queued', 'running', 'retrying')
            AND EXISTS (SELECT 1 FROM ctx)
         RETURNING *),
+      ob AS (${sentByDelivery(sql, 'tenant')}),
       ev AS (
-        INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance)
-        SELECT run_id, tenant_id, 'received', attempts, ${d.receiveCount}, queue, ${d.workerInstance} FROM run)
+        INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance, detail)
+        SELECT run_id, tenant_id, event, attempt, receive_count, queue, ${d.workerInstance}, detail FROM (
+          SELECT 0 AS ord, run.run_id, run.tenant_id, 'sent' AS event, 0 AS attempt, 0 AS receive_count, ob.queue, ${sql.unsafe(SENT_BY_DELIVERY)} AS detail
+            FROM ob JOIN run ON run.run_id = ob.run_id JOIN d ON d.run_id = ob.run_id
+          UNION ALL
+          SELECT 1, run.run_id, run.tenant_id, 'received', run.attempts, d.receive_count, run.queue, '{}'::jsonb FROM run JOIN d ON d.run_id = run.run_id
+        ) x ORDER BY ord)
       SELECT run.*, NULL::text AS scheduled_for_at FROM run`
       : await sql`
       WITH ctx AS MATERIALIZED (
         SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
                set_config('app.process', ${actor.process}, true) AS p,
                (SELECT count(*) FROM (SELECT 1 FROM platform_outbox_messages WHERE run_id = ${d.runId} FOR KEY SHARE) ob) AS ob),
+      d AS (SELECT ${d.runId}::uuid AS run_id, ${d.receiveCount}::int AS receive_count, ${d.messageId ?? ''}::text AS message_id),
       run AS (
         UPDATE platform_task_runs SET status = 'running', attempts = attempts + 1,
                started_at = COALESCE(started_at, clock_timestamp()), finished_at = NULL, updated_at = clock_timestamp()
          WHERE run_id = ${d.runId} AND status IN ('queued', 'running', 'retrying')
            AND EXISTS (SELECT 1 FROM ctx)
         RETURNING *),
+      ob AS (${sentByDelivery(sql, 'platform')}),
       ev AS (
-        INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance)
-        SELECT run_id, 'received', attempts, ${d.receiveCount}, queue, ${d.workerInstance} FROM run)
+        INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance, detail)
+        SELECT run_id, event, attempt, receive_count, queue, ${d.workerInstance}, detail FROM (
+          SELECT 0 AS ord, run.run_id, 'sent' AS event, 0 AS attempt, 0 AS receive_count, ob.queue, ${sql.unsafe(SENT_BY_DELIVERY)} AS detail
+            FROM ob JOIN run ON run.run_id = ob.run_id JOIN d ON d.run_id = ob.run_id
+          UNION ALL
+          SELECT 1, run.run_id, 'received', run.attempts, d.receive_count, run.queue, '{}'::jsonb FROM run JOIN d ON d.run_id = run.run_id
+        ) x ORDER BY ord)
       SELECT run.*, (SELECT to_char(o.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
                        FROM platform_task_run_schedule_origins o WHERE o.run_id = run.run_id) AS scheduled_for_at
         FROM run`;
@@ -336,12 +396,13 @@ export async function startDeliveries(
   actor: ActorSettings,
   tenantId: string | null,
   workerInstance: string,
-  deliveries: ReadonlyArray<{ runId: string; receiveCount: number }>,
+  deliveries: ReadonlyArray<{ runId: string; receiveCount: number; messageId?: string }>,
 ): Promise<Map<string, { run: RunRow; scheduledFor: string | null }>> {
   const tenant = checkTenant(scope, tenantId);
   const ids = deliveries.map((d) => d.runId);
   // As startDelivery: ctx also waits for the relay's commit of these runs' outbox rows.
   const counts = deliveries.map((d) => d.receiveCount);
+  const messageIds = deliveries.map((d) => d.messageId ?? '');
   const rows =
     scope === 'tenant'
       ? await sql`
@@ -349,7 +410,7 @@ export async function startDeliveries(
         SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
                set_config('app.process', ${actor.process}, true) AS p,
                (SELECT count(*) FROM (SELECT 1 FROM outbox_messages WHERE run_id = ANY(${ids}::uuid[]) FOR KEY SHARE) ob) AS ob),
-      d AS (SELECT * FROM unnest(${ids}::uuid[], ${counts}::int[]) AS d(run_id, receive_count)),
+      d AS (SELECT * FROM unnest(${ids}::uuid[], ${counts}::int[], ${messageIds}::text[]) AS d(run_id, receive_count, message_id)),
       run AS (
         UPDATE task_runs t SET status = 'running', attempts = t.attempts + 1,
                started_at = COALESCE(t.started_at, clock_timestamp()), finished_at = NULL, updated_at = clock_timestamp()
@@ -357,16 +418,22 @@ export async function startDeliveries(
          WHERE t.run_id = d.run_id AND t.tenant_id = ${tenant} AND t.status IN ('queued', 'running', 'retrying')
            AND EXISTS (SELECT 1 FROM ctx)
         RETURNING t.*, d.receive_count AS delivery_receive_count),
+      ob AS (${sentByDelivery(sql, 'tenant')}),
       ev AS (
-        INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance)
-        SELECT run_id, tenant_id, 'received', attempts, delivery_receive_count, queue, ${workerInstance} FROM run)
+        INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance, detail)
+        SELECT run_id, tenant_id, event, attempt, receive_count, queue, ${workerInstance}, detail FROM (
+          SELECT 0 AS ord, run.run_id, run.tenant_id, 'sent' AS event, 0 AS attempt, 0 AS receive_count, ob.queue, ${sql.unsafe(SENT_BY_DELIVERY)} AS detail
+            FROM ob JOIN run ON run.run_id = ob.run_id JOIN d ON d.run_id = ob.run_id
+          UNION ALL
+          SELECT 1, run_id, tenant_id, 'received', attempts, delivery_receive_count, queue, '{}'::jsonb FROM run
+        ) x ORDER BY ord, run_id)
       SELECT run.*, NULL::text AS scheduled_for_at FROM run`
       : await sql`
       WITH ctx AS MATERIALIZED (
         SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
                set_config('app.process', ${actor.process}, true) AS p,
                (SELECT count(*) FROM (SELECT 1 FROM platform_outbox_messages WHERE run_id = ANY(${ids}::uuid[]) FOR KEY SHARE) ob) AS ob),
-      d AS (SELECT * FROM unnest(${ids}::uuid[], ${counts}::int[]) AS d(run_id, receive_count)),
+      d AS (SELECT * FROM unnest(${ids}::uuid[], ${counts}::int[], ${messageIds}::text[]) AS d(run_id, receive_count, message_id)),
       run AS (
         UPDATE platform_task_runs t SET status = 'running', attempts = t.attempts + 1,
                started_at = COALESCE(t.started_at, clock_timestamp()), finished_at = NULL, updated_at = clock_timestamp()
@@ -374,9 +441,15 @@ export async function startDeliveries(
          WHERE t.run_id = d.run_id AND t.status IN ('queued', 'running', 'retrying')
            AND EXISTS (SELECT 1 FROM ctx)
         RETURNING t.*, d.receive_count AS delivery_receive_count),
+      ob AS (${sentByDelivery(sql, 'platform')}),
       ev AS (
-        INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance)
-        SELECT run_id, 'received', attempts, delivery_receive_count, queue, ${workerInstance} FROM run)
+        INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance, detail)
+        SELECT run_id, event, attempt, receive_count, queue, ${workerInstance}, detail FROM (
+          SELECT 0 AS ord, run.run_id, 'sent' AS event, 0 AS attempt, 0 AS receive_count, ob.queue, ${sql.unsafe(SENT_BY_DELIVERY)} AS detail
+            FROM ob JOIN run ON run.run_id = ob.run_id JOIN d ON d.run_id = ob.run_id
+          UNION ALL
+          SELECT 1, run_id, 'received', attempts, delivery_receive_count, queue, '{}'::jsonb FROM run
+        ) x ORDER BY ord, run_id)
       SELECT run.*, (SELECT to_char(o.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
                        FROM platform_task_run_schedule_origins o WHERE o.run_id = run.run_id) AS scheduled_for_at
         FROM run`;
@@ -412,34 +485,36 @@ export async function finishDelivery(tx: TxSql, scope: RunScope, f: DeliveryFini
   const rows =
     scope === 'tenant'
       ? await tx`
-      WITH k AS (
+      WITH at AS MATERIALIZED (SELECT clock_timestamp() AS t),
+      k AS (
         UPDATE idempotency_keys SET status = 'completed', outcome = ${outcome},
                expires_at = clock_timestamp() + make_interval(secs => ${retention}), updated_at = clock_timestamp()
          WHERE idempotency_key = ${f.ledger.key} AND tenant_id = ${tenantId}),
       run AS (
         UPDATE task_runs SET status = 'succeeded', progress = 100::smallint, outcome = ${outcome},
-               finished_at = clock_timestamp(), updated_at = clock_timestamp()
+               finished_at = (SELECT t FROM at), updated_at = clock_timestamp()
          WHERE run_id = ${f.runId} AND tenant_id = ${tenantId} AND status = 'running'
         RETURNING run_id, tenant_id),
       ev AS (
-        INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance)
-        SELECT run_id, tenant_id, 'succeeded', ${f.attempt}, ${f.receiveCount}, ${f.queue}, ${f.workerInstance} FROM run)
+        INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance, occurred_at)
+        SELECT run_id, tenant_id, 'succeeded', ${f.attempt}, ${f.receiveCount}, ${f.queue}, ${f.workerInstance}, (SELECT t FROM at) FROM run)
       SELECT 1 AS done FROM run
       UNION ALL
       SELECT ${notRunning} FROM task_runs r WHERE r.run_id = ${f.runId} AND r.tenant_id = ${tenantId} AND NOT EXISTS (SELECT 1 FROM run)`
       : await tx`
-      WITH k AS (
+      WITH at AS MATERIALIZED (SELECT clock_timestamp() AS t),
+      k AS (
         UPDATE platform_idempotency_keys SET status = 'completed', outcome = ${outcome},
                expires_at = clock_timestamp() + make_interval(secs => ${retention}), updated_at = clock_timestamp()
          WHERE idempotency_key = ${f.ledger.key}),
       run AS (
         UPDATE platform_task_runs SET status = 'succeeded', progress = 100::smallint, outcome = ${outcome},
-               finished_at = clock_timestamp(), updated_at = clock_timestamp()
+               finished_at = (SELECT t FROM at), updated_at = clock_timestamp()
          WHERE run_id = ${f.runId} AND status = 'running'
         RETURNING run_id),
       ev AS (
-        INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance)
-        SELECT run_id, 'succeeded', ${f.attempt}, ${f.receiveCount}, ${f.queue}, ${f.workerInstance} FROM run)
+        INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance, occurred_at)
+        SELECT run_id, 'succeeded', ${f.attempt}, ${f.receiveCount}, ${f.queue}, ${f.workerInstance}, (SELECT t FROM at) FROM run)
       SELECT 1 AS done FROM run
       UNION ALL
       SELECT ${notRunning} FROM platform_task_runs r WHERE r.run_id = ${f.runId} AND NOT EXISTS (SELECT 1 FROM run)`;

@@ -131,7 +131,7 @@ async function recordSkipped(
   const base = { runId, tenantId: null, attempt: 0, queue: unit.queue, workerInstance: instance };
   await appendTrailEvent(tx, 'platform', { ...base, event: 'queued', detail: { trigger: 'schedule' } });
   await transitionRun(tx, 'platform', { runId, to: 'skipped', from: ['queued'] });
-  await appendTrailEvent(tx, 'platform', { ...base, event: 'skipped', detail: { overlap: 'skip', activeRunId, scheduledFor } });
+  await appendTrailEvent(tx, 'platform', { ...base, event: 'skipped', detail: { overlap: 'skip', activeRunId, scheduledFor }, occurredAt: 'run_finished' });
   return runId;
 }
 

@@ -14,8 +14,9 @@ import type { BackoffOptions } from './backoff.ts';
 import { createQueueConsumer, type QueueConsumer } from './consumer.ts';
 import { defaultInstanceLabel } from './dispatch.ts';
 import { startHealthServer, type HealthServer, type HealthState } from './health-server.ts';
+import { watchRedis } from '../kv/redis-health.ts';
 import { startRelay, type Relay } from './relay.ts';
-import type { RunnerDeps } from './runner.ts';
+import { StartCoalescer, type RunnerDeps } from './runner.ts';
 import { startLocalScheduler, type LocalScheduler } from './scheduler.ts';
 import { schemaHolds } from './schema-gate.ts';
 import { SlotLimit } from './slot-limit.ts';
@@ -60,6 +61,10 @@ export interface WorkerRuntimeOptions {
   relay?: { sweepIntervalMs?: number } | null;
   /** Fires schedules in-process (SVC_LOCAL_SCHEDULER=true). */
   localScheduler?: { tickMs: number } | null;
+  /** Interval of the Redis probe that switches the workers to their database paths while Redis hangs or is down, ms. Default 1000. */
+  redisProbeIntervalMs?: number;
+  /** Bound of one Redis probe and of the relay's wake wait beyond its block time, ms (SVC_REDIS_COMMAND_TIMEOUT_MS). Default 500. */
+  redisTimeoutMs?: number;
   /** Port of /healthz and /readyz; 0 picks a free one; null serves none. Default null. */
   healthPort?: number | null;
   healthHost?: string;
@@ -104,9 +109,15 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
   const unitSlots = new Map<string, SlotLimit>();
   for (const unit of units) if (o.queues.includes(unit.queue)) unitSlots.set(unit.name, new SlotLimit(unit.concurrency));
 
+  // While Redis hangs or is down, the runner gets no client at all: its gate, cache and wake take
+  // their database paths at once instead of paying the command timeout on every call.
+  const redisHealth = o.redis ? watchRedis(o.redis, { intervalMs: o.redisProbeIntervalMs, timeoutMs: o.redisTimeoutMs, logger: log }) : undefined;
+  const usableRedis = () => (redisHealth?.up ? o.redis : undefined);
   const runner: RunnerDeps = {
     sql: o.sql,
-    redis: o.redis,
+    get redis() {
+      return usableRedis();
+    },
     units: o.units,
     workerInstance,
     logger: log,
@@ -116,6 +127,9 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
     backoff: o.backoff ?? {},
     maxReceives: o.maxReceives,
     releaseSignal: release.signal,
+    // A cancel is seen within one heartbeat interval (src/work/operate/cancel-watch.ts).
+    cancelCheckIntervalMs: o.heartbeatIntervalMs,
+    starts: new StartCoalescer(o.sql),
   };
 
   const consumers: QueueConsumer[] = o.queues.map((queue) =>
@@ -143,7 +157,13 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
   let relay: Relay | undefined;
   let scheduler: LocalScheduler | undefined;
 
-  const state = (): HealthState => ({ ready, draining, latestMigration: o.latestMigration ?? null, reason: ready ? null : reason });
+  const state = (): HealthState => ({
+    ready,
+    draining,
+    latestMigration: o.latestMigration ?? null,
+    reason: ready ? null : reason,
+    redis: redisHealth ? (redisHealth.up ? 'up' : 'down') : 'none',
+  });
   let health: HealthServer | undefined;
   if (o.healthPort !== undefined && o.healthPort !== null) {
     health = await startHealthServer({ port: o.healthPort, host: o.healthHost, state });
@@ -170,7 +190,16 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
     if (stopped) return;
     for (const c of consumers) c.start();
     if (o.relay) {
-      relay = startRelay({ sql: o.sql, redis: o.redis, sqs: o.sqs, queueUrlPrefix: o.queueUrlPrefix, sweepIntervalMs: o.relay.sweepIntervalMs, instance: workerInstance, log });
+      relay = startRelay({
+        sql: o.sql,
+        redis: o.redis,
+        sqs: o.sqs,
+        queueUrlPrefix: o.queueUrlPrefix,
+        sweepIntervalMs: o.relay.sweepIntervalMs,
+        wakeTimeoutMs: o.redisTimeoutMs,
+        instance: workerInstance,
+        log,
+      });
     }
     if (o.localScheduler) {
       scheduler = startLocalScheduler({ sql: o.sql, redis: o.redis, units: o.units, tickMs: o.localScheduler.tickMs, logger: log, instance: workerInstance });
@@ -209,6 +238,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
       await consuming.catch(() => {});
       await relay?.stop();
       await health?.close();
+      redisHealth?.stop();
       log.info('workers stopped');
     },
   };

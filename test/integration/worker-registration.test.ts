@@ -40,8 +40,10 @@ describe('worker registration statements', () => {
     expect([ra!.status, rb!.status, rdone!.status]).toEqual(['running', 'running', 'succeeded']);
     expect(ra!.started_at).not.toBeNull();
     const trailB = await h.trail(b.runId);
-    expect(events(trailB)).toEqual(['queued', 'received']);
-    expect(trailB[1]).toMatchObject({ attempt: 1, receive_count: 3, worker_instance: 'reg-worker' });
+    // Nothing relayed these runs: the delivery proves the send and records it first (issue 11, 4a).
+    expect(events(trailB)).toEqual(['queued', 'sent', 'received']);
+    expect(trailB[1]).toMatchObject({ attempt: 0, worker_instance: 'reg-worker', detail: { recorded_by: 'delivery' } });
+    expect(trailB[2]).toMatchObject({ attempt: 1, receive_count: 3, worker_instance: 'reg-worker' });
     // The finished run got nothing: the general path records its late delivery.
     expect(events(await h.trail(done.runId))).toEqual(['queued']);
     // Both events belong to one transaction.
@@ -60,6 +62,6 @@ describe('worker registration statements', () => {
     const started = await startDeliveries(h.sql, 'platform', settings, null, 'reg-worker', [{ runId: p.runId, receiveCount: 1 }]);
     expect(started.get(p.runId)!.run).toMatchObject({ status: 'running', attempts: 1, tenantId: null });
     expect(started.get(p.runId)!.scheduledFor).toBeNull();
-    expect(events(await h.trail(p.runId))).toEqual(['queued', 'received']);
+    expect(events(await h.trail(p.runId))).toEqual(['queued', 'sent', 'received']);
   });
 });

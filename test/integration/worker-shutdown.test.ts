@@ -66,15 +66,31 @@ describe('worker shutdown', () => {
     );
     expect(runtime.healthPort).toBe(port);
     const waiting = await get(port, '/healthz');
-    expect(waiting).toEqual({ status: 200, body: { ready: false, draining: false, latestMigration: migration } });
+    expect(waiting).toEqual({ status: 200, body: { ready: false, draining: false, latestMigration: migration, redis: 'up' } });
     const notReady = await get(port, '/readyz');
     expect(notReady.status).toBe(503);
     expect(String(notReady.body.reason)).toContain(migration);
     // The migrator of this version records the migration: the workers start consuming without a restart.
     await h.sql`INSERT INTO mikro_orm_migrations (name) VALUES (${migration})`;
     await runtime.consuming;
-    expect(await get(port, '/healthz')).toEqual({ status: 200, body: { ready: true, draining: false, latestMigration: migration } });
+    expect(await get(port, '/healthz')).toEqual({ status: 200, body: { ready: true, draining: false, latestMigration: migration, redis: 'up' } });
     expect((await get(port, '/readyz')).status).toBe(200);
     await runtime.stop();
+  });
+
+  it('R-WRK-09 an idle worker stops within 2 s of a stop, though its long poll waits 20 s: the receive under way is aborted', async () => {
+    const runtime = await h.startWorkers({ queues: ['bulk'], waitSeconds: 20, drainMs: 25_000 });
+    // Wait until a long poll is under way (the consumer polls as soon as it starts).
+    const deadline = Date.now() + 5_000;
+    while (!runtime.state().ready && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await new Promise((r) => setTimeout(r, 200));
+    const t0 = Date.now();
+    await runtime.stop();
+    expect(Date.now() - t0).toBeLessThan(2_000);
+    // A message sent after the stop is still there for the next worker: nothing was taken by the aborted poll.
+    const { runId } = await h.dispatch('fixture.effect', { key: 'after-idle-stop' });
+    await h.relay();
+    await h.startWorkers({ queues: ['default'] });
+    expect((await h.waitForStatus(runId, ['succeeded'])).status).toBe('succeeded');
   });
 });

@@ -1,0 +1,198 @@
+// What every stage of a delivery shares: the runner's dependencies, the port to the queue, the
+// context of one delivery and the small helpers each stage writes the trail and the cache with.
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import type { TxSql, Sql } from '../../db/client.ts';
+import { jsonbTextBytes } from '../../db/jsonb-text.ts';
+import type { Actor } from '../../db/unit-of-work.ts';
+import { CodedError } from '../../errors/coded-error.ts';
+import { evictRunStatus } from '../../kv/run-status-cache.ts';
+import { DEFAULT_IDEMPOTENCY_CACHE_TTL_MS, RUN_JSON_MAX_BYTES } from '../../config/limits.ts';
+import type { BackoffOptions } from '../backoff.ts';
+import type { Envelope } from '../envelope.ts';
+import { releaseGate, type LedgerScope } from '../idempotency.ts';
+import { appendTrailEvent, type ActorSettings, type RunRow, type RunScope, type TrailEventName } from '../run-store.ts';
+import type { WorkUnit } from '../unit.ts';
+import type { StartCoalescer } from './start-coalescer.ts';
+
+export interface Delivery {
+  messageId: string;
+  body: string;
+  /** ApproximateReceiveCount of this delivery (1 on the first). */
+  receiveCount: number;
+}
+
+export interface DeadLetterContext {
+  runId: string | null;
+  unit: string | null;
+  errorCode: string;
+  errorType: string;
+  errorMessage: string;
+  receiveCount: number;
+  workerInstance: string;
+}
+
+/** What the runner may do with the message; implemented by the consumer over SQS. */
+export interface DeliveryPort {
+  /** Deletes the message: the delivery is settled. */
+  ack(): Promise<void>;
+  /** Makes the message visible again after `seconds` (0: at once). */
+  retryAfter(seconds: number): Promise<void>;
+  /** Sends a copy with its error context to the dead-letter queue (the runner then acks). */
+  deadLetter(context: DeadLetterContext): Promise<void>;
+}
+
+export interface RunnerDeps {
+  sql: Sql;
+  /** Absent or down: the database ledger alone decides. */
+  redis?: Redis | undefined;
+  units: ReadonlyMap<string, WorkUnit>;
+  /** 1..128 characters naming this process in the trail, e.g. `workers@host:1234`. */
+  workerInstance: string;
+  logger: Logger;
+  /** Gate lease = unit timeout + this margin (SVC_IDEMPOTENCY_LEASE_MARGIN_MS). */
+  leaseMarginMs: number;
+  /** How long a finished key is kept for replay (SVC_IDEMPOTENCY_RETENTION_MS). */
+  retentionMs: number;
+  /** TTL of the Redis copy of a finished result (SVC_IDEMPOTENCY_CACHE_TTL_MS); the ledger answers after it. Default 1 hour. */
+  cacheTtlMs?: number;
+  backoff: BackoffOptions;
+  /** Receives before the permanent path. Default 5. */
+  maxReceives?: number;
+  /** Aborted at the end of the drain window: running handlers are released back to the queue. */
+  releaseSignal?: AbortSignal;
+  /** How often a running handler's run is checked for an operator's cancel, ms: the heartbeat interval. Default 20000. */
+  cancelCheckIntervalMs?: number;
+  /** This runtime's registration coalescer (one per worker runtime, shared by its consumers). */
+  starts: StartCoalescer;
+}
+
+export type DeliveryResult = 'succeeded' | 'replayed' | 'retrying' | 'failed' | 'held' | 'released' | 'settled';
+
+/** A failure already known when the message arrives: no handler will run for this delivery. */
+export interface Failure {
+  code: string;
+  type: string;
+  message: string;
+  permanent: boolean;
+}
+
+/** The key's ledger row is `processing` under another execution's lease: this delivery waits its turn. */
+export class HeldElsewhere extends CodedError<'IDEMPOTENCY_KEY_HELD'> {
+  constructor() {
+    super('IDEMPOTENCY_KEY_HELD', 'the idempotency key is held by another execution');
+    this.name = 'HeldElsewhere';
+  }
+}
+
+/** The drain window ran out: the running handler is aborted and its run goes back to the queue. */
+export class ReleasedOnShutdown extends CodedError<'RELEASED_ON_SHUTDOWN'> {
+  constructor() {
+    super('RELEASED_ON_SHUTDOWN', 'the worker is shutting down and the stop budget ran out: the run goes back to the queue');
+    this.name = 'ReleasedOnShutdown';
+  }
+}
+
+/** Keeps a JSON object under the column limit (as jsonb text, what the CHECK measures) by shortening its long strings. */
+export function fitDetail(detail: Record<string, unknown>, maxBytes = RUN_JSON_MAX_BYTES): Record<string, unknown> {
+  let out = detail;
+  for (let limit = 512; jsonbTextBytes(out) > maxBytes && limit >= 16; limit = Math.floor(limit / 2)) {
+    out = Object.fromEntries(
+      Object.entries(detail).map(([k, v]) => [k, typeof v === 'string' && v.length > limit ? `${v.slice(0, limit)}…` : v]),
+    );
+  }
+  return jsonbTextBytes(out) > maxBytes ? { truncated: true } : out;
+}
+
+/** The Redis copy never outlives the ledger row it copies. */
+export function cacheTtlOf(deps: RunnerDeps): number {
+  return Math.min(deps.cacheTtlMs ?? DEFAULT_IDEMPOTENCY_CACHE_TTL_MS, deps.retentionMs);
+}
+
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+export interface DeliveryContext {
+  deps: RunnerDeps;
+  delivery: Delivery;
+  port: DeliveryPort;
+  envelope: Envelope;
+  scope: RunScope;
+  tenantId: string | null;
+  unit: WorkUnit | undefined;
+  log: Logger;
+  actor: Actor;
+  maxReceives: number;
+  key?: Buffer;
+  /** The key of a delivery that will not execute (receives exhausted): only probed for an execution in progress. */
+  probeKey?: Buffer;
+  fingerprint?: Buffer;
+  gateKey?: string;
+  gateToken?: string;
+}
+
+export function ledgerScope(c: DeliveryContext): LedgerScope {
+  return { scope: c.scope, tenantId: c.tenantId };
+}
+
+export async function evict(c: DeliveryContext): Promise<void> {
+  await evictRunStatus(c.deps.redis, c.envelope.run_id);
+}
+
+export async function trail(
+  tx: TxSql,
+  c: DeliveryContext,
+  run: Pick<RunRow, 'queue'>,
+  event: TrailEventName,
+  attempt: number,
+  extra: { receiveCount?: number; errorCode?: string; errorType?: string; detail?: Record<string, unknown>; occurredAt?: 'run_finished' | string } = {},
+): Promise<void> {
+  await appendTrailEvent(tx, c.scope, {
+    runId: c.envelope.run_id,
+    tenantId: c.tenantId,
+    event,
+    attempt,
+    receiveCount: extra.receiveCount ?? c.delivery.receiveCount,
+    queue: run.queue,
+    workerInstance: c.deps.workerInstance,
+    errorCode: extra.errorCode,
+    errorType: extra.errorType,
+    detail: fitDetail(extra.detail ?? {}),
+    occurredAt: extra.occurredAt,
+  });
+}
+
+export async function releaseOwnGate(c: DeliveryContext): Promise<void> {
+  if (c.gateKey && c.gateToken) await releaseGate(c.deps.redis, c.gateKey, c.gateToken);
+}
+/** The run left `running` under this delivery (another delivery settled or released it): this one's settlement is void. */
+export class RunMovedOn extends CodedError<'RUN_MOVED_ON'> {
+  constructor() {
+    super('RUN_MOVED_ON', 'the run is no longer running: another delivery settled it');
+    this.name = 'RunMovedOn';
+  }
+}
+
+/** The transaction-local actor settings, as applyActorContext (src/db/unit-of-work.ts) sets them. */
+export function actorSettingsOf(actor: Actor): ActorSettings {
+  if (actor.kind === 'user') return { tenantId: actor.tenantId, userId: actor.userId, process: '' };
+  if (actor.kind === 'scheduler') return { tenantId: '', userId: '', process: actor.label };
+  return { tenantId: actor.tenantId ?? '', userId: '', process: actor.label };
+}
+
+export function fitOutcome(outcome: Record<string, unknown>): Record<string, unknown> {
+  return jsonbTextBytes(outcome) <= RUN_JSON_MAX_BYTES ? outcome : { truncated: true };
+}
+
+export function deadLetterContext(c: DeliveryContext, f: Failure): DeadLetterContext {
+  return {
+    runId: c.envelope.run_id,
+    unit: c.envelope.name,
+    errorCode: f.code,
+    errorType: f.type,
+    errorMessage: f.message,
+    receiveCount: c.delivery.receiveCount,
+    workerInstance: c.deps.workerInstance,
+  };
+}

@@ -1,0 +1,167 @@
+// Stage 4 of a delivery that did not succeed: settlement. A transient failure schedules a retry with
+// backoff, a permanent one (or the last receive) fails the run and dead-letters its message, a release
+// on shutdown puts the run back in the queue, and a delivery that did not execute is settled by what
+// its registration found. A settlement never overrides another delivery's (RunMovedOn).
+import { inUnitOfWork } from '../../db/unit-of-work.ts';
+import type { TxSql } from '../../db/client.ts';
+import { backoffSeconds } from '../backoff.ts';
+import { failKey, readKey, recordGateResult } from '../idempotency.ts';
+import { FINAL_RUN_STATUSES, readRun, transitionRun, type RunRow } from '../run-store.ts';
+import {
+  cacheTtlOf,
+  deadLetterContext,
+  evict,
+  ledgerScope,
+  releaseOwnGate,
+  RunMovedOn,
+  trail,
+  type DeliveryContext,
+  type DeliveryResult,
+  type Failure,
+} from './context.ts';
+import type { Registration } from './registration.ts';
+import { wasCancelled } from '../operate/cancel-run.ts';
+import { failedOutcome } from '../operate/failure-outcome.ts';
+import { finalDeliveryNote } from '../operate/final-delivery.ts';
+
+/** Settles a delivery that did not execute (finished run, held key, replay, early failure, no run). */
+export async function settleRegistration(c: DeliveryContext, registration: Registration, early: Failure | null): Promise<DeliveryResult> {
+  const { deps, port } = c;
+  if (registration.kind !== 'held') await evict(c);
+  switch (registration.kind) {
+    case 'missing': {
+      await releaseOwnGate(c);
+      c.log.error('the run of this message does not exist: dead-lettered');
+      await port.deadLetter(deadLetterContext(c, { code: 'RUN_NOT_FOUND', type: 'NotFoundFailure', message: 'no run row matches the message', permanent: true }));
+      await port.ack();
+      return 'failed';
+    }
+    case 'final': {
+      // A late duplicate of a finished run. Repopulate the gate from the ledger when Redis lacked it.
+      if (registration.run.status === 'succeeded' && c.key && c.gateToken) {
+        const row = await readKey(deps.sql, ledgerScope(c), c.key);
+        if (row?.status === 'completed') await recordGateResult(deps.redis, c.gateKey!, row.fingerprint, row.outcome, cacheTtlOf(deps));
+        else await releaseOwnGate(c);
+      } else {
+        await releaseOwnGate(c);
+      }
+      // A cancelled run's message is acknowledged, never dead-lettered; a dead-lettered run's message that came back is logged.
+      const note = finalDeliveryNote(registration.run, registration.deadLettered);
+      if (note.warning) c.log.warn({ status: registration.run.status }, note.warning);
+      if (registration.run.status === 'failed' && !registration.deadLettered && !wasCancelled(registration.run)) {
+        const f: Failure = { code: 'RUN_FAILED', type: 'RunFailed', message: 'the run had failed before its message was dead-lettered', permanent: true };
+        await deadLetter(c, registration.run, f);
+      }
+      await port.ack();
+      return 'settled';
+    }
+    case 'held':
+      await releaseOwnGate(c);
+      await port.retryAfter(Math.max(1, Math.ceil(registration.retryAfterMs / 1000)));
+      return 'held';
+    case 'replayed':
+      await port.ack();
+      return 'replayed';
+    case 'early':
+      return settleFailure(c, registration.run, early!, null, registration.run.attempts);
+    case 'execute':
+      throw new Error('unreachable: an executed delivery settles in deliver()');
+  }
+}
+
+/** The `started` event of a rolled-back attempt is recorded again, so the trail shows every attempt. */
+async function rememberStart(tx: TxSql, c: DeliveryContext, run: RunRow, attempt: number, startedAt: string | null): Promise<void> {
+  if (startedAt !== null) await trail(tx, c, run, 'started', attempt, { detail: { startedAt, effect: 'rolled_back' }, occurredAt: startedAt });
+}
+
+export async function release(c: DeliveryContext, run: RunRow, attempt: number, startedAt: string | null): Promise<DeliveryResult> {
+  const released = await inUnitOfWork(c.deps.sql, c.actor, async (tx) => {
+    if (!(await transitionRun(tx, c.scope, { runId: run.runId, tenantId: c.tenantId, to: 'queued', from: ['running'] }))) return false;
+    await rememberStart(tx, c, run, attempt, startedAt);
+    await trail(tx, c, run, 'released_on_shutdown', attempt);
+    return true;
+  });
+  if (!released) return settleMovedOn(c, 0);
+  await evict(c);
+  await releaseOwnGate(c);
+  await c.port.retryAfter(0);
+  c.log.warn('released on shutdown: the message is visible again');
+  return 'released';
+}
+
+export async function settleFailure(c: DeliveryContext, run: RunRow, f: Failure, startedAt: string | null, attempt: number): Promise<DeliveryResult> {
+  const exhausted = c.delivery.receiveCount >= c.maxReceives;
+  const errorFields = { errorCode: f.code, errorType: f.type };
+  if (!f.permanent && !exhausted) {
+    const delaySeconds = backoffSeconds(c.delivery.receiveCount, c.deps.backoff);
+    const moved = await voidIfMovedOn(c, async (tx) => {
+      // running → retrying only: a run another delivery already settled keeps its settlement.
+      if (!(await transitionRun(tx, c.scope, { runId: run.runId, tenantId: c.tenantId, to: 'retrying', from: ['running'] }))) throw new RunMovedOn();
+      if (c.key) await failKey(tx, ledgerScope(c), c.key, c.fingerprint!, 'failed_retryable', c.deps.retentionMs);
+      await rememberStart(tx, c, run, attempt, startedAt);
+      await trail(tx, c, run, 'retry_scheduled', attempt, { ...errorFields, detail: { message: f.message, retryInSeconds: delaySeconds } });
+    });
+    if (moved) return settleMovedOn(c, delaySeconds);
+    await evict(c);
+    await releaseOwnGate(c);
+    await c.port.retryAfter(delaySeconds);
+    c.log.warn({ code: f.code, retryInSeconds: delaySeconds }, 'transient failure: retry scheduled');
+    return 'retrying';
+  }
+  const reuse = f.code === 'IDEMPOTENCY_KEY_REUSED';
+  const moved = await voidIfMovedOn(c, async (tx) => {
+    // running → failed only (an early failure or the fifth receive made the run `running` first).
+    // The outcome says why, publicly (src/work/operate/failure-outcome.ts).
+    if (!(await transitionRun(tx, c.scope, { runId: run.runId, tenantId: c.tenantId, to: 'failed', from: ['running'], outcome: failedOutcome(f) }))) throw new RunMovedOn();
+    // A reused key belongs to another request: its ledger row is left as it is.
+    if (c.key && !reuse) await failKey(tx, ledgerScope(c), c.key, c.fingerprint!, 'failed_permanent', c.deps.retentionMs);
+    await rememberStart(tx, c, run, attempt, startedAt);
+    await trail(tx, c, run, 'failed', attempt, {
+      ...errorFields,
+      occurredAt: 'run_finished',
+      detail: { message: f.message, permanent: f.permanent, receivesExhausted: exhausted && !f.permanent },
+    });
+  });
+  if (moved) return settleMovedOn(c, backoffSeconds(c.delivery.receiveCount, c.deps.backoff));
+  await evict(c);
+  await releaseOwnGate(c);
+  await deadLetter(c, run, f, attempt);
+  await c.port.ack();
+  c.log.error({ code: f.code }, 'permanent failure: run failed, message dead-lettered');
+  return 'failed';
+}
+
+/** Runs a settling unit of work; true (and nothing written) when it found the run no longer running. */
+async function voidIfMovedOn(c: DeliveryContext, work: (tx: TxSql) => Promise<void>): Promise<boolean> {
+  try {
+    await inUnitOfWork(c.deps.sql, c.actor, work);
+    return false;
+  } catch (error) {
+    if (error instanceof RunMovedOn) return true;
+    throw error;
+  }
+}
+
+/**
+ * This delivery's run was settled (or released, or retried) by another delivery meanwhile: that
+ * settlement stands and nothing is written for this one. A finished run's message is deleted; a
+ * run still active comes back with its message, whose next delivery sorts it out.
+ */
+async function settleMovedOn(c: DeliveryContext, retryInSeconds: number): Promise<DeliveryResult> {
+  await releaseOwnGate(c);
+  const run = await inUnitOfWork(c.deps.sql, c.actor, (tx) => readRun(tx, c.scope, { runId: c.envelope.run_id, tenantId: c.tenantId }));
+  c.log.warn({ status: run?.status }, 'the run left running under this delivery: its own settlement stands');
+  if (!run || FINAL_RUN_STATUSES.has(run.status)) {
+    await c.port.ack();
+    return 'settled';
+  }
+  await c.port.retryAfter(retryInSeconds);
+  return 'held';
+}
+
+async function deadLetter(c: DeliveryContext, run: RunRow, f: Failure, attempt = run.attempts): Promise<void> {
+  await c.port.deadLetter(deadLetterContext(c, f));
+  await inUnitOfWork(c.deps.sql, c.actor, async (tx) => {
+    await trail(tx, c, run, 'dead_lettered', attempt, { errorCode: f.code, errorType: f.type });
+  });
+}
