@@ -15,6 +15,8 @@ const commands: Record<string, { load: () => Promise<Command>; help: string }> =
   tasks: { load: () => import('./tasks.ts'), help: 'check | emit: discover units, write dist/tasks.json' },
   openapi: { load: () => import('./openapi.ts'), help: 'emit: write dist/openapi.json' },
   schedule: { load: () => import('./schedule.ts'), help: 'fire <schedule-name> [--at <iso instant>]' },
+  runs: { load: () => import('./runs.ts'), help: 'list | show <runId> | redrive <runId>|--status failed … | cancel <runId> --by <label>' },
+  dlq: { load: () => import('./dlq.ts'), help: 'list | redrive --queue <q> [--by <label>]: read and redrive a dead-letter queue' },
   emit: { load: () => import('./emit.ts'), help: 'write every build artifact into dist/' },
   dev: { load: () => import('./dev.ts'), help: 'run the whole service locally on embedded defaults (npm start)' },
 };

@@ -257,6 +257,42 @@ async function writeRun(tx: TxSql, instance: string, w: RunWrite): Promise<Dispa
   return writeTrailAndOutbox(tx, instance, w, runId);
 }
 
+export interface RedriveRunWrite {
+  target: Pick<DispatchTarget, 'name' | 'queue'>;
+  kind: Envelope['kind'];
+  /** The failed run's payload, as its envelope carried it (already validated at its dispatch). */
+  payload: unknown;
+  tenantId: string | null;
+  /** Who redrives, 1..128 characters (a system actor). */
+  actorLabel: string;
+  /** The failed run's correlation id. */
+  correlationId: string;
+  /** The failed run's id. */
+  causationId: string;
+  event?: { type: string; version: number };
+}
+
+/**
+ * Writes a redrive run (trigger `redrive`, system actor) exactly as a dispatch writes a run: run row,
+ * `queued` event and outbox row, in the caller's transaction (src/work/operate/redrive-run.ts).
+ */
+export async function writeRedriveRun(tx: TxSql, instance: string, r: RedriveRunWrite): Promise<DispatchedRun> {
+  checkSize(r.target.name, r.payload);
+  return writeRun(tx, instance, {
+    target: { ...r.target, context: r.tenantId === null ? 'system' : 'tenant' },
+    kind: r.kind,
+    trigger: 'redrive',
+    payload: r.payload ?? null,
+    tenantId: r.tenantId,
+    actorKind: 'system',
+    actorLabel: r.actorLabel,
+    correlationId: r.correlationId,
+    causationId: r.causationId,
+    delaySeconds: 0,
+    ...(r.event ? { event: r.event } : {}),
+  });
+}
+
 function actorFields(actor: Actor): Pick<RunWrite, 'actorKind' | 'actorLabel' | 'user'> {
   if (actor.kind === 'user') {
     return { actorKind: 'user', actorLabel: actor.label, user: { userId: actor.userId, membershipId: actor.membershipId } };

@@ -1,0 +1,116 @@
+// Cancel of a run (`svc runs cancel`, a future admin route). A cancelled run ends `failed` with error
+// code CANCELLED (no new status value): its outcome says so, and its trail gets `failed` with who
+// cancelled and why.
+//
+// - queued or retrying: the run is failed at once. Its message, when it arrives, meets a final run
+//   and is acknowledged without running (the runner's `final` registration).
+// - running: the same transition, written while the worker's effect transaction is still open. The
+//   cancel locks the run row FOR NO KEY UPDATE, which does not wait for the KEY SHARE locks the effect
+//   transaction holds through its trail rows' foreign keys, so the cancel commits at once. The worker
+//   learns it within one heartbeat interval (cancel-watch.ts), aborts `run.signal` with RunCancelled
+//   and cancels its current statement; the effect transaction rolls back, and its settlement finds
+//   the run no longer `running`, so it writes nothing more and acknowledges the message. Should the
+//   handler finish before the watch ticks, its finishing statement is guarded (running → succeeded
+//   only) and fails, which rolls the effect back just the same. No retry either way.
+// - already cancelled: reported again (idempotent). Succeeded, skipped or failed otherwise: refused.
+import type { Sql, TxSql } from '../../db/client.ts';
+import { inUnitOfWork } from '../../db/unit-of-work.ts';
+import { defaultInstanceLabel } from '../dispatch.ts';
+import { appendTrailEvent, FINAL_RUN_STATUSES, readRun, transitionRun, type RunKey, type RunScope, type RunStatus } from '../run-store.ts';
+import { PermanentFailure } from '../unit-errors.ts';
+import { failedOutcome } from './failure-outcome.ts';
+import { requireRun } from './find-run.ts';
+import { checkOperatorLabel, checkRunId, OperateError } from './operate-error.ts';
+
+/** Error code of a cancelled run. */
+export const CANCELLED = 'CANCELLED';
+
+/** The abort reason of a running handler whose run an operator cancelled. Permanent: never retried. */
+export class RunCancelled extends PermanentFailure {
+  constructor(runId: string) {
+    super(CANCELLED, `run ${runId} was cancelled by an operator: the attempt is aborted and its effect rolled back`);
+    this.name = 'RunCancelled';
+  }
+}
+
+export interface CancelInput {
+  runId: string;
+  /** Who cancels (`--by`), recorded on the trail. */
+  by: string;
+  /** Why (`--reason`), recorded on the trail; at most 500 characters. */
+  reason?: string;
+  /** Names this process on the trail. Default `<hostname>:<pid>`. */
+  instance?: string;
+}
+
+export interface CancelResult {
+  result: 'cancelled' | 'already_cancelled';
+  runId: string;
+  /** Status the run had when this cancel found it. */
+  previousStatus: RunStatus;
+  unit: string;
+  /** Tenant uid, null for a platform run. */
+  tenant: string | null;
+}
+
+const RUN_TABLE = { tenant: 'task_runs', platform: 'platform_task_runs' } as const;
+
+function isCancelledOutcome(outcome: Record<string, unknown>): boolean {
+  return (outcome.error as { code?: unknown } | undefined)?.code === CANCELLED;
+}
+
+/** Cancels one run inside the caller's transaction (see cancelRunNow for its own unit of work). */
+export async function cancelRun(tx: TxSql, input: CancelInput): Promise<CancelResult> {
+  const by = checkOperatorLabel(input.by);
+  const reason = (input.reason ?? '').trim();
+  if (reason.length > 500) throw new OperateError('RUN_FILTER_INVALID', '--reason must be at most 500 characters');
+  const found = await requireRun(tx, input.runId);
+  const { scope, tenantUid } = found;
+  const key: RunKey = { runId: found.run.runId, tenantId: found.run.tenantId };
+  // NO KEY UPDATE: the open effect transaction of a running run holds KEY SHARE on it; FOR UPDATE would wait for it to end.
+  await tx`SELECT 1 FROM ${tx(RUN_TABLE[scope])} WHERE run_id = ${key.runId} FOR NO KEY UPDATE`;
+  const run = (await readRun(tx, scope, key))!;
+  const base = { runId: run.runId, previousStatus: run.status, unit: run.name, tenant: tenantUid };
+  if (run.status === 'failed' && isCancelledOutcome(run.outcome)) return { result: 'already_cancelled', ...base };
+  if (FINAL_RUN_STATUSES.has(run.status)) {
+    throw new OperateError('RUN_ALREADY_FINAL', `run ${run.runId} is already ${run.status}: a finished run cannot be cancelled`);
+  }
+  const message = `cancelled by ${by}${reason ? `: ${reason}` : ''}`;
+  await transitionRun(tx, scope, {
+    ...key,
+    to: 'failed',
+    from: ['queued', 'running', 'retrying'],
+    outcome: failedOutcome({ code: CANCELLED, type: 'RunCancelled', message }),
+  });
+  await appendTrailEvent(tx, scope, {
+    ...key,
+    event: 'failed',
+    attempt: run.attempts,
+    queue: run.queue,
+    workerInstance: (input.instance ?? defaultInstanceLabel()).slice(0, 128),
+    errorCode: CANCELLED,
+    errorType: 'RunCancelled',
+    detail: { cancelled_by: by, reason, previous_status: run.status },
+  });
+  return { result: 'cancelled', ...base };
+}
+
+/** cancelRun in its own unit of work (system actor `cancel:<by>`). Evict the run-status cache after it. */
+export async function cancelRunNow(sql: Sql, input: CancelInput): Promise<CancelResult> {
+  checkRunId(input.runId);
+  const by = checkOperatorLabel(input.by);
+  return inUnitOfWork(sql, { kind: 'system', label: `cancel:${by}`.slice(0, 128) }, (tx) => cancelRun(tx, input));
+}
+
+/** True when an operator cancelled the run (it is `failed` with CANCELLED): what a running worker polls. */
+export async function isRunCancelled(sql: Sql | TxSql, scope: RunScope, key: RunKey): Promise<boolean> {
+  const [row] = await sql<{ cancelled: boolean }[]>`
+    SELECT status = 'failed' AND outcome->'error'->>'code' = ${CANCELLED} AS cancelled FROM ${sql(RUN_TABLE[scope])}
+     WHERE run_id = ${key.runId} ${key.tenantId ? sql`AND tenant_id = ${key.tenantId}` : sql``}`;
+  return row?.cancelled === true;
+}
+
+/** True for the outcome of a cancelled run (the runner acknowledges its message without dead-lettering it). */
+export function wasCancelled(run: { status: RunStatus; outcome: Record<string, unknown> }): boolean {
+  return run.status === 'failed' && isCancelledOutcome(run.outcome);
+}
