@@ -185,7 +185,9 @@ export async function run(args: string[]): Promise<number> {
         console.log(`dry run: would redrive ${outcome.selected.length} failed run(s); nothing written`);
         if (outcome.selected.length) console.log(runsTable(outcome.selected));
       } else {
-        for (const r of outcome.results) console.log(`${r.result === 'redriven' ? 'redriven' : 'already redriven'}: run ${r.failedRunId} (${r.unit}) → new run ${r.newRunId}`);
+        for (const r of outcome.results) {
+          console.log(r.result === 'refused' ? `refused: run ${r.failedRunId} (${r.unit}): ${r.code}: ${r.message}` : `${r.result === 'redriven' ? 'redriven' : 'already redriven'}: run ${r.failedRunId} (${r.unit}) → new run ${r.newRunId}`);
+        }
         console.log(`${outcome.results.filter((r) => r.result === 'redriven').length} run(s) redriven`);
       }
       return 0;

@@ -116,6 +116,8 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
     backoff: o.backoff ?? {},
     maxReceives: o.maxReceives,
     releaseSignal: release.signal,
+    // A cancel is seen within one heartbeat interval (src/work/operate/cancel-watch.ts).
+    cancelCheckIntervalMs: o.heartbeatIntervalMs,
     starts: new StartCoalescer(o.sql),
   };
 

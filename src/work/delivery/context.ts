@@ -61,6 +61,8 @@ export interface RunnerDeps {
   maxReceives?: number;
   /** Aborted at the end of the drain window: running handlers are released back to the queue. */
   releaseSignal?: AbortSignal;
+  /** How often a running handler's run is checked for an operator's cancel, ms: the heartbeat interval. Default 20000. */
+  cancelCheckIntervalMs?: number;
   /** This runtime's registration coalescer (one per worker runtime, shared by its consumers). */
   starts: StartCoalescer;
 }

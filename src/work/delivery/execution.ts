@@ -5,7 +5,8 @@
 import { inUnitOfWork } from '../../db/unit-of-work.ts';
 import type { Sql, TxSql } from '../../db/client.ts';
 import { jsonbTextBytes } from '../../db/jsonb-text.ts';
-import { RUN_JSON_MAX_BYTES } from '../../config/limits.ts';
+import { DEFAULT_HEARTBEAT_INTERVAL_MS, RUN_JSON_MAX_BYTES } from '../../config/limits.ts';
+import { watchForCancel, type CancelWatch } from '../operate/cancel-watch.ts';
 import { runStatusKey } from '../../kv/keys.ts';
 import { advisoryKeyOf, claimKeyAndStart, recordGateResultAndEvict, type GateState } from '../idempotency.ts';
 import { finishDelivery, setRunProgress, transitionRun, type RunRow } from '../run-store.ts';
@@ -65,6 +66,8 @@ export async function deliver(c: DeliveryContext, early: Failure | null, gate: G
   controller.signal.addEventListener('abort', () => handlerTx?.close(), { once: true });
   const timeoutMs = (unit?.timeoutSeconds ?? 60) * 1000;
   let timer: NodeJS.Timeout | undefined;
+  // Polls for an operator's cancel while the handler runs (src/work/operate/cancel-watch.ts).
+  let cancelWatch: CancelWatch | undefined;
   // The effect transaction's backend while it is open: a release cancels its current statement, or
   // the ROLLBACK would queue behind a handler statement (pg_sleep, a lock wait) past the stop budget.
   let effectBackend: EffectBackend | null = null;
@@ -104,6 +107,18 @@ export async function deliver(c: DeliveryContext, early: Failure | null, gate: G
       const { run, attempt, scheduledFor } = registration;
       // The deadline starts with the execution; a release on shutdown aborts it too.
       timer = setTimeout(() => controller.abort(new UnitTimedOut(unit!.name, unit!.timeoutSeconds)), timeoutMs);
+      cancelWatch = watchForCancel({
+        sql: deps.sql,
+        scope,
+        run: { runId: run.runId, tenantId },
+        intervalMs: deps.cancelCheckIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS,
+        // As a release: abort the handler and cancel its statement; settlement then finds the run failed and acks.
+        onCancel: (reason) => {
+          controller.abort(reason);
+          if (effectBackend) cancelStatement(deps.sql, effectBackend).catch((error: unknown) => c.log.warn({ err: error }, 'could not cancel the statement of a cancelled run'));
+        },
+        onError: (error) => c.log.warn({ err: error }, 'could not check whether the run was cancelled'),
+      });
       if (deps.releaseSignal?.aborted) onRelease();
       else deps.releaseSignal?.addEventListener('abort', onRelease, { once: true });
       controller.signal.throwIfAborted();
@@ -179,6 +194,7 @@ export async function deliver(c: DeliveryContext, early: Failure | null, gate: G
       return { replayed: false, outcome: outcome as UnitOutcome, finished };
     }
     effectBackend = null;
+    cancelWatch?.stop();
     if (result?.finished) await result.finished;
     clearTimeout(timer);
     deps.releaseSignal?.removeEventListener('abort', onRelease);
@@ -190,6 +206,7 @@ export async function deliver(c: DeliveryContext, early: Failure | null, gate: G
     }
   } catch (error) {
     effectBackend = null;
+    cancelWatch?.stop();
     clearTimeout(timer);
     deps.releaseSignal?.removeEventListener('abort', onRelease);
     await evicted;

@@ -5,6 +5,7 @@ import { inUnitOfWork } from '../../db/unit-of-work.ts';
 import type { TxSql } from '../../db/client.ts';
 import type { GateState } from '../idempotency.ts';
 import { FINAL_RUN_STATUSES, OUTBOX_TABLE, readRun, transitionRun, type RunRow } from '../run-store.ts';
+import { finalDeliveryNote } from '../operate/final-delivery.ts';
 import { actorSettingsOf, fitOutcome, trail, type DeliveryContext, type Failure } from './context.ts';
 
 export type Registration =
@@ -41,12 +42,13 @@ export async function register(c: DeliveryContext, early: Failure | null, gate: 
     const run = await readRun(tx, scope, { runId: envelope.run_id, tenantId });
     if (!run) return { kind: 'missing' };
     if (FINAL_RUN_STATUSES.has(run.status)) {
-      await trail(tx, c, run, 'received', run.attempts, { detail: { settled: run.status } });
       const rows =
         run.status === 'failed'
           ? await tx`SELECT 1 FROM ${tx(scope === 'tenant' ? 'task_run_events' : 'platform_task_run_events')}
                       WHERE run_id = ${run.runId} AND event = 'dead_lettered' LIMIT 1`
           : [1];
+      // The note says when the message of a dead-lettered or cancelled run came back (src/work/operate/final-delivery.ts).
+      await trail(tx, c, run, 'received', run.attempts, { detail: finalDeliveryNote(run, rows.length > 0).detail });
       return { kind: 'final', run, deadLettered: rows.length > 0 };
     }
     if (early) {

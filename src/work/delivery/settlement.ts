@@ -20,6 +20,9 @@ import {
   type Failure,
 } from './context.ts';
 import type { Registration } from './registration.ts';
+import { wasCancelled } from '../operate/cancel-run.ts';
+import { failedOutcome } from '../operate/failure-outcome.ts';
+import { finalDeliveryNote } from '../operate/final-delivery.ts';
 
 /** Settles a delivery that did not execute (finished run, held key, replay, early failure, no run). */
 export async function settleRegistration(c: DeliveryContext, registration: Registration, early: Failure | null): Promise<DeliveryResult> {
@@ -42,7 +45,10 @@ export async function settleRegistration(c: DeliveryContext, registration: Regis
       } else {
         await releaseOwnGate(c);
       }
-      if (registration.run.status === 'failed' && !registration.deadLettered) {
+      // A cancelled run's message is acknowledged, never dead-lettered; a dead-lettered run's message that came back is logged.
+      const note = finalDeliveryNote(registration.run, registration.deadLettered);
+      if (note.warning) c.log.warn({ status: registration.run.status }, note.warning);
+      if (registration.run.status === 'failed' && !registration.deadLettered && !wasCancelled(registration.run)) {
         const f: Failure = { code: 'RUN_FAILED', type: 'RunFailed', message: 'the run had failed before its message was dead-lettered', permanent: true };
         await deadLetter(c, registration.run, f);
       }
@@ -105,7 +111,8 @@ export async function settleFailure(c: DeliveryContext, run: RunRow, f: Failure,
   const reuse = f.code === 'IDEMPOTENCY_KEY_REUSED';
   const moved = await voidIfMovedOn(c, async (tx) => {
     // running → failed only (an early failure or the fifth receive made the run `running` first).
-    if (!(await transitionRun(tx, c.scope, { runId: run.runId, tenantId: c.tenantId, to: 'failed', from: ['running'] }))) throw new RunMovedOn();
+    // The outcome says why, publicly (src/work/operate/failure-outcome.ts).
+    if (!(await transitionRun(tx, c.scope, { runId: run.runId, tenantId: c.tenantId, to: 'failed', from: ['running'], outcome: failedOutcome(f) }))) throw new RunMovedOn();
     // A reused key belongs to another request: its ledger row is left as it is.
     if (c.key && !reuse) await failKey(tx, ledgerScope(c), c.key, c.fingerprint!, 'failed_permanent', c.deps.retentionMs);
     await rememberStart(tx, c, run, attempt, startedAt);

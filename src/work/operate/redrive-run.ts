@@ -125,12 +125,21 @@ export interface BulkRedriveInput {
   instance?: string;
 }
 
+/** A selected run the bulk redrive could not redrive (e.g. RUN_PAYLOAD_GONE); nothing was written for it. */
+export interface RedriveRefusal {
+  result: 'refused';
+  failedRunId: string;
+  unit: string;
+  code: string;
+  message: string;
+}
+
 export interface BulkRedriveOutcome {
   dryRun: boolean;
   /** The selected runs (newest first). */
   selected: RunSummary[];
   /** One per selected run, in order; empty on a dry run. */
-  results: RedriveResult[];
+  results: Array<RedriveResult | RedriveRefusal>;
 }
 
 /**
@@ -152,9 +161,15 @@ export async function redriveRuns(sql: Sql, input: BulkRedriveInput): Promise<Bu
     );
   }
   if (input.dryRun) return { dryRun: true, selected, results: [] };
-  const results: RedriveResult[] = [];
+  const results: BulkRedriveOutcome['results'] = [];
   for (const run of selected) {
-    results.push(await redriveRunNow(sql, { runId: run.runId, by, ...(input.instance ? { instance: input.instance } : {}) }));
+    try {
+      results.push(await redriveRunNow(sql, { runId: run.runId, by, ...(input.instance ? { instance: input.instance } : {}) }));
+    } catch (error) {
+      // One run's refusal (its payload gone, a concurrent cancel…) leaves the others to be redriven.
+      if (!(error instanceof OperateError)) throw error;
+      results.push({ result: 'refused', failedRunId: run.runId, unit: run.unit, code: error.code, message: error.message });
+    }
   }
   return { dryRun: false, selected, results };
 }
