@@ -1,0 +1,106 @@
+// Shared by the operate-* tests: the `svc` CLI as a real child process against the harness's
+// database, Redis and SQS server, and units whose failure the test switches on and off ("fixed").
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { z } from 'zod';
+import { defineTask, type WorkUnit } from '../../src/work/unit.ts';
+import { ValidationFailure } from '../../src/work/unit-errors.ts';
+import type { WorkHarness } from '../fixtures/work-harness.ts';
+import { RUNTIME_UNITS } from '../fixtures/units/runtime-units.ts';
+
+const ROOT = path.resolve(import.meta.dirname, '..', '..');
+
+export interface CliResult {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `svc <args>` (src/main/cli.ts on this Node) without blocking the in-process workers. */
+export function svc(h: WorkHarness, args: string[], timeoutMs = 60_000): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [path.join(ROOT, 'src/main/cli.ts'), ...args], {
+      env: {
+        ...process.env,
+        DATABASE_URL: h.db.url,
+        REDIS_URL: h.redisUrl ?? 'redis://127.0.0.1:1',
+        SVC_SQS_ENDPOINT: h.endpoint,
+        SVC_SQS_QUEUE_URL_PREFIX: h.queueUrlPrefix,
+        SVC_SQS_LOCAL_CREDENTIALS: 'true',
+        LOG_LEVEL: 'info',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`svc ${args.join(' ')} did not finish within ${timeoutMs} ms; stderr: ${stderr}`));
+    }, timeoutMs);
+    child.on('close', (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, stderr });
+    });
+  });
+}
+
+/** JSON lines of a `--json` output. */
+export function jsonLines(out: string): Array<Record<string, unknown>> {
+  return out.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
+/** Switch of the "broken" units: true makes them fail permanently, false is the fix. */
+export const fault = { broken: true };
+
+const flakyPayload = z.object({ key: z.string().min(1) });
+
+/** A system unit that writes its effect, then fails permanently while `fault.broken`. */
+const brokenHandler = async (p: z.infer<typeof flakyPayload>, run: Parameters<WorkUnit['handler']>[1]) => {
+  await run.transaction`INSERT INTO fixture_effects (run_id, key, attempt) VALUES (${run.runId}, ${p.key}, ${run.attempt})`;
+  if (fault.broken) throw new ValidationFailure(`the unit is broken for ${p.key}`);
+  return { key: p.key };
+};
+
+export const brokenUntilFixed = defineTask({
+  name: 'fixture.broken_until_fixed',
+  queue: 'default',
+  context: 'system',
+  concurrency: 2,
+  timeoutSeconds: 10,
+  payload: flakyPayload,
+  handler: brokenHandler,
+});
+
+/** The same for a tenant. */
+export const tenantBrokenUntilFixed = defineTask({
+  name: 'fixture.tenant_broken_until_fixed',
+  queue: 'default',
+  context: 'tenant',
+  concurrency: 2,
+  timeoutSeconds: 10,
+  payload: flakyPayload,
+  handler: brokenHandler,
+});
+
+/** A system unit that writes its effect and then waits (honouring run.signal) for `sleepMs`. */
+export const slowTask = defineTask({
+  name: 'fixture.slow',
+  queue: 'default',
+  context: 'system',
+  concurrency: 2,
+  timeoutSeconds: 60,
+  payload: z.object({ key: z.string(), sleepMs: z.number().int() }),
+  async handler(p, run) {
+    await run.transaction`INSERT INTO fixture_effects (run_id, key, attempt) VALUES (${run.runId}, ${p.key}, ${run.attempt})`;
+    await sleep(p.sleepMs, undefined, { signal: run.signal });
+    return { key: p.key };
+  },
+});
+
+export const OPERATE_UNITS: ReadonlyMap<string, WorkUnit> = new Map([
+  ...RUNTIME_UNITS,
+  ...[brokenUntilFixed, tenantBrokenUntilFixed, slowTask].map((u) => [u.name, u] as [string, WorkUnit]),
+]);
