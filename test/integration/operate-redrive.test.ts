@@ -210,6 +210,7 @@ describe('svc runs redrive', () => {
       expect(r.stdout).toBe('');
     });
     await expect(redriveRunNow(h.sql, { runId: ok, by: '' })).rejects.toThrow(OperateError);
+    expect(await rowCounts()).toEqual(before);
 
     fault.broken = true;
     const { runId: failed } = await h.dispatch('fixture.broken_until_fixed', { key: 'dry-single' });

@@ -113,7 +113,8 @@ export async function showRun(sql: Sql | TxSql, runId: string, options: ShowRunO
     outbox: outboxRow
       ? {
           queue: outboxRow.queue as string,
-          envelope: envelope!,
+          // The envelope's tenant_id is the numeric tenant id: never shown (the tenant is named by its uid above).
+          envelope: Object.fromEntries(Object.entries(envelope!).filter(([k]) => k !== 'tenant_id')),
           availableAt: (outboxRow.available_at as Date).toISOString(),
           sentAt: iso(outboxRow.sent_at as Date | null),
           attempts: outboxRow.attempts as number,
