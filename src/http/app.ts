@@ -18,6 +18,7 @@ import { errorEnvelopeSchema } from './envelope.ts';
 import { RouteTable, clientErrorHandler, frameworkErrorHandler, installErrorHandling } from './errors.ts';
 import { registerOpenApi } from './openapi.ts';
 import { installRouteRules } from './route-rules.ts';
+import { observeHttp } from '../observe/http-observation.ts';
 import { healthRoutes } from './routes/health.ts';
 import { taskRunRoutes } from './routes/task-runs.ts';
 
@@ -86,6 +87,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   }) as unknown as FastifyInstance;
 
   app.decorate('dispatcher', deps.dispatcher ?? catalogDispatcher(deps.catalog));
+  observeHttp(app); // request metrics and spans (src/observe)
 
   const routes = new RouteTable();
   installErrorHandling(app, routes);

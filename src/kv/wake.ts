@@ -2,6 +2,7 @@
 // svc:outbox:wake; the relay blocks on that list and starts a pass within milliseconds. The signal is
 // only a hint: a lost one costs at most one sweep interval, so nothing here ever throws.
 import type { Redis } from 'ioredis';
+import { redisFallback } from '../observe/redis-fallback.ts';
 import { OUTBOX_WAKE_KEY } from './keys.ts';
 
 /** Signals kept in the list: the relay needs one to wake, more are noise. */
@@ -14,6 +15,7 @@ export async function signalOutbox(redis: Redis | undefined): Promise<boolean> {
     await redis.multi().lpush(OUTBOX_WAKE_KEY, '1').ltrim(OUTBOX_WAKE_KEY, 0, WAKE_LIST_MAX - 1).exec();
     return true;
   } catch {
+    redisFallback('outbox_wake_signal');
     return false;
   }
 }

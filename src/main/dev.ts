@@ -86,7 +86,8 @@ export async function run(args: string[]): Promise<number> {
   const env = process.env;
   const apiPort = Number(env.SVC_API_PORT ?? 3000);
   const healthPort = Number(env.SVC_HEALTH_PORT ?? 8081);
-  for (const [variable, port] of [['SVC_API_PORT', apiPort], ['SVC_HEALTH_PORT', healthPort]] as const) {
+  const metricsPort = Number(env.SVC_API_METRICS_PORT ?? 9464);
+  for (const [variable, port] of [['SVC_API_PORT', apiPort], ['SVC_HEALTH_PORT', healthPort], ['SVC_API_METRICS_PORT', metricsPort]] as const) {
     if (!(await portFree(port))) {
       throw new DevError('PORT_IN_USE', `port ${port} is already in use; stop what holds it or set ${variable} to another port`);
     }
