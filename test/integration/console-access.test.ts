@@ -7,6 +7,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkConsoleAccess, consoleGate, isLoopbackHost, sameSecret } from '../../src/console/console-access.ts';
+import { freePort, waitForPort } from '../../src/kv/redis-server.ts';
 import { CONSOLE_TEST_TOKEN, startTestConsole, type TestConsole } from '../fixtures/console-server.ts';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 
@@ -157,6 +158,40 @@ describe('console access rules', () => {
     expect(gate.originAllowed('http://localhost:3002')).toBe(false);
     expect(gate.sessionMatches(gate.sessionValue())).toBe(true);
     expect(gate.sessionMatches('b'.repeat(32))).toBe(false);
+  });
+
+  it('svc console serves the runs as a process and stops on SIGTERM', async () => {
+    const root = path.resolve(import.meta.dirname, '..', '..');
+    const port = await freePort();
+    const child = spawn(process.execPath, ['src/main/cli.ts', 'console'], {
+      cwd: root,
+      env: { PATH: process.env.PATH, SVC_CONSOLE_PORT: String(port), DATABASE_URL: h.db.url, REDIS_URL: h.redisUrl ?? '', SVC_CONSOLE_TOKEN: CONSOLE_TEST_TOKEN },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    const exit = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    try {
+      await waitForPort(port, '127.0.0.1', 30_000);
+      const url = `http://127.0.0.1:${port}`;
+      const login = await fetch(`${url}/login`, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', origin: url },
+        body: form({ token: CONSOLE_TEST_TOKEN }),
+      });
+      const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0]!;
+      const list = await fetch(`${url}/?status=failed`, { headers: { cookie } });
+      expect(list.status).toBe(200);
+      expect(await list.text()).toContain(failed);
+      child.kill('SIGTERM');
+      expect(await exit).toBe(0);
+      expect(output).toContain('console listening');
+      expect(output).not.toContain(CONSOLE_TEST_TOKEN);
+    } finally {
+      child.kill('SIGKILL');
+    }
   });
 
   it('svc console refuses a non-loopback host without a token: exit 1, one line, no stack', async () => {
