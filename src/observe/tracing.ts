@@ -13,6 +13,8 @@ import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
 import { BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor, TracerProvider, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace';
 
+/** Longest wait for the last spans to be exported when the process stops. */
+const SHUTDOWN_FLUSH_TIMEOUT_MS = 3_000;
 /** Instrumentation scope of every span of the service. */
 const TRACER_NAME = 'svc';
 
@@ -61,7 +63,16 @@ export function startTracing(env: NodeJS.ProcessEnv, options: TracingOptions): T
   return {
     exporter: chosen.name,
     async shutdown() {
-      await provider?.shutdown();
+      // Flushing waits on the collector: bounded, so an unreachable one never holds a stopping process.
+      if (provider) {
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([
+          provider.shutdown().catch(() => {}),
+          new Promise<void>((resolve) => {
+            timer = setTimeout(resolve, SHUTDOWN_FLUSH_TIMEOUT_MS);
+          }),
+        ]).finally(() => clearTimeout(timer));
+      }
       trace.disable();
       propagation.disable();
       context.disable();
