@@ -57,6 +57,27 @@ describe('workers /metrics', () => {
     expect(after).toMatch(/^svc_nodejs_eventloop_lag_seconds /m);
   });
 
+  it('a run replayed from another run\'s result (same business key) counts as a replayed delivery and a succeeded run', async () => {
+    const keyed = { unit: 'fixture.business_key', queue: 'default' };
+    const before = await scrape(metricsUrl);
+    const first = await h.dispatch('fixture.business_key', { key: 'metrics-order' });
+    await h.relay();
+    await h.waitForStatus(first.runId, ['succeeded']);
+    const second = await h.dispatch('fixture.business_key', { key: 'metrics-order' });
+    await h.relay();
+    await h.waitForStatus(second.runId, ['succeeded']);
+    let after = await scrape(metricsUrl);
+    for (let i = 0; i < 100 && sampleValue(after, 'svc_deliveries_total', { ...keyed, result: 'replayed' }) === sampleValue(before, 'svc_deliveries_total', { ...keyed, result: 'replayed' }); i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      after = await scrape(metricsUrl);
+    }
+    const delta = (name: string, labels: Record<string, string>) => sampleValue(after, name, labels) - sampleValue(before, name, labels);
+    expect(delta('svc_deliveries_total', { ...keyed, result: 'succeeded' })).toBe(1);
+    expect(delta('svc_deliveries_total', { ...keyed, result: 'replayed' })).toBe(1);
+    expect(delta('svc_runs_finished_total', { ...keyed, status: 'succeeded' })).toBe(2);
+    expect(delta('svc_run_duration_seconds_count', keyed)).toBe(2);
+  });
+
   it('labels never carry run ids, tenant ids or other unbounded values; an unregistered unit is labelled as such', async () => {
     const text = await scrape(metricsUrl);
     const uuid = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/;

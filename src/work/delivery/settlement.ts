@@ -62,6 +62,7 @@ export async function settleRegistration(c: DeliveryContext, registration: Regis
       return 'held';
     case 'replayed':
       await port.ack();
+      recordRunFinished(registration.run, 'succeeded'); // svc_runs_finished_total, svc_run_duration_seconds (src/observe)
       return 'replayed';
     case 'early':
       return settleFailure(c, registration.run, early!, null, registration.run.attempts);
