@@ -46,7 +46,8 @@ RUN chmod 755 src/main/cli.ts && ln -s /app/src/main/cli.ts /usr/local/bin/svc
 USER node
 
 FROM app AS runtime
-EXPOSE 3000
+# 3000: the API; 9464: its GET /metrics (SVC_API_METRICS_PORT).
+EXPOSE 3000 9464
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:3000/ready').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 CMD ["node", "src/main/cli.ts", "api"]

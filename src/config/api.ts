@@ -83,6 +83,8 @@ export const apiSchema = z
     SVC_API_PORT: integer(1, 65535).default(DEFAULT_API_PORT),
     /** Interface the API binds. Default 0.0.0.0 (all interfaces, as containers need). */
     SVC_API_HOST: z.string().default('0.0.0.0'),
+    /** Port of the API's GET /metrics (never the public port), on SVC_API_HOST. 0 picks a free one. Default 9464. */
+    SVC_API_METRICS_PORT: integer(0, 65535).default(9464),
     /** PostgreSQL URL. Default: unset, an embedded PostgreSQL 18 under SVC_DATA_DIR is used. */
     DATABASE_URL: databaseUrl,
     /** Pool size of the API's database connections. Default 10. */

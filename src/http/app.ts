@@ -27,6 +27,7 @@ import {
 import { DEFAULT_HTTP_TIMEOUTS, httpServerOptions, type HttpTimeouts } from './http-server-options.ts';
 import { registerOpenApi } from './openapi.ts';
 import { installRouteRules } from './route-rules.ts';
+import { observeHttp } from '../observe/http-observation.ts';
 import { healthRoutes } from './routes/health.ts';
 import { taskRunRoutes } from './routes/task-runs.ts';
 
@@ -116,6 +117,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   app.decorate('dispatcher', deps.dispatcher ?? catalogDispatcher(deps.catalog));
+  observeHttp(app); // request metrics and spans (src/observe)
 
   const routes = new RouteTable();
   installErrorHandling(app, routes);

@@ -1,6 +1,7 @@
 // Cache of run status for GET /task-runs/{runId}: a run in progress for 5 s, a finished run for 1 day.
 // Every committed transition evicts it. Redis failures are swallowed: the database answers instead.
 import type { Redis } from 'ioredis';
+import { redisFallback } from '../observe/redis-fallback.ts';
 import { runStatusKey } from './keys.ts';
 
 export const RUN_STATUS_TTL_IN_PROGRESS_MS = 5_000;
@@ -11,6 +12,7 @@ export async function readCachedRunStatus(redis: Redis, runId: string): Promise<
   try {
     return await redis.get(runStatusKey(runId));
   } catch {
+    redisFallback('run_status_read');
     return null;
   }
 }
@@ -20,6 +22,7 @@ export async function cacheRunStatus(redis: Redis, runId: string, status: string
   try {
     await redis.set(runStatusKey(runId), json, 'PX', ttl);
   } catch {
+    redisFallback('run_status_write');
     // Not authoritative: a missed cache write only costs a database read.
   }
 }
@@ -30,6 +33,7 @@ export async function evictRunStatus(redis: Redis | undefined, runId: string): P
   try {
     await redis.del(runStatusKey(runId));
   } catch {
+    redisFallback('run_status_evict');
     // If Redis is down nothing is cached there either; a stale entry expires within 5 s.
   }
 }

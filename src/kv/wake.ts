@@ -3,6 +3,7 @@
 // only a hint: a lost one costs at most one sweep interval, so nothing here ever throws.
 import { once } from 'node:events';
 import type { Redis } from 'ioredis';
+import { redisFallback } from '../observe/redis-fallback.ts';
 import { OUTBOX_WAKE_KEY } from './keys.ts';
 
 /** Signals kept in the list: the relay needs one to wake, more are noise. */
@@ -36,7 +37,9 @@ export async function signalOutbox(redis: Redis | undefined, options: { timeoutM
     return true;
   };
   try {
-    return await Promise.race([signal().catch(() => false), bound]);
+    const sent = await Promise.race([signal().catch(() => false), bound]);
+    if (!sent) redisFallback('outbox_wake_signal');
+    return sent;
   } finally {
     clearTimeout(timer);
     waiting.abort();

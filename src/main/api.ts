@@ -8,6 +8,8 @@ import { createRedis } from '../kv/client.ts';
 import { createLogger } from '../logging/logger.ts';
 import { noSessionResolver, type SessionResolver } from '../auth/session-resolver.ts';
 import { buildApp, httpSettings } from '../http/app.ts';
+import { startMetricsServer } from '../observe/metrics-server.ts';
+import { startTracing } from '../observe/tracing.ts';
 import { loadCatalog } from '../work/catalog.ts';
 import { catalogDispatcher } from '../work/catalog-dispatcher.ts';
 import { stopSignal } from './stop-signal.ts';
@@ -31,6 +33,8 @@ export async function serveApi(env: NodeJS.ProcessEnv, resolver: SessionResolver
   // A bad or missing variable throws ConfigError here: the CLI prints one message and exits 1.
   const config = apiConfig(env);
   const logger = createLogger({ level: config.LOG_LEVEL, base: { service: 'api' } });
+  // Spans go nowhere unless the OTEL_* variables name an exporter (src/observe/tracing.ts).
+  const tracing = startTracing(env, { serviceName: 'svc-api' });
   const latestMigration = readSchemaVersion(config.SVC_SCHEMA_VERSION);
   // The API does not start without the work-unit catalog.
   const catalog = loadCatalog(config.SVC_TASKS_CATALOG);
@@ -56,17 +60,27 @@ export async function serveApi(env: NodeJS.ProcessEnv, resolver: SessionResolver
     config: httpSettings(config),
     logger,
   });
+  // GET /metrics on its own port, so the public port never exposes it. A taken port fails the boot.
+  const metrics = await startMetricsServer({ port: config.SVC_API_METRICS_PORT, host: config.SVC_API_HOST }).catch(async (error: unknown) => {
+    await app.close();
+    await sql.end({ timeout: 5 });
+    redis.disconnect();
+    await database.stop();
+    throw error;
+  });
   try {
     await app.listen({ port: config.SVC_API_PORT, host: config.SVC_API_HOST });
-    logger.info({ latestMigration, port: config.SVC_API_PORT }, 'api listening');
+    logger.info({ latestMigration, port: config.SVC_API_PORT, metricsPort: metrics.port, traces: tracing.exporter }, 'api listening');
     const signal = await stopping;
     logger.info({ signal }, 'stopping: closing the listener and finishing requests in flight');
   } finally {
     // close() stops accepting connections and waits for requests in flight before resolving.
     await app.close();
+    await metrics.close();
     await sql.end({ timeout: 5 });
     redis.disconnect();
     await database.stop();
+    await tracing.shutdown();
   }
   logger.info('api stopped');
   return 0;

@@ -18,6 +18,7 @@ const commands: Record<string, { load: () => Promise<Command>; help: string }> =
   runs: { load: () => import('./runs.ts'), help: 'list | show <runId> | redrive <runId>|--status failed … | cancel <runId> --by <label>' },
   dlq: { load: () => import('./dlq.ts'), help: 'list --queue <q> | redrive --queue <q> --by <label>: read a dead-letter queue, redrive its runs' },
   emit: { load: () => import('./emit.ts'), help: 'write every build artifact into dist/' },
+  console: { load: () => import('./console.ts'), help: 'serve the operator console (SVC_CONSOLE_HOST:SVC_CONSOLE_PORT, default 127.0.0.1:3001)' },
   dev: { load: () => import('./dev.ts'), help: 'run the whole service locally on embedded defaults (npm start)' },
 };
 

@@ -238,6 +238,7 @@ export async function run(args: string[]): Promise<number> {
 
   const apiPort = Number(env.SVC_API_PORT ?? 3000);
   const healthPort = Number(env.SVC_HEALTH_PORT ?? 8081);
+  const metricsPort = Number(env.SVC_API_METRICS_PORT ?? 9464);
   const state = new LauncherStateFile(path.resolve(env.SVC_DATA_DIR ?? '.data'));
   const cleanups: Array<() => Promise<void>> = [];
   const cleanup = async () => {
@@ -282,7 +283,7 @@ export async function run(args: string[]): Promise<number> {
     // What a crashed run left (its API, workers, private Redis) would hold the ports: stop it first.
     await state.reclaim();
     cleanups.push(async () => state.remove());
-    for (const [variable, port] of [['SVC_API_PORT', apiPort], ['SVC_HEALTH_PORT', healthPort]] as const) {
+    for (const [variable, port] of [['SVC_API_PORT', apiPort], ['SVC_HEALTH_PORT', healthPort], ['SVC_API_METRICS_PORT', metricsPort]] as const) {
       if (!(await portFree(port))) {
         throw new DevError('PORT_IN_USE', `port ${port} is already in use; stop what holds it or set ${variable} to another port`);
       }

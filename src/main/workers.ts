@@ -12,6 +12,7 @@ import { createRedis } from '../kv/client.ts';
 import { createLogger } from '../logging/logger.ts';
 import { createSqsClient } from '../queue/client.ts';
 import { sqsSettings } from '../queue/config.ts';
+import { startTracing } from '../observe/tracing.ts';
 import { loadUnits } from '../work/catalog.ts';
 import { slotsForQueues, startWorkerRuntime } from '../work/worker-runtime.ts';
 import { stopSignal } from './stop-signal.ts';
@@ -29,6 +30,8 @@ export async function run(args: string[]): Promise<number> {
   // A bad variable throws ConfigError: the CLI prints one message naming every variable and exits 1.
   const config = workersConfig(process.env);
   const logger = createLogger({ level: config.LOG_LEVEL, base: { service: 'workers' } });
+  // Spans go nowhere unless the OTEL_* variables name an exporter (src/observe/tracing.ts).
+  const tracing = startTracing(process.env, { serviceName: 'svc-workers' });
   const latestMigration = readSchemaVersion(config.SVC_SCHEMA_VERSION);
   // SVC_UNITS_DIR lets tests and tools run other units; the image runs the build's units/.
   const units = await loadUnits(process.env.SVC_UNITS_ROOT ?? PROJECT_ROOT, { dir: process.env.SVC_UNITS_DIR ?? 'units' });
@@ -52,6 +55,7 @@ export async function run(args: string[]): Promise<number> {
     await sql.end({ timeout: 5 });
     redis.disconnect();
     await database.stop();
+    await tracing.shutdown();
   };
 
   // A failed start (the health port taken, say) must still close the pool, Redis and the embedded

@@ -27,6 +27,8 @@ import {
 import { Consumer } from 'sqs-consumer';
 import type { Logger } from 'pino';
 import { CodedError } from '../errors/coded-error.ts';
+import { recordDelivery } from '../observe/delivery-metrics.ts';
+import { traceDelivery } from '../observe/work-tracing.ts';
 import { backoffSeconds } from './backoff.ts';
 import { startHeartbeat } from './heartbeat.ts';
 import { runDelivery, type DeadLetterContext, type DeliveryPort, type RunnerDeps } from './runner.ts';
@@ -202,7 +204,11 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
       return;
     }
     try {
-      await runDelivery(o.runner, { messageId: message.MessageId ?? '', body: message.Body ?? '', receiveCount }, port);
+      const unit = peekUnitName(message.Body);
+      const result = await traceDelivery(o.queue, unit, message.Body ?? '', () =>
+        runDelivery(o.runner, { messageId: message.MessageId ?? '', body: message.Body ?? '', receiveCount }, port),
+      );
+      recordDelivery(o.queue, unit, o.runner.units, result); // svc_deliveries_total (src/observe)
     } catch (error) {
       // The database (or SQS) failed under the runner: the message comes back after a backoff.
       log.error({ err: error, messageId: message.MessageId }, 'delivery could not be processed; it will be retried');

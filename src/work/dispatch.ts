@@ -11,6 +11,7 @@ import type { ZodType } from 'zod';
 import type { TxSql } from '../db/client.ts';
 import type { Actor } from '../db/unit-of-work.ts';
 import type { QueueName } from '../queue/names.ts';
+import { dispatchTraceFields } from '../observe/work-tracing.ts';
 import { MAX_PAYLOAD_BYTES, payloadBytes, type Envelope } from './envelope.ts';
 import {
   appendTrailEvent,
@@ -216,6 +217,7 @@ async function writeTrailAndOutbox(tx: TxSql, instance: string, w: RunWrite, run
     payload: w.payload,
     correlation_id: w.correlationId,
     causation_id: w.causationId,
+    ...dispatchTraceFields(w.target.name, w.target.queue, runId), // dispatch span + traceparent (src/observe)
   };
   await appendTrailEvent(tx, scope, {
     runId,

@@ -21,6 +21,11 @@ export const envelopeSchema = z.object({
   payload: z.unknown(),
   correlation_id: z.uuid(),
   causation_id: z.uuid(),
+  /**
+   * W3C trace context of the dispatch (src/observe/work-tracing.ts); absent when no trace was recorded
+   * and in older messages. A malformed one is dropped, never a reason to refuse the message.
+   */
+  traceparent: z.string().regex(/^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/).optional().catch(undefined),
 });
 
 export type Envelope = z.infer<typeof envelopeSchema>;

@@ -3,6 +3,7 @@
 // (schema current and consuming), otherwise 503 with the reason. Plain node:http: two routes do not
 // justify a framework in the workers image.
 import http from 'node:http';
+import { serveMetrics } from '../observe/metrics-server.ts';
 
 export interface HealthState {
   ready: boolean;
@@ -28,6 +29,7 @@ export async function startHealthServer(options: { port: number; host?: string; 
       res.end(JSON.stringify(body));
     };
     if (req.method !== 'GET' && req.method !== 'HEAD') return send(405, { error: { code: 'METHOD_NOT_ALLOWED', message: 'use GET' } });
+    if (serveMetrics(req, res)) return; // GET /metrics (src/observe)
     if (path === '/healthz') {
       return send(200, { ready: state.ready, draining: state.draining, latestMigration: state.latestMigration, redis: state.redis });
     }
@@ -36,7 +38,7 @@ export async function startHealthServer(options: { port: number; host?: string; 
         ? send(200, { ready: true, latestMigration: state.latestMigration })
         : send(503, { ready: false, draining: state.draining, reason: state.reason, latestMigration: state.latestMigration });
     }
-    return send(404, { error: { code: 'NOT_FOUND', message: 'the worker serves GET /healthz and GET /readyz' } });
+    return send(404, { error: { code: 'NOT_FOUND', message: 'the worker serves GET /healthz, GET /readyz and GET /metrics' } });
   });
   server.keepAliveTimeout = 1000;
   await new Promise<void>((resolve, reject) => {

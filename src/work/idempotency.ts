@@ -10,6 +10,7 @@
 //   index while the first effect transaction is open.
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import { redisFallback } from '../observe/redis-fallback.ts';
 import type { Sql, TxSql } from '../db/client.ts';
 import { idempotencyGateKey } from '../kv/keys.ts';
 import type { RunScope } from './run-store.ts';
@@ -76,6 +77,7 @@ export async function acquireGate(redis: Redis | undefined, gateKey: string, tok
     if (current.s === 'c') return { state: 'completed', outcome: current.o ?? {}, fingerprintHex: current.f ?? '' };
     return { state: 'held', retryAfterMs: pttl > 0 ? pttl : leaseMs };
   } catch {
+    redisFallback('gate_acquire');
     return { state: 'unavailable' };
   }
 }
@@ -88,6 +90,7 @@ export async function releaseGate(redis: Redis | undefined, gateKey: string, tok
   try {
     await redis.eval(RELEASE_IF_OWNER, 1, gateKey, JSON.stringify({ s: 'p', t: token } satisfies GateValue));
   } catch {
+    redisFallback('gate_release');
     // The gate expires by itself after the lease.
   }
 }
@@ -105,6 +108,7 @@ export async function recordGateResult(
     const value: GateValue = { s: 'c', f: fingerprint.toString('hex'), o: outcome };
     await redis.set(gateKey, JSON.stringify(value), 'PX', Math.max(1, Math.ceil(retentionMs)));
   } catch {
+    redisFallback('gate_record');
     // Not authoritative: the ledger row answers the next replay.
   }
 }
@@ -130,6 +134,7 @@ export async function recordGateResultAndEvict(
     }
     await pipeline.exec();
   } catch {
+    redisFallback('gate_record');
     // The cached status expires by itself; the ledger row answers the next replay.
   }
 }

@@ -9,6 +9,10 @@ import type { Redis } from 'ioredis';
 import type { Sql, TxSql } from '../db/client.ts';
 import { actorContextSelect, type Actor } from '../db/unit-of-work.ts';
 import { waitForWake } from '../kv/wake.ts';
+import { startBacklogSampler } from '../observe/backlog.ts';
+import { redisFallback } from '../observe/redis-fallback.ts';
+import { recordRelayPass } from '../observe/relay-metrics.ts';
+import { startRelaySendSpans } from '../observe/work-tracing.ts';
 import { bodyBytes, packBatches } from '../queue/batch.ts';
 import { isQueueName, queueUrl } from '../queue/names.ts';
 import { sendMessageBatch } from '../queue/send.ts';
@@ -107,7 +111,9 @@ async function passOne(
     const url = queueUrl(queueUrlPrefix, queue);
     for (const batch of batches) {
       calls.push(async () => {
+        const endSpans = startRelaySendSpans(queue, batch.map((i) => i.row.envelope)); // relay send spans (src/observe)
         const result = await sendMessageBatch(sqs, url, batch.map((i) => ({ id: i.row.id, body: i.body })));
+        endSpans(new Set(result.failed.map((f) => batch.findIndex((i) => i.row.id === f.id))));
         const byId = new Map(batch.map((i) => [i.row.id, i.row]));
         for (const s of result.sent) {
           const row = byId.get(s.id)!;
@@ -158,6 +164,7 @@ export async function relayPass(sql: Sql, sqs: SQSClient, queueUrlPrefix: string
     total.failed += r.failed;
     total.full ||= r.full;
   }
+  recordRelayPass(total); // svc_relay_sent_total, svc_relay_send_failures_total (src/observe)
   return total;
 }
 
@@ -169,6 +176,8 @@ export interface RelayOptions extends RelayPassOptions {
   queueUrlPrefix: string;
   /** Pause between sweeps when no signal arrives; default 5000 ms. */
   sweepIntervalMs?: number;
+  /** Pause between samples of outbox and queue depths for the metrics; default 15000 ms. */
+  backlogSampleIntervalMs?: number;
   /** How long past its own block time a wake wait may go unanswered before the relay gives up on it (a hung Redis), ms. Default 500. */
   wakeTimeoutMs?: number;
 }
@@ -214,6 +223,9 @@ export function startRelay(options: RelayOptions): Relay {
     // Redis is a hint here; the sweep carries on. ioredis reconnects by itself.
   });
 
+  // svc_outbox_pending, svc_outbox_oldest_pending_seconds, svc_queue_messages (src/observe).
+  const backlog = startBacklogSampler({ sql, sqs, queueUrlPrefix, intervalMs: options.backlogSampleIntervalMs, onError: (error) => log.debug({ err: error }, 'backlog sample failed') });
+
   let stopping = false;
   let interrupt: (() => void) | undefined;
   const interrupted = () =>
@@ -240,6 +252,7 @@ export function startRelay(options: RelayOptions): Relay {
         const woke = await boundedWake(blocking, blockSeconds, blockSeconds * 1000 + wakeTimeoutMs);
         if (woke === 'woken') return;
         if (woke === 'timeout') continue;
+        redisFallback('outbox_wake_wait');
         if (woke === 'hung') {
           // Redis took the BLPOP and never answered: drop the connection (its pending commands fail)
           // and reconnect; the sweep keeps its clock meanwhile.
@@ -276,6 +289,7 @@ export function startRelay(options: RelayOptions): Relay {
       // Disconnecting rejects a pending BLPOP at once.
       blocking?.disconnect();
       await loop;
+      await backlog.stop();
     },
   };
 }

@@ -33,6 +33,7 @@ beforeAll(async () => {
     DATABASE_URL: db.url,
     REDIS_URL: await freshRedisUrl(),
     SVC_API_HOST: '127.0.0.1',
+    SVC_API_METRICS_PORT: '0',
     SVC_TASKS_CATALOG: path.join(dir, 'tasks.json'),
     SVC_SCHEMA_VERSION: path.join(dir, 'schema-version.json'),
     LOG_LEVEL: 'info',

@@ -135,6 +135,7 @@ describe('npm start (svc dev)', () => {
     SVC_EMBEDDED_PG_PORT: String(pgPort),
     SVC_API_PORT: String(await freePort()),
     SVC_HEALTH_PORT: String(await freePort()),
+    SVC_API_METRICS_PORT: '0',
     SVC_SQS_WAIT_SECONDS: '1',
     SVC_STOP_TIMEOUT_MS: '8000',
     LOG_LEVEL: 'warn',

@@ -90,6 +90,7 @@ describe('a new user runs the service end to end', () => {
       SVC_UNITS_ROOT: unitsRoot,
       SVC_API_PORT: String(apiPort),
       SVC_API_HOST: '127.0.0.1',
+      SVC_API_METRICS_PORT: '0',
       SVC_HEALTH_PORT: String(healthPort),
       SVC_SQS_REGION: 'us-east-1',
       SVC_SQS_ENDPOINT: sqsEndpoint,

@@ -3,6 +3,8 @@
 // and, in the same transaction, records its success. Every way out other than success goes to the
 // settlement stage.
 import { inUnitOfWork } from '../../db/unit-of-work.ts';
+import { recordRunFinished, recordRunStarted } from '../../observe/delivery-metrics.ts';
+import { traceStage } from '../../observe/work-tracing.ts';
 import type { Sql, TxSql } from '../../db/client.ts';
 import { jsonbTextBytes } from '../../db/jsonb-text.ts';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, RUN_JSON_MAX_BYTES } from '../../config/limits.ts';
@@ -100,8 +102,9 @@ export async function deliver(c: DeliveryContext, early: Failure | null, gate: G
                ${needsLock ? tx`pg_try_advisory_xact_lock(${advisoryKeyOf(c.key!)}::bigint)` : tx`true`} AS locked,
                pg_backend_pid() AS pid, (extract(epoch FROM now()) * 1000000)::int8::text AS xact_start`;
       effectBackend = { pid: opened!.pid, xactStart: opened!.xact_start };
-      registration = await register(c, early, gate, opened!.locked, leaseMs);
+      registration = await traceStage('registration', c.envelope.name, () => register(c, early, gate, opened!.locked, leaseMs)); // span (src/observe)
       if (registration.kind !== 'execute') return null;
+      recordRunStarted(registration.run, registration.attempt); // svc_run_pickup_seconds (src/observe)
       // Not awaited: later Redis commands of this delivery go down the same connection after it.
       evicted = evict(c);
       const { run, attempt, scheduledFor } = registration;
@@ -166,7 +169,7 @@ export async function deliver(c: DeliveryContext, early: Failure | null, gate: G
         transaction: guarded.tx,
         signal: controller.signal,
       };
-      const handling = Promise.resolve().then(() => unit!.handler(payload as never, runObject));
+      const handling = traceStage('handler', unit!.name, async () => unit!.handler(payload as never, runObject)); // span (src/observe)
       handling.catch(() => {}); // settled below; a late rejection after an abort must not crash the process
       const returned = await raceAbort(handling, controller.signal);
       guarded.close();
@@ -202,6 +205,7 @@ export async function deliver(c: DeliveryContext, early: Failure | null, gate: G
       await evicted;
       await recordGateResultAndEvict(deps.redis, runStatusKey(c.envelope.run_id), c.gateKey, c.fingerprint, result.outcome, cacheTtlOf(deps));
       await port.ack();
+      if (registration?.kind === 'execute') recordRunFinished(registration.run, 'succeeded'); // svc_runs_finished_total, svc_run_duration_seconds (src/observe)
       return result.replayed ? 'replayed' : 'succeeded';
     }
   } catch (error) {
@@ -218,13 +222,13 @@ export async function deliver(c: DeliveryContext, early: Failure | null, gate: G
       return 'held';
     }
     if (error instanceof ReleasedOnShutdown || controller.signal.reason instanceof ReleasedOnShutdown) {
-      return release(c, run, attempt, startedAt);
+      return traceStage('settlement', c.envelope.name, () => release(c, run, attempt, startedAt)); // span (src/observe)
     }
     // A statement cancelled by our own deadline reports as a query error: the timeout is the cause.
     const cause = controller.signal.aborted ? controller.signal.reason : error;
-    return settleFailure(c, run, classifyFailure(cause), startedAt, attempt);
+    return traceStage('settlement', c.envelope.name, () => settleFailure(c, run, classifyFailure(cause), startedAt, attempt)); // span (src/observe)
   }
-  return settleRegistration(c, registration!, early);
+  return traceStage('settlement', c.envelope.name, () => settleRegistration(c, registration!, early)); // span (src/observe)
 }
 
 interface EffectBackend {

@@ -13,7 +13,7 @@ export type Registration =
   | { kind: 'final'; run: RunRow; deadLettered: boolean }
   | { kind: 'early'; run: RunRow }
   | { kind: 'held'; retryAfterMs: number }
-  | { kind: 'replayed' }
+  | { kind: 'replayed'; run: RunRow }
   | { kind: 'execute'; run: RunRow; attempt: number; scheduledFor: string | null };
 
 /**
@@ -74,10 +74,10 @@ export async function register(c: DeliveryContext, early: Failure | null, gate: 
     if (gate.state === 'completed') {
       // Another run with the same business key already produced this result: replay it.
       await trail(tx, c, run, 'received', run.attempts, { detail: { replay: 'gate' } });
-      await takeRun(tx, c, run);
+      const taken = await takeRun(tx, c, run);
       await transitionRun(tx, scope, { runId: run.runId, tenantId, to: 'succeeded', from: ['running'], outcome: fitOutcome(gate.outcome), progress: 100 });
       await trail(tx, c, run, 'succeeded', run.attempts, { detail: { replayed: true }, occurredAt: 'run_finished' });
-      return { kind: 'replayed' };
+      return { kind: 'replayed', run: taken };
     }
     if (!keyLocked) {
       // Without the Redis gate, the key's advisory lock is held by the open effect transaction of a duplicate.

@@ -2,6 +2,7 @@
 // backoff, a permanent one (or the last receive) fails the run and dead-letters its message, a release
 // on shutdown puts the run back in the queue, and a delivery that did not execute is settled by what
 // its registration found. A settlement never overrides another delivery's (RunMovedOn).
+import { recordRunFinished } from '../../observe/delivery-metrics.ts';
 import { inUnitOfWork } from '../../db/unit-of-work.ts';
 import type { TxSql } from '../../db/client.ts';
 import { backoffSeconds } from '../backoff.ts';
@@ -61,6 +62,7 @@ export async function settleRegistration(c: DeliveryContext, registration: Regis
       return 'held';
     case 'replayed':
       await port.ack();
+      recordRunFinished(registration.run, 'succeeded'); // svc_runs_finished_total, svc_run_duration_seconds (src/observe)
       return 'replayed';
     case 'early':
       return settleFailure(c, registration.run, early!, null, registration.run.attempts);
@@ -127,6 +129,7 @@ export async function settleFailure(c: DeliveryContext, run: RunRow, f: Failure,
   await releaseOwnGate(c);
   await deadLetter(c, run, f, attempt);
   await c.port.ack();
+  recordRunFinished(run, 'failed'); // svc_runs_finished_total, svc_run_duration_seconds (src/observe)
   c.log.error({ code: f.code }, 'permanent failure: run failed, message dead-lettered');
   return 'failed';
 }

@@ -1,0 +1,103 @@
+// The service's Prometheus metrics: one registry per process, every metric defined here with its
+// labels. Labels only carry bounded values (unit names the build registers, queue names, outcomes,
+// route templates, HTTP methods and statuses): never a tenant id, a run id or a raw path, so the
+// number of series stays fixed however many tenants and runs there are.
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/** The registry both /metrics endpoints (workers' health port, API metrics port) expose. */
+export const metricsRegistry = new Registry();
+// Default process metrics (CPU, memory, event-loop lag, GC, handles), prefixed like ours.
+collectDefaultMetrics({ register: metricsRegistry, prefix: 'svc_' });
+
+/** Seconds buckets for runs: from a fast handler (5 ms) to a bulk unit's 15 minutes. */
+const RUN_SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900];
+/** Seconds buckets for HTTP requests. */
+const HTTP_SECONDS_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+export const runsFinished = new Counter({
+  name: 'svc_runs_finished_total',
+  help: 'Runs that reached a final status (succeeded, failed), by unit, queue and status.',
+  labelNames: ['unit', 'queue', 'status'] as const,
+  registers: [metricsRegistry],
+});
+
+export const runDuration = new Histogram({
+  name: 'svc_run_duration_seconds',
+  help: 'Seconds from a run first starting to its final status, retries included.',
+  labelNames: ['unit', 'queue'] as const,
+  buckets: RUN_SECONDS_BUCKETS,
+  registers: [metricsRegistry],
+});
+
+export const runPickup = new Histogram({
+  name: 'svc_run_pickup_seconds',
+  help: 'Seconds from a run being queued to its first start.',
+  labelNames: ['unit', 'queue'] as const,
+  buckets: RUN_SECONDS_BUCKETS,
+  registers: [metricsRegistry],
+});
+
+export const deliveries = new Counter({
+  name: 'svc_deliveries_total',
+  help: 'Queue deliveries by result: succeeded, replayed, retrying, failed, held, released, settled.',
+  labelNames: ['unit', 'queue', 'result'] as const,
+  registers: [metricsRegistry],
+});
+
+export const outboxPending = new Gauge({
+  name: 'svc_outbox_pending',
+  help: 'Outbox rows not yet sent (both outboxes), sampled by the relay.',
+  registers: [metricsRegistry],
+});
+
+export const outboxOldestPending = new Gauge({
+  name: 'svc_outbox_oldest_pending_seconds',
+  help: 'Age in seconds of the oldest unsent outbox row (0 when none), sampled by the relay.',
+  registers: [metricsRegistry],
+});
+
+export const relaySent = new Counter({
+  name: 'svc_relay_sent_total',
+  help: 'Outbox messages the relay sent to their queue.',
+  registers: [metricsRegistry],
+});
+
+export const relaySendFailures = new Counter({
+  name: 'svc_relay_send_failures_total',
+  help: 'Outbox messages the relay failed to send (they stay pending and are retried).',
+  registers: [metricsRegistry],
+});
+
+export const queueMessages = new Gauge({
+  name: 'svc_queue_messages',
+  help: 'Messages per queue and state (visible, in_flight, dead_letter), sampled from the SQS API by the relay.',
+  labelNames: ['queue', 'state'] as const,
+  registers: [metricsRegistry],
+});
+
+export const redisFallbacks = new Counter({
+  name: 'svc_redis_fallbacks_total',
+  help: 'Times a Redis operation failed and the service fell back (database ledger, database read, sweep).',
+  labelNames: ['operation'] as const,
+  registers: [metricsRegistry],
+});
+
+export const httpRequests = new Counter({
+  name: 'svc_http_requests_total',
+  help: 'HTTP requests answered by the API, by route template, method and status.',
+  labelNames: ['route', 'method', 'status'] as const,
+  registers: [metricsRegistry],
+});
+
+export const httpRequestDuration = new Histogram({
+  name: 'svc_http_request_duration_seconds',
+  help: 'Seconds from receiving an HTTP request to its response, by route template, method and status.',
+  labelNames: ['route', 'method', 'status'] as const,
+  buckets: HTTP_SECONDS_BUCKETS,
+  registers: [metricsRegistry],
+});
+
+/** Prometheus text exposition of every metric of this process. */
+export async function metricsText(): Promise<{ contentType: string; body: string }> {
+  return { contentType: metricsRegistry.contentType, body: await metricsRegistry.metrics() };
+}
