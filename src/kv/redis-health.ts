@@ -3,6 +3,7 @@
 // every command then costs the full command timeout. A probe (PING, bounded by that timeout) notices
 // either within one interval, and while it fails the workers skip Redis altogether (gate: the ledger
 // decides; cache: the database; wake: the sweep) instead of paying the timeout on every call.
+import { once } from 'node:events';
 import type { Logger } from 'pino';
 import type { Redis } from 'ioredis';
 
@@ -35,11 +36,14 @@ export function watchRedis(redis: Redis, o: RedisHealthOptions): RedisHealth {
     else o.logger.warn({ reason }, 'running without redis: the ledger gates, the database answers, the relay sweeps');
   };
   const probe = async () => {
-    if (redis.status !== 'ready') return set(false, `connection ${redis.status}`);
+    if (redis.status === 'end') return set(false, 'connection ended');
     let bound: NodeJS.Timeout | undefined;
+    const waiting = new AbortController();
     try {
+      // A client still connecting (at boot, or reconnecting) gets the same bound to become ready.
+      const ready = redis.status === 'ready' ? Promise.resolve() : once(redis, 'ready', { signal: waiting.signal }).then(() => undefined);
       await Promise.race([
-        redis.ping(),
+        ready.then(() => redis.ping()),
         new Promise((_, reject) => {
           bound = setTimeout(() => reject(new Error(`no reply within ${timeoutMs} ms`)), timeoutMs).unref();
         }),
@@ -49,6 +53,7 @@ export function watchRedis(redis: Redis, o: RedisHealthOptions): RedisHealth {
       set(false, (error as Error).message);
     } finally {
       clearTimeout(bound);
+      waiting.abort();
     }
   };
   const loop = async () => {

@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
+import { DEFAULT_IDEMPOTENCY_LEASE_MARGIN_MS } from '../config/limits.ts';
 import { CodedError } from '../errors/coded-error.ts';
 import { isWorkUnit, unitProblems, UNIT_CONTEXTS, UNIT_QUEUES, type WorkUnit } from './unit.ts';
 
@@ -147,6 +148,8 @@ export async function discoverUnits(
       continue;
     }
     const unitIssues = unitProblems(unit);
+    const visibility = visibilityProblem(unit);
+    if (visibility) unitIssues.push(visibility);
     for (const problem of unitIssues) problems.push({ file, problem });
     if (unitIssues.length === 0) units.push({ unit, file });
   }
@@ -157,6 +160,25 @@ export async function discoverUnits(
     else byName.set(unit.name, file);
   }
   return { units, problems };
+}
+
+/** The longest a message can stay invisible in SQS (12 hours), however often its visibility is extended. */
+export const SQS_MAX_VISIBILITY_SECONDS = 43_200;
+
+/**
+ * A unit's execution, with its idempotency lease margin, must fit the longest invisibility SQS allows
+ * (12 hours from the first receive): past it the message comes back while the handler still runs.
+ * Named with the unit, its queue and the numbers. (Its queue's configured visibility need not hold
+ * the lease: a redelivery after a crash takes over as soon as the dead holder's lock is gone.)
+ */
+export function visibilityProblem(unit: WorkUnit, leaseMarginMs = DEFAULT_IDEMPOTENCY_LEASE_MARGIN_MS): string | null {
+  const marginSeconds = Math.ceil(leaseMarginMs / 1000);
+  const total = unit.timeoutSeconds + marginSeconds;
+  if (total <= SQS_MAX_VISIBILITY_SECONDS) return null;
+  return (
+    `unit '${unit.name}' on queue '${unit.queue}': timeoutSeconds ${unit.timeoutSeconds} + lease margin ${marginSeconds} s = ${total} s ` +
+    `exceeds the SQS maximum visibility of ${SQS_MAX_VISIBILITY_SECONDS} s (12 hours); lower timeoutSeconds to at most ${SQS_MAX_VISIBILITY_SECONDS - marginSeconds}`
+  );
 }
 
 export function buildCatalog(discovered: DiscoveredUnit[]): Catalog {

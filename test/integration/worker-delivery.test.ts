@@ -57,11 +57,11 @@ describe('worker delivery', () => {
     await h.sendRaw('default', envelope);
     await h.sendRaw('default', envelope);
     await h.waitForStatus(runId, ['succeeded']);
-    // The second copy meets the gate held, returns after the lease, then finds the run finished.
-    // The first copy executes; the second is held by the gate, comes back after the lease and finds the run finished.
+    // The first copy executes; the second meets the gate held, so the key's lock decides: held by the
+    // live execution, it comes back after the lease and finds the run finished.
     await h.waitForReceives(runId, 3);
     const trail = await h.trail(runId);
-    expect(trail.filter((t) => t.event === 'received').some((t) => t.detail.held === 'gate')).toBe(true);
+    expect(trail.filter((t) => t.event === 'received').some((t) => t.detail.held === 'ledger')).toBe(true);
     expect(trail.filter((t) => t.event === 'started')).toHaveLength(1);
     expect(await h.effects('conc-dup')).toBe(1);
   });
@@ -89,7 +89,9 @@ describe('worker delivery', () => {
     await h.redis!.del(gateKey);
     await h.sendRaw('default', envelope);
     const deadline = Date.now() + 10_000;
-    while (Date.now() < deadline && (await h.redis!.get(gateKey)) === null) await new Promise((r) => setTimeout(r, 50));
+    // The duplicate first takes the gate (`p`), then copies the ledger's result into it (`c`): wait for `c`.
+    const completed = async () => (JSON.parse((await h.redis!.get(gateKey)) ?? '{}') as { s?: string }).s === 'c';
+    while (Date.now() < deadline && !(await completed())) await new Promise((r) => setTimeout(r, 50));
     expect(JSON.parse((await h.redis!.get(gateKey))!)).toMatchObject({ s: 'c', o: { key: 'repopulate' } });
     expect(await h.effects('repopulate')).toBe(1);
   });

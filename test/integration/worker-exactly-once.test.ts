@@ -101,7 +101,7 @@ describe('exactly once', () => {
   }
 
   it('R-WRK-05 R-OBX-16 a duplicate past the fifth receive never fails a run another delivery is executing', async () => {
-    const { runId, envelope } = await h.dispatch('fixture.slow_bulk', { key: 'dup-exhausted', sleepMs: 3_000 });
+    const { runId, envelope } = await h.dispatch('fixture.slow_bulk', { key: 'dup-exhausted', sleepMs: 5_000 });
     // The duplicate: received five times by hand (workers crashing), then hidden until we release it.
     const url = queueUrl(h.queueUrlPrefix, 'bulk');
     await h.sendRaw('bulk', envelope);
@@ -128,7 +128,7 @@ describe('exactly once', () => {
   });
 
   it('R-WRK-06 R-OBX-16 a worker that lacks the unit (rolling deploy) never moves a run another worker is executing', async () => {
-    const { runId, envelope } = await h.dispatch('fixture.slow_bulk', { key: 'dup-unknown', sleepMs: 3_000 });
+    const { runId, envelope } = await h.dispatch('fixture.slow_bulk', { key: 'dup-unknown', sleepMs: 5_000 });
     const executor = await executing(runId);
     const old = await h.startWorkers({ queues: ['bulk'], workerInstance: 'old-build', units: RUNTIME_UNITS });
     await h.sendRaw('bulk', envelope);

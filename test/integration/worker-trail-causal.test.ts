@@ -9,6 +9,7 @@ import { relayPass } from '../../src/work/relay.ts';
 import { fireSchedule } from '../../src/work/scheduler.ts';
 import { defineTask, type WorkUnit } from '../../src/work/unit.ts';
 import { effectPayload, effectTask, RUNTIME_UNITS, scheduledSkipTask } from '../fixtures/units/runtime-units.ts';
+import { causalProblems } from '../fixtures/trail-causality.ts';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 
 /** fixture.effect on `bulk`, which only the releasing runtime of the release path consumes. */
@@ -24,60 +25,8 @@ beforeAll(async () => {
 });
 afterAll(async () => h?.close());
 
-interface CausalRow {
-  event: string;
-  attempt: number;
-  detail: Record<string, unknown>;
-  at_finish: boolean | null;
-}
-
-const ATTEMPT_ENDS = new Set(['retry_scheduled', 'failed', 'succeeded', 'released_on_shutdown']);
-const FINAL = new Set(['succeeded', 'failed', 'skipped']);
-
-/** Reads the trail as the issue says a reader does, and lists every break of causality (empty: causal). */
-async function causalProblems(runId: string): Promise<{ problems: string[]; events: string[] }> {
-  const rows = await h.sql<CausalRow[]>`
-    SELECT e.event, e.attempt, e.detail, e.occurred_at = r.finished_at AS at_finish
-      FROM (SELECT run_id, event, attempt, detail, occurred_at, id FROM platform_task_run_events WHERE run_id = ${runId}
-            UNION ALL SELECT run_id, event, attempt, detail, occurred_at, id FROM task_run_events WHERE run_id = ${runId}) e
-      JOIN (SELECT run_id, finished_at, status FROM platform_task_runs UNION ALL SELECT run_id, finished_at, status FROM task_runs) r USING (run_id)
-     ORDER BY e.occurred_at, e.id`;
-  const [run] = await h.sql<{ status: string; finished: boolean }[]>`
-    SELECT status, finished_at IS NOT NULL AS finished FROM platform_task_runs WHERE run_id = ${runId}
-    UNION ALL SELECT status, finished_at IS NOT NULL FROM task_runs WHERE run_id = ${runId}`;
-  const problems: string[] = [];
-  const seen: CausalRow[] = [];
-  let finalSeen = false;
-  rows.forEach((row, i) => {
-    const where = `#${i} ${row.event}(${row.attempt})`;
-    const before = (event: string, attempt?: number) => seen.some((s) => s.event === event && (attempt === undefined || s.attempt === attempt));
-    if (i === 0 && row.event !== 'queued') problems.push(`${where}: the trail does not start with queued`);
-    if (row.event === 'received' && !before('sent') && !before('skipped')) problems.push(`${where}: received before any sent`);
-    if (row.event === 'started' && !before('received', row.attempt)) problems.push(`${where}: started before its received`);
-    if (row.event === 'progress' && !before('started', row.attempt)) problems.push(`${where}: progress before started`);
-    if (ATTEMPT_ENDS.has(row.event) && row.attempt > 0 && !row.detail.replayed && !before('started', row.attempt)) {
-      problems.push(`${where}: the attempt ended before it started`);
-    }
-    if ((row.event === 'started' || row.event === 'progress') && seen.some((s) => ATTEMPT_ENDS.has(s.event) && s.attempt === row.attempt && row.attempt > 0)) {
-      problems.push(`${where}: after the end of its attempt`);
-    }
-    if (row.event === 'dead_lettered' && !before('failed')) problems.push(`${where}: dead_lettered before failed`);
-    if (FINAL.has(row.event)) {
-      if (finalSeen) problems.push(`${where}: a second final event`);
-      finalSeen = true;
-      if (row.at_finish !== true) problems.push(`${where}: the final event is not at the run's finished_at`);
-    } else if (finalSeen && !['dead_lettered', 'received'].includes(row.event)) {
-      problems.push(`${where}: after the final event`);
-    }
-    seen.push(row);
-  });
-  if (run && FINAL.has(run.status) && !finalSeen) problems.push(`the run is ${run.status} but its trail has no final event`);
-  if (run && run.finished !== FINAL.has(run.status)) problems.push(`finished_at does not match status ${run.status}`);
-  return { problems, events: rows.map((r) => `${r.event}(${r.attempt})`) };
-}
-
 async function expectCausal(path: string, runId: string) {
-  const { problems, events } = await causalProblems(runId);
+  const { problems, events } = await causalProblems(h.sql, runId);
   expect({ path, problems, events }).toEqual({ path, problems: [], events });
 }
 
@@ -129,7 +78,7 @@ describe('the trail is causal', () => {
 
     // Every path judged at once, so a failure names all the broken ones.
     const verdicts = [];
-    for (const [path, runId] of paths) verdicts.push({ path, ...(await causalProblems(runId)) });
+    for (const [path, runId] of paths) verdicts.push({ path, ...(await causalProblems(h.sql, runId)) });
     expect(verdicts.filter((v) => v.problems.length > 0)).toEqual([]);
     expect(verdicts.map((v) => v.path)).toHaveLength(9);
   });

@@ -63,7 +63,13 @@ describe('worker transitions', () => {
     await h.sql.begin(async (tx) => {
       await tx`SELECT 1 FROM platform_outbox_messages WHERE run_id = ${runId} FOR UPDATE`;
       await h.sendRaw('default', envelope);
-      await sleep(1_000); // the worker receives the message meanwhile
+      // The worker receives the message meanwhile, and its registration waits for this lock.
+      for (const deadline = Date.now() + 10_000; ; await sleep(20)) {
+        const waiting = await h.sql`SELECT 1 FROM pg_stat_activity
+                                     WHERE wait_event_type = 'Lock' AND query ILIKE '%platform_outbox_messages%' LIMIT 1`;
+        if (waiting.length > 0) break;
+        if (Date.now() > deadline) throw new Error('no registration waited for the outbox row lock');
+      }
       await tx`UPDATE platform_outbox_messages SET sent_at = clock_timestamp() WHERE run_id = ${runId}`;
       await appendTrailEvent(tx, 'platform', { runId, event: 'sent', attempt: 0, queue: 'default', workerInstance: 'slow-relay' });
     });
@@ -109,7 +115,10 @@ describe('worker transitions', () => {
     await h.waitForStatus(runId, ['running']);
     // What an early failure of a duplicate delivery commits meanwhile (running → failed).
     await h.sql`UPDATE platform_task_runs SET status = 'failed', finished_at = clock_timestamp() WHERE run_id = ${runId} AND status = 'running'`;
-    await sleep(2_500);
+    // The handler finishes, its finish is refused, and the delivery settles without overwriting.
+    for (const deadline = Date.now() + 15_000; !h.logs().includes('its own settlement stands'); await sleep(50)) {
+      if (Date.now() > deadline) throw new Error('the delivery never settled');
+    }
     const run = await h.run(runId);
     expect(run!.status).toBe('failed');
     expect(await h.effects('late-finish')).toBe(0);

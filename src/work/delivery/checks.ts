@@ -102,6 +102,11 @@ export async function checkDelivery(deps: RunnerDeps, delivery: Delivery, port: 
     const token = randomUUID();
     gate = await acquireGate(deps.redis, c.gateKey, token, unit.timeoutSeconds * 1000 + deps.leaseMarginMs);
     if (gate.state === 'acquired') c.gateToken = token;
+    // A held gate is only a hint: its holder may have crashed (the gate outlives it by the lease,
+    // often longer than the queue's visibility). The key's advisory lock, released when a holder's
+    // connection dies, decides: a live holder still makes this delivery wait its turn, a dead one is
+    // taken over at once, so a crash costs one extra receive, not one per redelivery until the lease.
+    if (gate.state === 'held') gate = { state: 'unavailable' };
     if (gate.state === 'completed' && gate.fingerprintHex !== c.fingerprint!.toString('hex')) {
       early = classifyFailure(new IdempotencyKeyReused(unit.name));
     }

@@ -67,10 +67,6 @@ export async function register(c: DeliveryContext, early: Failure | null, gate: 
       await trail(tx, c, run, 'received', run.attempts);
       return { kind: 'early', run: taken };
     }
-    if (gate.state === 'held') {
-      await trail(tx, c, run, 'received', run.attempts, { detail: { held: 'gate' } });
-      return { kind: 'held', retryAfterMs: gate.retryAfterMs };
-    }
     if (gate.state === 'completed') {
       // Another run with the same business key already produced this result: replay it.
       await trail(tx, c, run, 'received', run.attempts, { detail: { replay: 'gate' } });
