@@ -18,12 +18,18 @@ export interface RedisHealthOptions {
   intervalMs?: number;
   /** Bound of one probe, ms (the client's commandTimeout bounds it too). Default 500. */
   timeoutMs?: number;
+  /** Probes in a row that must go unanswered before a hung Redis counts as down. Default 2. */
+  unansweredToDown?: number;
   logger: Logger;
 }
 
 export function watchRedis(redis: Redis, o: RedisHealthOptions): RedisHealth {
   const intervalMs = o.intervalMs ?? 1_000;
   const timeoutMs = o.timeoutMs ?? 500;
+  // One slow PING on a starved machine (a GC pause, both cores busy) is not an outage: entering the mode
+  // on it would flap the mode and its log lines. A closed connection still counts at once.
+  const unansweredToDown = Math.max(1, o.unansweredToDown ?? 2);
+  let unanswered = 0;
   // Assumed up until a probe says otherwise: a client still connecting fails its commands fast meanwhile.
   let up = true;
   let stopped = false;
@@ -48,9 +54,11 @@ export function watchRedis(redis: Redis, o: RedisHealthOptions): RedisHealth {
           bound = setTimeout(() => reject(new Error(`no reply within ${timeoutMs} ms`)), timeoutMs).unref();
         }),
       ]);
+      unanswered = 0;
       set(true);
     } catch (error) {
-      set(false, (error as Error).message);
+      unanswered += 1;
+      if (unanswered >= unansweredToDown || redis.status === 'end') set(false, (error as Error).message);
     } finally {
       clearTimeout(bound);
       waiting.abort();
