@@ -6,7 +6,8 @@
 // The runner (and testUnit) build these through createFollowUps and wake the relay after commit.
 import type { TxSql } from '../db/client.ts';
 import type { Actor } from '../db/unit-of-work.ts';
-import { createDispatcher, targetOfUnit, type DispatchTarget } from './dispatch.ts';
+import { createDispatcher, DispatchError, targetOfUnit, type DispatchTarget } from './dispatch.ts';
+import { PermanentFailure } from './unit-errors.ts';
 import type { UnitRun, WorkUnit } from './unit.ts';
 
 export interface FollowUpContext {
@@ -29,6 +30,19 @@ export interface FollowUps {
   wrote(): boolean;
 }
 
+/**
+ * A refused follow-up (bad payload, context mismatch, unknown unit) refuses again on every retry: it
+ * fails the current run at once, with the dispatch's code, instead of being retried five times.
+ */
+async function permanentOnRefusal<T>(work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (error) {
+    if (error instanceof DispatchError) throw new PermanentFailure(error.code, `follow-up refused: ${error.message}`, { cause: error });
+    throw error;
+  }
+}
+
 export function createFollowUps(ctx: FollowUpContext): FollowUps {
   let wrote = false;
   // The follow-up's actor: a system process bound to the current run's tenant (or none).
@@ -46,13 +60,13 @@ export function createFollowUps(ctx: FollowUpContext): FollowUps {
           resolve: (name) => (name === unit.name && unit.kind === 'task' ? targetOfUnit(unit) : undefined),
           instance: ctx.instance,
         });
-        const run = await dispatcher.dispatchTask(ctx.tx, unit.name, payload, { ...lineage, delaySeconds: options.delaySeconds });
+        const run = await permanentOnRefusal(dispatcher.dispatchTask(ctx.tx, unit.name, payload, { ...lineage, delaySeconds: options.delaySeconds }));
         wrote = true;
         return run;
       },
       async publish(event, payload, options = {}) {
         const dispatcher = createDispatcher({ resolve: () => undefined, subscribers: subscribersOf, instance: ctx.instance });
-        const runs = await dispatcher.publishEvent(ctx.tx, event.type, event.version, payload, { ...lineage, delaySeconds: options.delaySeconds });
+        const runs = await permanentOnRefusal(dispatcher.publishEvent(ctx.tx, event.type, event.version, payload, { ...lineage, delaySeconds: options.delaySeconds }));
         if (runs.length > 0) wrote = true;
         return runs;
       },

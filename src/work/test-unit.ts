@@ -97,10 +97,15 @@ export async function testUnit<S extends z.ZodType>(
 
   // 1. Dispatch, exactly as the API or a use case would (the payload is checked here: a bad one throws).
   const dispatched = await inUnitOfWork(sql, actor, async (tx) => {
-    const dispatcher = createDispatcher({ resolve: (name) => (name === unit.name ? targetOfUnit(unit) : undefined), instance });
-    return unit.kind === 'task'
-      ? dispatcher.dispatchTask(tx, unit.name, payload, { actor })
-      : (await dispatcher.publishEvent(tx, unit.event.type, unit.event.version, payload, { actor }).then((runs) => runs.filter((r) => r.name === unit.name)))[0]!;
+    // A subscriber under test gets its run through a publish that reaches it alone.
+    const dispatcher = createDispatcher({
+      resolve: (name) => (name === unit.name && unit.kind === 'task' ? targetOfUnit(unit) : undefined),
+      subscribers: () => (unit.kind === 'subscriber' ? [targetOfUnit(unit)] : []),
+      instance,
+    });
+    if (unit.kind === 'task') return dispatcher.dispatchTask(tx, unit.name, payload, { actor });
+    const [run] = await dispatcher.publishEvent(tx, unit.event.type, unit.event.version, payload, { actor });
+    return run!;
   });
   const runId = dispatched.runId;
   const key = { runId, tenantId };
