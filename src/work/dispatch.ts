@@ -284,7 +284,13 @@ function envelopeOf(w: RunWrite, runId: string): Envelope {
  * The `queued` trail events and the outbox rows of runs already inserted, two multi-row statements
  * whatever the number of runs (arrays unnested server-side). All writes share one scope.
  */
-async function writeTrailsAndOutbox(tx: TxSql, instance: string, writes: readonly RunWrite[], runIds: readonly string[]): Promise<DispatchedRun[]> {
+async function writeTrailsAndOutbox(
+  tx: TxSql,
+  instance: string,
+  writes: readonly RunWrite[],
+  runIds: readonly string[],
+  before?: ReadonlyArray<PromiseLike<unknown>>,
+): Promise<DispatchedRun[]> {
   const tenantId = writes[0]!.tenantId;
   const scope: RunScope = tenantId === null ? 'platform' : 'tenant';
   const envelopes = writes.map((w, i) => envelopeOf(w, runIds[i]!));
@@ -299,21 +305,25 @@ async function writeTrailsAndOutbox(tx: TxSql, instance: string, writes: readonl
   const envelopeTexts = envelopes.map((e) => JSON.stringify(e));
   const delays = writes.map((w) => w.delaySeconds);
   const ids = runIds as string[];
+  // Sent back to back without waiting (postgres.js pipelines the queries of one transaction): they
+  // run in order on the connection, and a failure aborts the transaction, so later ones fail too.
+  const pending: Array<PromiseLike<unknown>> = [...(before ?? [])];
   if (scope === 'tenant') {
-    await tx`INSERT INTO task_run_events (run_id, tenant_id, event, attempt, queue, worker_instance, detail)
+    pending.push(tx`INSERT INTO task_run_events (run_id, tenant_id, event, attempt, queue, worker_instance, detail)
       SELECT r, ${tenantId}::bigint, 'queued', 0, q, ${instance}, d::jsonb
-        FROM unnest(${ids}::uuid[], ${queues}::text[], ${details}::text[]) WITH ORDINALITY AS u(r, q, d, n) ORDER BY n`;
-    await tx`INSERT INTO outbox_messages (tenant_id, run_id, queue, envelope, available_at)
+        FROM unnest(${ids}::uuid[], ${queues}::text[], ${details}::text[]) WITH ORDINALITY AS u(r, q, d, n) ORDER BY n`);
+    pending.push(tx`INSERT INTO outbox_messages (tenant_id, run_id, queue, envelope, available_at)
       SELECT ${tenantId}::bigint, r, q, e::jsonb, clock_timestamp() + make_interval(secs => s)
-        FROM unnest(${ids}::uuid[], ${queues}::text[], ${envelopeTexts}::text[], ${delays}::float8[]) WITH ORDINALITY AS u(r, q, e, s, n) ORDER BY n`;
+        FROM unnest(${ids}::uuid[], ${queues}::text[], ${envelopeTexts}::text[], ${delays}::float8[]) WITH ORDINALITY AS u(r, q, e, s, n) ORDER BY n`);
   } else {
-    await tx`INSERT INTO platform_task_run_events (run_id, event, attempt, queue, worker_instance, detail)
+    pending.push(tx`INSERT INTO platform_task_run_events (run_id, event, attempt, queue, worker_instance, detail)
       SELECT r, 'queued', 0, q, ${instance}, d::jsonb
-        FROM unnest(${ids}::uuid[], ${queues}::text[], ${details}::text[]) WITH ORDINALITY AS u(r, q, d, n) ORDER BY n`;
-    await tx`INSERT INTO platform_outbox_messages (run_id, queue, envelope, available_at)
+        FROM unnest(${ids}::uuid[], ${queues}::text[], ${details}::text[]) WITH ORDINALITY AS u(r, q, d, n) ORDER BY n`);
+    pending.push(tx`INSERT INTO platform_outbox_messages (run_id, queue, envelope, available_at)
       SELECT r, q, e::jsonb, clock_timestamp() + make_interval(secs => s)
-        FROM unnest(${ids}::uuid[], ${queues}::text[], ${envelopeTexts}::text[], ${delays}::float8[]) WITH ORDINALITY AS u(r, q, e, s, n) ORDER BY n`;
+        FROM unnest(${ids}::uuid[], ${queues}::text[], ${envelopeTexts}::text[], ${delays}::float8[]) WITH ORDINALITY AS u(r, q, e, s, n) ORDER BY n`);
   }
+  await settleAll(pending);
   return writes.map((w, i) => ({
     runId: runIds[i]!,
     scope,
@@ -339,22 +349,30 @@ async function writeRuns(tx: TxSql, instance: string, writes: readonly RunWrite[
   const triggers = writes.map((w) => w.trigger);
   const correlations = writes.map((w) => w.correlationId);
   const causations = writes.map((w) => w.causationId);
+  const pending: Array<PromiseLike<unknown>> = [];
   if (tenantId !== null) {
-    await tx`INSERT INTO task_runs (run_id, tenant_id, name, queue, trigger, actor_kind, actor_label, correlation_id, causation_id)
+    pending.push(tx`INSERT INTO task_runs (run_id, tenant_id, name, queue, trigger, actor_kind, actor_label, correlation_id, causation_id)
       SELECT r, ${tenantId}::bigint, n, q, t, ${first.actorKind}, ${first.actorLabel}, c, k
         FROM unnest(${runIds}::uuid[], ${names}::text[], ${queues}::text[], ${triggers}::text[], ${correlations}::uuid[], ${causations}::uuid[])
-             WITH ORDINALITY AS u(r, n, q, t, c, k, o) ORDER BY o`;
+             WITH ORDINALITY AS u(r, n, q, t, c, k, o) ORDER BY o`);
     if (first.user) {
-      await tx`INSERT INTO task_run_user_actors (run_id, tenant_id, user_id, membership_id)
-        SELECT r, ${tenantId}::bigint, ${first.user.userId}::bigint, ${first.user.membershipId}::bigint FROM unnest(${runIds}::uuid[]) AS u(r)`;
+      pending.push(tx`INSERT INTO task_run_user_actors (run_id, tenant_id, user_id, membership_id)
+        SELECT r, ${tenantId}::bigint, ${first.user.userId}::bigint, ${first.user.membershipId}::bigint FROM unnest(${runIds}::uuid[]) AS u(r)`);
     }
   } else {
-    await tx`INSERT INTO platform_task_runs (run_id, name, queue, trigger, actor_kind, actor_label, correlation_id, causation_id)
+    pending.push(tx`INSERT INTO platform_task_runs (run_id, name, queue, trigger, actor_kind, actor_label, correlation_id, causation_id)
       SELECT r, n, q, t, ${first.actorKind}, ${first.actorLabel}, c, k
         FROM unnest(${runIds}::uuid[], ${names}::text[], ${queues}::text[], ${triggers}::text[], ${correlations}::uuid[], ${causations}::uuid[])
-             WITH ORDINALITY AS u(r, n, q, t, c, k, o) ORDER BY o`;
+             WITH ORDINALITY AS u(r, n, q, t, c, k, o) ORDER BY o`);
   }
-  return writeTrailsAndOutbox(tx, instance, writes, runIds);
+  return writeTrailsAndOutbox(tx, instance, writes, runIds, pending);
+}
+
+/** Awaits every pipelined statement (none left unobserved), then rethrows the first failure. */
+async function settleAll(pending: ReadonlyArray<PromiseLike<unknown>>): Promise<void> {
+  const results = await Promise.allSettled(pending);
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) throw failed.reason;
 }
 
 function actorFields(actor: Actor): Pick<RunWrite, 'actorKind' | 'actorLabel' | 'user'> {
