@@ -242,10 +242,11 @@ function checkBatch(name: string, payloads: unknown): readonly unknown[] {
   return payloads;
 }
 
-function checkDelay(delaySeconds: number | undefined): number {
+function checkDelay(name: string, delaySeconds: number | undefined): number {
   const delay = delaySeconds ?? 0;
   if (!Number.isFinite(delay) || delay < 0) {
-    throw new DispatchError('DISPATCH_DELAY_INVALID', 'delaySeconds must be a finite number of seconds, at least 0', {
+    throw new DispatchError('DISPATCH_DELAY_INVALID', `delaySeconds of ${name} must be a finite number of seconds, at least 0`, {
+      unit: name,
       delaySeconds: String(delaySeconds),
     });
   }
@@ -418,7 +419,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
   async function publish(tx: TxSql, type: string, version: number, payloads: readonly unknown[], options: DispatchOptions, bulk: boolean) {
     const targets = subscribers(type, version);
     const tenantId = actorTenant(options.actor, type);
-    const delaySeconds = checkDelay(options.delaySeconds);
+    const delaySeconds = checkDelay(type, options.delaySeconds);
     // Check every subscriber before writing anything: a refusal leaves no partial publish behind.
     const checked = targets.map((target) => {
       checkContext(target, tenantId);
@@ -452,7 +453,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       const target = resolveTask(name);
       const tenantId = actorTenant(options.actor, name);
       checkContext(target, tenantId);
-      const delaySeconds = checkDelay(options.delaySeconds);
+      const delaySeconds = checkDelay(name, options.delaySeconds);
       const checked = checkPayload(target, payload);
       const [run] = await writeRuns(tx, instance, taskWrites(target, tenantId, [checked], options, delaySeconds));
       return run!;
@@ -463,7 +464,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       const batch = checkBatch(name, payloads);
       const tenantId = actorTenant(options.actor, name);
       checkContext(target, tenantId);
-      const delaySeconds = checkDelay(options.delaySeconds);
+      const delaySeconds = checkDelay(name, options.delaySeconds);
       const checked = checkPayloads(target, batch);
       return writeRuns(tx, instance, taskWrites(target, tenantId, checked, options, delaySeconds));
     },

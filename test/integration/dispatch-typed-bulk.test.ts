@@ -142,6 +142,11 @@ describe('bulk dispatch', () => {
     expect(big.code).toBe('DISPATCH_BATCH_INVALID');
     expect(big.details).toMatchObject({ unit: 'billing.send_invoice', count: 10_001, max: 10_000 });
     expect(await counts()).toEqual(before);
+    const delay = (await refusal(inUnitOfWork(sql, user, (tx) =>
+      dispatchMany(tx, sendInvoice, [{ invoiceId: '1' }], { actor: user, delaySeconds: -1 })))) as DispatchError;
+    expect(delay.code).toBe('DISPATCH_DELAY_INVALID');
+    expect(delay.details).toMatchObject({ unit: 'billing.send_invoice', delaySeconds: '-1' });
+    expect(await counts()).toEqual(before);
     // An empty batch writes nothing and is not an error.
     expect(await inUnitOfWork(sql, user, (tx) => dispatchMany(tx, sendInvoice, [], { actor: user }))).toEqual([]);
   });
