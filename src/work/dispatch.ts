@@ -12,6 +12,7 @@ import type { TxSql } from '../db/client.ts';
 import type { Actor } from '../db/unit-of-work.ts';
 import type { QueueName } from '../queue/names.ts';
 import { MAX_PAYLOAD_BYTES, payloadBytes, type Envelope } from './envelope.ts';
+import { newRunId } from './run-id.ts';
 import { zodPayloadCheck, type PayloadCheck, type PayloadIssue } from './payload-schema.ts';
 import { insertRun, insertScheduleOrigin, type RunScope, type RunTrigger } from './run-store.ts';
 import { isWorkUnit, type TaskUnit, type WorkUnit } from './unit.ts';
@@ -344,7 +345,7 @@ async function writeRuns(tx: TxSql, instance: string, writes: readonly RunWrite[
   if (writes.length === 0) return [];
   const first = writes[0]!;
   const tenantId = first.tenantId;
-  const runIds = writes.map(() => randomUUID());
+  const runIds = writes.map(() => newRunId());
   const names = writes.map((w) => w.target.name);
   const queues = writes.map((w) => w.target.queue);
   const triggers = writes.map((w) => w.trigger);
@@ -482,7 +483,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       checkContext(target, null);
       const checked = checkPayload(target, payload);
       const correlationId = options.correlationId ?? randomUUID();
-      const runId = randomUUID();
+      const runId = newRunId();
       const write: RunWrite = {
         target,
         kind: 'task',
