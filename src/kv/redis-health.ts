@@ -58,7 +58,7 @@ export function watchRedis(redis: Redis, o: RedisHealthOptions): RedisHealth {
       set(true);
     } catch (error) {
       unanswered += 1;
-      if (unanswered >= unansweredToDown || redis.status === 'end') set(false, (error as Error).message);
+      if (unanswered >= unansweredToDown) set(false, (error as Error).message);
     } finally {
       clearTimeout(bound);
       waiting.abort();

@@ -1,5 +1,10 @@
 // Exponential backoff for transient failures, expressed as the message's new visibility timeout: the
-// message stays in the queue (no slot held) and reappears when the delay is over.
+// message stays in the queue (no slot held) and reappears when the delay is over. A unit may set its
+// own policy (`retry` in its definition): fewer receives than the runtime's 5, its own base and cap.
+// By default the delay is drawn with full jitter (uniform from 0 to the exponential bound), so runs
+// that failed together (a dependency went down) do not all come back at the same second.
+import { RUNTIME_MAX_RECEIVES } from '../config/limits.ts';
+import type { RetryPolicy, WorkUnit } from './unit.ts';
 
 export interface BackoffOptions {
   /** Delay after the first receive, in ms. Default 2000 (SVC_BACKOFF_BASE_MS). */
@@ -12,12 +17,46 @@ export const DEFAULT_BACKOFF_BASE_MS = 2_000;
 export const DEFAULT_BACKOFF_CAP_MS = 300_000;
 /** SQS refuses a visibility timeout above 12 hours. */
 const SQS_MAX_VISIBILITY_SECONDS = 43_200;
+/** Largest base or cap a unit's retry policy may name (12 h, the visibility limit). */
+export const MAX_BACKOFF_MS = SQS_MAX_VISIBILITY_SECONDS * 1000;
 
-/** base x 2^(receiveCount - 1), capped, in whole seconds (SQS visibility is whole seconds). */
-export function backoffSeconds(receiveCount: number, options: BackoffOptions = {}): number {
+/** The exponential bound base x 2^(receiveCount - 1), capped, in ms. */
+function boundMs(receiveCount: number, options: BackoffOptions): number {
   const base = options.baseMs ?? DEFAULT_BACKOFF_BASE_MS;
   const cap = options.capMs ?? DEFAULT_BACKOFF_CAP_MS;
   const exponent = Math.max(0, Math.min(receiveCount - 1, 30));
-  const ms = Math.min(cap, base * 2 ** exponent);
+  return Math.min(cap, base * 2 ** exponent);
+}
+
+function toVisibilitySeconds(ms: number): number {
   return Math.max(0, Math.min(SQS_MAX_VISIBILITY_SECONDS, Math.round(ms / 1000)));
+}
+
+/** base x 2^(receiveCount - 1), capped, in whole seconds (SQS visibility is whole seconds); no jitter. */
+export function backoffSeconds(receiveCount: number, options: BackoffOptions = {}): number {
+  return toVisibilitySeconds(boundMs(receiveCount, options));
+}
+
+/**
+ * The delay before the next receive of a unit's failed delivery, in whole seconds: the unit's policy
+ * over the workers' defaults (SVC_BACKOFF_*), full jitter unless the policy says `jitter: 'none'`.
+ * `random` returns [0, 1) (injectable for tests).
+ */
+export function retryDelaySeconds(
+  unit: Pick<WorkUnit, 'retry'> | undefined,
+  receiveCount: number,
+  defaults: BackoffOptions,
+  random: () => number = Math.random,
+): number {
+  const policy = unit?.retry?.backoff;
+  const options: BackoffOptions = { baseMs: policy?.baseMs ?? defaults.baseMs, capMs: policy?.capMs ?? defaults.capMs };
+  const bound = boundMs(receiveCount, options);
+  if (policy?.jitter === 'none') return toVisibilitySeconds(bound);
+  return toVisibilitySeconds(random() * bound);
+}
+
+/** Receives the handler of `unit` may run on: its policy's maxReceives, never above the runtime's. */
+export function maxReceivesOf(unit: { retry: RetryPolicy | null } | undefined, runtimeMax: number = RUNTIME_MAX_RECEIVES): number {
+  const own = unit?.retry?.maxReceives;
+  return own === undefined ? runtimeMax : Math.min(own, runtimeMax);
 }

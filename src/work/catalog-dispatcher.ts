@@ -1,9 +1,12 @@
 // The API's dispatcher: tasks and event subscribers come from the catalog (tasks.json), never from unit
 // code, so the API publishes an event to every subscriber the workers' build knows without importing a
-// single unit file. Payloads are checked at catalog level only (JSON, at most 64 KiB): the unit's own
-// schema runs in the worker before its handler, where a refusal fails the run as a ValidationFailure.
+// single unit file. Payloads are checked before anything is written: JSON, at most 64 KiB, and the
+// unit's `payloadSchema` from the catalog (compiled once per unit, when the dispatcher is built), so a
+// bad payload is refused with PAYLOAD_INVALID here instead of failing in the worker and landing in the
+// dead-letter queue. Refinements written as code still run only in the worker, before the handler.
 import type { Catalog, CatalogSubscription, CatalogTask } from './catalog.ts';
 import { createDispatcher, type DispatchTarget, type Dispatcher } from './dispatch.ts';
+import { compilePayloadSchema } from './payload-schema.ts';
 
 export interface CatalogDispatcherOptions {
   /** Names this process in trail rows (1..128 chars); default `<hostname>:<pid>`. */
@@ -11,8 +14,9 @@ export interface CatalogDispatcherOptions {
 }
 
 function targetOf(entry: CatalogTask | CatalogSubscription): DispatchTarget {
-  // No `payload` schema: the catalog carries none, and dispatch then checks JSON and size only.
-  return { name: entry.name, queue: entry.queue, context: entry.context };
+  // A catalog entry without payloadSchema (hand-written) is checked for JSON and size only.
+  const check = entry.payloadSchema ? compilePayloadSchema(entry.payloadSchema) : undefined;
+  return { name: entry.name, queue: entry.queue, context: entry.context, ...(check ? { check } : {}) };
 }
 
 const eventKey = (type: string, version: number) => `${type}@${version}`;

@@ -8,6 +8,7 @@ import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
 import { DEFAULT_IDEMPOTENCY_LEASE_MARGIN_MS } from '../config/limits.ts';
 import { CodedError } from '../errors/coded-error.ts';
+import { compilePayloadSchema, payloadJsonSchema } from './payload-schema.ts';
 import { isWorkUnit, unitProblems, UNIT_CONTEXTS, UNIT_QUEUES, type WorkUnit } from './unit.ts';
 
 export const CATALOG_VERSION = 1;
@@ -18,6 +19,12 @@ export const DEFAULT_CATALOG_PATH = path.join('dist', 'tasks.json');
 
 const unitName = z.string().regex(/^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$/).max(64);
 const queue = z.enum(UNIT_QUEUES);
+/**
+ * JSON Schema (draft 2020-12) of the unit's payload as a dispatcher sends it; the API checks payloads
+ * against it. Always emitted; optional when read, so a hand-written catalog without it still loads
+ * (its payloads are then checked for JSON and size only).
+ */
+const payloadSchema = z.record(z.string(), z.unknown()).optional();
 
 export const catalogSchema = z
   .object({
@@ -31,6 +38,7 @@ export const catalogSchema = z
         timeoutSeconds: z.number().int().min(1),
         schedule: z.string().nullable(),
         overlap: z.enum(['skip', 'allow']).nullable(),
+        payloadSchema,
         file: z.string().min(1),
       }),
     ),
@@ -42,6 +50,7 @@ export const catalogSchema = z
         context: z.enum(UNIT_CONTEXTS),
         concurrency: z.number().int().min(1),
         timeoutSeconds: z.number().int().min(1),
+        payloadSchema,
         file: z.string().min(1),
       }),
     ),
@@ -150,6 +159,10 @@ export async function discoverUnits(
     const unitIssues = unitProblems(unit);
     const visibility = visibilityProblem(unit);
     if (visibility) unitIssues.push(visibility);
+    if (unitIssues.length === 0) {
+      const problem = payloadSchemaProblem(unit);
+      if (problem) unitIssues.push(problem);
+    }
     for (const problem of unitIssues) problems.push({ file, problem });
     if (unitIssues.length === 0) units.push({ unit, file });
   }
@@ -181,6 +194,16 @@ export function visibilityProblem(unit: WorkUnit, leaseMarginMs = DEFAULT_IDEMPO
   );
 }
 
+/** Why the unit's payload cannot go into tasks.json as JSON Schema (naming the unit), or null. */
+export function payloadSchemaProblem(unit: WorkUnit): string | null {
+  try {
+    compilePayloadSchema(payloadJsonSchema(unit.payload));
+    return null;
+  } catch (error) {
+    return `unit '${unit.name}': field payload: ${(error as Error).message}`;
+  }
+}
+
 export function buildCatalog(discovered: DiscoveredUnit[]): Catalog {
   const sorted = [...discovered].sort((a, b) => a.unit.name.localeCompare(b.unit.name));
   const catalog: Catalog = { version: CATALOG_VERSION, tasks: [], subscriptions: [] };
@@ -194,6 +217,7 @@ export function buildCatalog(discovered: DiscoveredUnit[]): Catalog {
         timeoutSeconds: unit.timeoutSeconds,
         schedule: unit.schedule,
         overlap: unit.overlap,
+        payloadSchema: payloadJsonSchema(unit.payload),
         file,
       });
     } else {
@@ -204,6 +228,7 @@ export function buildCatalog(discovered: DiscoveredUnit[]): Catalog {
         context: unit.context,
         concurrency: unit.concurrency,
         timeoutSeconds: unit.timeoutSeconds,
+        payloadSchema: payloadJsonSchema(unit.payload),
         file,
       });
     }

@@ -7,21 +7,16 @@
 // loaded unit definitions (with payload schemas), the API from tasks.json (without unit code).
 import os from 'node:os';
 import { randomUUID } from 'node:crypto';
-import type { ZodType } from 'zod';
+import type { z, ZodType } from 'zod';
 import type { TxSql } from '../db/client.ts';
 import type { Actor } from '../db/unit-of-work.ts';
 import type { QueueName } from '../queue/names.ts';
 import { dispatchTraceFields } from '../observe/work-tracing.ts';
 import { MAX_PAYLOAD_BYTES, payloadBytes, type Envelope } from './envelope.ts';
-import {
-  appendTrailEvent,
-  insertRun,
-  insertScheduleOrigin,
-  insertUserActor,
-  OUTBOX_TABLE,
-  type RunScope,
-  type RunTrigger,
-} from './run-store.ts';
+import { newRunId } from './run-id.ts';
+import { zodPayloadCheck, type PayloadCheck, type PayloadIssue } from './payload-schema.ts';
+import { insertRun, insertScheduleOrigin, type RunScope, type RunTrigger } from './run-store.ts';
+import { isWorkUnit, type TaskUnit, type WorkUnit } from './unit.ts';
 
 /** tenant (default): runs for one tenant; platform and system: runs without a tenant. */
 export type UnitContext = 'tenant' | 'platform' | 'system';
@@ -31,9 +26,14 @@ export interface DispatchTarget {
   name: string;
   queue: QueueName;
   context: UnitContext;
-  /** Validates (and may transform) the payload at dispatch; absent means accepted as any JSON. */
+  /** Validates (and may transform) the payload at dispatch (unit code: workers, typed dispatch). */
   payload?: ZodType;
+  /** Used when `payload` is absent: the catalog's JSON Schema, compiled (the API). Neither: any JSON. */
+  check?: PayloadCheck;
 }
+
+/** Most runs one bulk call writes; a larger batch is refused with DISPATCH_BATCH_INVALID (split it). */
+export const MAX_BULK_RUNS = 10_000;
 
 export type ResolveUnit = (name: string) => DispatchTarget | undefined;
 export type ResolveSubscribers = (type: string, version: number) => readonly DispatchTarget[];
@@ -44,7 +44,8 @@ export type DispatchErrorCode =
   | 'PAYLOAD_INVALID'
   | 'UNIT_NOT_REGISTERED'
   | 'RUN_ACTOR_REFUSED'
-  | 'DISPATCH_DELAY_INVALID';
+  | 'DISPATCH_DELAY_INVALID'
+  | 'DISPATCH_BATCH_INVALID';
 
 export class DispatchError extends Error {
   readonly code: DispatchErrorCode;
@@ -100,8 +101,12 @@ export interface DispatchedRun {
 export interface Dispatcher {
   /** Writes run, trail, actor and outbox rows for one task. */
   dispatchTask(tx: TxSql, name: string, payload: unknown, options: DispatchOptions): Promise<DispatchedRun>;
+  /** One run per payload in a few multi-row statements; all or nothing, a refusal names each bad index. */
+  dispatchMany(tx: TxSql, name: string, payloads: readonly unknown[], options: DispatchOptions): Promise<DispatchedRun[]>;
   /** Writes one run + outbox row per subscriber, each with its own run id; [] without subscribers. */
   publishEvent(tx: TxSql, type: string, version: number, payload: unknown, options: DispatchOptions): Promise<DispatchedRun[]>;
+  /** publishEvent for many events of one type and version: one run per subscriber per payload, all or nothing. */
+  publishMany(tx: TxSql, type: string, version: number, payloads: readonly unknown[], options: DispatchOptions): Promise<DispatchedRun[]>;
   /**
    * Writes a scheduler run (trigger schedule) with its schedule origin. Returns null, leaving the
    * transaction usable, when that scheduled moment already has its run.
@@ -164,27 +169,86 @@ function checkSize(name: string, payload: unknown): void {
   }
 }
 
-/** Size cap, then the unit's schema; returns the payload as the schema outputs it. */
-function checkPayload(target: DispatchTarget, payload: unknown): unknown {
+/** Size cap, then the unit's schema; returns the payload as the schema outputs it, or the issues. */
+function payloadIssues(target: DispatchTarget, payload: unknown): { ok: true; value: unknown } | { ok: false; issues: PayloadIssue[] } {
   checkSize(target.name, payload);
-  if (!target.payload) return payload ?? null;
-  const parsed = target.payload.safeParse(payload);
-  if (!parsed.success) {
-    // Paths and rules only: payload values may be personal data.
-    const issues = parsed.error.issues.map((i) => ({ path: i.path.join('.'), rule: i.message }));
-    throw new DispatchError('PAYLOAD_INVALID', `the payload of ${target.name} does not match its schema`, {
-      unit: target.name,
-      issues,
-    });
-  }
-  checkSize(target.name, parsed.data);
-  return parsed.data ?? null;
+  const check = target.payload ? zodPayloadCheck(target.payload) : target.check;
+  if (!check) return { ok: true, value: payload ?? null };
+  const result = check(payload);
+  if (!result.ok) return result;
+  checkSize(target.name, result.value);
+  return { ok: true, value: result.value ?? null };
 }
 
-function checkDelay(delaySeconds: number | undefined): number {
+function describeIssues(issues: readonly PayloadIssue[]): string {
+  const shown = issues.slice(0, 5).map((i) => `${i.path || '(payload)'} ${i.rule}`);
+  return shown.join('; ') + (issues.length > 5 ? `; and ${issues.length - 5} more` : '');
+}
+
+function checkPayload(target: DispatchTarget, payload: unknown): unknown {
+  const result = payloadIssues(target, payload);
+  if (!result.ok) {
+    // Paths and rules only: payload values may be personal data.
+    throw new DispatchError('PAYLOAD_INVALID', `the payload of ${target.name} does not match its schema: ${describeIssues(result.issues)}`, {
+      unit: target.name,
+      issues: result.issues,
+    });
+  }
+  return result.value;
+}
+
+/**
+ * Checks every payload of a bulk dispatch before anything is written; refuses the whole batch, naming
+ * the index of each bad payload (at most 20 listed in the message, all in details).
+ */
+function checkPayloads(target: DispatchTarget, payloads: readonly unknown[]): unknown[] {
+  const out: unknown[] = [];
+  const invalid: Array<{ index: number; issues: PayloadIssue[] }> = [];
+  const tooLarge: number[] = [];
+  payloads.forEach((payload, index) => {
+    try {
+      const result = payloadIssues(target, payload);
+      if (result.ok) out.push(result.value);
+      else invalid.push({ index, issues: result.issues });
+    } catch (error) {
+      if (error instanceof DispatchError && error.code === 'PAYLOAD_TOO_LARGE') tooLarge.push(index);
+      else if (error instanceof DispatchError) invalid.push({ index, issues: [{ path: '', rule: 'is not serializable as JSON' }] });
+      else throw error;
+    }
+  });
+  if (invalid.length > 0 || tooLarge.length > 0) {
+    const parts = [
+      ...invalid.slice(0, 20).map((b) => `#${b.index}: ${describeIssues(b.issues)}`),
+      ...tooLarge.slice(0, 20).map((i) => `#${i}: over ${MAX_PAYLOAD_BYTES} bytes`),
+    ];
+    throw new DispatchError(
+      invalid.length > 0 ? 'PAYLOAD_INVALID' : 'PAYLOAD_TOO_LARGE',
+      `${invalid.length + tooLarge.length} of ${payloads.length} payloads of ${target.name} were refused, so none was dispatched: ${parts.join(' | ')}`,
+      { unit: target.name, invalid, tooLarge, maxBytes: MAX_PAYLOAD_BYTES },
+    );
+  }
+  return out;
+}
+
+function checkBatch(name: string, payloads: unknown): readonly unknown[] {
+  if (!Array.isArray(payloads)) {
+    throw new DispatchError('DISPATCH_BATCH_INVALID', `the payloads of ${name} must be an array`, { unit: name });
+  }
+  if (payloads.length > MAX_BULK_RUNS) {
+    throw new DispatchError(
+      'DISPATCH_BATCH_INVALID',
+      `${payloads.length} payloads of ${name} in one call; at most ${MAX_BULK_RUNS} are accepted: split the batch`,
+      { unit: name, count: payloads.length, max: MAX_BULK_RUNS },
+    );
+  }
+  return payloads;
+}
+
+function checkDelay(name: string, delaySeconds: number | undefined): number {
   const delay = delaySeconds ?? 0;
   if (!Number.isFinite(delay) || delay < 0) {
-    throw new DispatchError('DISPATCH_DELAY_INVALID', 'delaySeconds must be a finite number of seconds, at least 0', {
+    throw new DispatchError('DISPATCH_DELAY_INVALID', `delaySeconds of ${name} must be a finite number of seconds, at least 0`, {
+      unit: name,
       delaySeconds: String(delaySeconds),
     });
   }
@@ -206,9 +270,8 @@ interface RunWrite {
   event?: { type: string; version: number };
 }
 
-async function writeTrailAndOutbox(tx: TxSql, instance: string, w: RunWrite, runId: string): Promise<DispatchedRun> {
-  const scope: RunScope = w.tenantId === null ? 'platform' : 'tenant';
-  const envelope: Envelope = {
+function envelopeOf(w: RunWrite, runId: string): Envelope {
+  return {
     run_id: runId,
     kind: w.kind,
     name: w.target.name,
@@ -219,44 +282,101 @@ async function writeTrailAndOutbox(tx: TxSql, instance: string, w: RunWrite, run
     causation_id: w.causationId,
     ...dispatchTraceFields(w.target.name, w.target.queue, runId), // dispatch span + traceparent (src/observe)
   };
-  await appendTrailEvent(tx, scope, {
-    runId,
-    tenantId: w.tenantId,
-    event: 'queued',
-    attempt: 0,
-    queue: w.target.queue,
-    workerInstance: instance,
-    detail: {
+}
+
+/**
+ * The `queued` trail events and the outbox rows of runs already inserted, two multi-row statements
+ * whatever the number of runs (arrays unnested server-side). All writes share one scope.
+ */
+async function writeTrailsAndOutbox(
+  tx: TxSql,
+  instance: string,
+  writes: readonly RunWrite[],
+  runIds: readonly string[],
+  before?: ReadonlyArray<PromiseLike<unknown>>,
+): Promise<DispatchedRun[]> {
+  const tenantId = writes[0]!.tenantId;
+  const scope: RunScope = tenantId === null ? 'platform' : 'tenant';
+  const envelopes = writes.map((w, i) => envelopeOf(w, runIds[i]!));
+  const queues = writes.map((w) => w.target.queue);
+  const details = writes.map((w) =>
+    JSON.stringify({
       trigger: w.trigger,
       ...(w.delaySeconds > 0 ? { delay_seconds: w.delaySeconds } : {}),
       ...(w.event ? { event: w.event.type, version: w.event.version } : {}),
-    },
-  });
-  await tx`INSERT INTO ${tx(OUTBOX_TABLE[scope])}
-      (${w.tenantId !== null ? tx`tenant_id, ` : tx``}run_id, queue, envelope, available_at)
-    VALUES (${w.tenantId !== null ? tx`${w.tenantId}, ` : tx``}${runId}, ${w.target.queue}, ${tx.json(envelope as never)},
-      clock_timestamp() + make_interval(secs => ${w.delaySeconds}::float8))`;
-  return { runId, scope, tenantId: w.tenantId, name: w.target.name, queue: w.target.queue, kind: w.kind, envelope };
-}
-
-async function writeRun(tx: TxSql, instance: string, w: RunWrite): Promise<DispatchedRun> {
-  const runId = randomUUID();
-  const scope: RunScope = w.tenantId === null ? 'platform' : 'tenant';
-  await insertRun(tx, scope, {
-    runId,
-    tenantId: w.tenantId,
+    }),
+  );
+  const envelopeTexts = envelopes.map((e) => JSON.stringify(e));
+  const delays = writes.map((w) => w.delaySeconds);
+  const ids = runIds as string[];
+  // Sent back to back without waiting (postgres.js pipelines the queries of one transaction): they
+  // run in order on the connection, and a failure aborts the transaction, so later ones fail too.
+  const pending: Array<PromiseLike<unknown>> = [...(before ?? [])];
+  if (scope === 'tenant') {
+    pending.push(tx`INSERT INTO task_run_events (run_id, tenant_id, event, attempt, queue, worker_instance, detail)
+      SELECT r, ${tenantId}::bigint, 'queued', 0, q, ${instance}, d::jsonb
+        FROM unnest(${ids}::uuid[], ${queues}::text[], ${details}::text[]) WITH ORDINALITY AS u(r, q, d, n) ORDER BY n`);
+    pending.push(tx`INSERT INTO outbox_messages (tenant_id, run_id, queue, envelope, available_at)
+      SELECT ${tenantId}::bigint, r, q, e::jsonb, clock_timestamp() + make_interval(secs => s)
+        FROM unnest(${ids}::uuid[], ${queues}::text[], ${envelopeTexts}::text[], ${delays}::float8[]) WITH ORDINALITY AS u(r, q, e, s, n) ORDER BY n`);
+  } else {
+    pending.push(tx`INSERT INTO platform_task_run_events (run_id, event, attempt, queue, worker_instance, detail)
+      SELECT r, 'queued', 0, q, ${instance}, d::jsonb
+        FROM unnest(${ids}::uuid[], ${queues}::text[], ${details}::text[]) WITH ORDINALITY AS u(r, q, d, n) ORDER BY n`);
+    pending.push(tx`INSERT INTO platform_outbox_messages (run_id, queue, envelope, available_at)
+      SELECT r, q, e::jsonb, clock_timestamp() + make_interval(secs => s)
+        FROM unnest(${ids}::uuid[], ${queues}::text[], ${envelopeTexts}::text[], ${delays}::float8[]) WITH ORDINALITY AS u(r, q, e, s, n) ORDER BY n`);
+  }
+  await settleAll(pending);
+  return writes.map((w, i) => ({
+    runId: runIds[i]!,
+    scope,
+    tenantId,
     name: w.target.name,
     queue: w.target.queue,
-    trigger: w.trigger,
-    actorKind: w.actorKind,
-    actorLabel: w.actorLabel,
-    correlationId: w.correlationId,
-    causationId: w.causationId,
-  });
-  if (w.user) {
-    await insertUserActor(tx, { runId, tenantId: w.tenantId!, userId: w.user.userId, membershipId: w.user.membershipId });
+    kind: w.kind,
+    envelope: envelopes[i]!,
+  }));
+}
+
+/**
+ * Writes runs (queued), their user-actor rows, `queued` events and outbox rows: four multi-row
+ * statements at most, for one run or ten thousand. All writes share one tenant (or none) and one actor.
+ */
+async function writeRuns(tx: TxSql, instance: string, writes: readonly RunWrite[]): Promise<DispatchedRun[]> {
+  if (writes.length === 0) return [];
+  const first = writes[0]!;
+  const tenantId = first.tenantId;
+  const runIds = writes.map(() => newRunId());
+  const names = writes.map((w) => w.target.name);
+  const queues = writes.map((w) => w.target.queue);
+  const triggers = writes.map((w) => w.trigger);
+  const correlations = writes.map((w) => w.correlationId);
+  const causations = writes.map((w) => w.causationId);
+  const pending: Array<PromiseLike<unknown>> = [];
+  if (tenantId !== null) {
+    pending.push(tx`INSERT INTO task_runs (run_id, tenant_id, name, queue, trigger, actor_kind, actor_label, correlation_id, causation_id)
+      SELECT r, ${tenantId}::bigint, n, q, t, ${first.actorKind}, ${first.actorLabel}, c, k
+        FROM unnest(${runIds}::uuid[], ${names}::text[], ${queues}::text[], ${triggers}::text[], ${correlations}::uuid[], ${causations}::uuid[])
+             WITH ORDINALITY AS u(r, n, q, t, c, k, o) ORDER BY o`);
+    if (first.user) {
+      pending.push(tx`INSERT INTO task_run_user_actors (run_id, tenant_id, user_id, membership_id)
+        SELECT r, ${tenantId}::bigint, ${first.user.userId}::bigint, ${first.user.membershipId}::bigint FROM unnest(${runIds}::uuid[]) AS u(r)`);
+    }
+  } else {
+    pending.push(tx`INSERT INTO platform_task_runs (run_id, name, queue, trigger, actor_kind, actor_label, correlation_id, causation_id)
+      SELECT r, n, q, t, ${first.actorKind}, ${first.actorLabel}, c, k
+        FROM unnest(${runIds}::uuid[], ${names}::text[], ${queues}::text[], ${triggers}::text[], ${correlations}::uuid[], ${causations}::uuid[])
+             WITH ORDINALITY AS u(r, n, q, t, c, k, o) ORDER BY o`);
   }
-  return writeTrailAndOutbox(tx, instance, w, runId);
+  return writeTrailsAndOutbox(tx, instance, writes, runIds, pending);
+}
+
+/** Awaits every pipelined statement (none left unobserved), then rethrows the first failure. */
+async function settleAll(pending: ReadonlyArray<PromiseLike<unknown>>): Promise<void> {
+  const results = await Promise.allSettled(pending);
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) throw failed.reason;
 }
 
 export interface RedriveRunWrite {
@@ -280,7 +400,7 @@ export interface RedriveRunWrite {
  */
 export async function writeRedriveRun(tx: TxSql, instance: string, r: RedriveRunWrite): Promise<DispatchedRun> {
   checkSize(r.target.name, r.payload);
-  return writeRun(tx, instance, {
+  const [run] = await writeRuns(tx, instance, [{
     target: { ...r.target, context: r.tenantId === null ? 'system' : 'tenant' },
     kind: r.kind,
     trigger: 'redrive',
@@ -292,7 +412,8 @@ export async function writeRedriveRun(tx: TxSql, instance: string, r: RedriveRun
     causationId: r.causationId,
     delaySeconds: 0,
     ...(r.event ? { event: r.event } : {}),
-  });
+  }]);
+  return run!;
 }
 
 function actorFields(actor: Actor): Pick<RunWrite, 'actorKind' | 'actorLabel' | 'user'> {
@@ -316,55 +437,84 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
     return target;
   }
 
+  /** One write per payload; each run gets its own correlation id unless the options name one. */
+  function taskWrites(target: DispatchTarget, tenantId: string | null, payloads: readonly unknown[], options: DispatchOptions, delaySeconds: number): RunWrite[] {
+    const actor = actorFields(options.actor);
+    return payloads.map((payload) => {
+      const correlationId = options.correlationId ?? randomUUID();
+      return {
+        target,
+        kind: 'task',
+        trigger: 'dispatch',
+        payload,
+        tenantId,
+        ...actor,
+        correlationId,
+        causationId: options.causationId ?? correlationId,
+        delaySeconds,
+      };
+    });
+  }
+
+  async function publish(tx: TxSql, type: string, version: number, payloads: readonly unknown[], options: DispatchOptions, bulk: boolean) {
+    const targets = subscribers(type, version);
+    const tenantId = actorTenant(options.actor, type);
+    const delaySeconds = checkDelay(type, options.delaySeconds);
+    // Check every subscriber before writing anything: a refusal leaves no partial publish behind.
+    const checked = targets.map((target) => {
+      checkContext(target, tenantId);
+      return { target, payloads: bulk ? checkPayloads(target, payloads) : [checkPayload(target, payloads[0])] };
+    });
+    const actor = actorFields(options.actor);
+    // One correlation id per published event, shared by its subscribers' runs.
+    const correlations = payloads.map(() => options.correlationId ?? randomUUID());
+    const writes: RunWrite[] = [];
+    for (const { target, payloads: ps } of checked) {
+      ps.forEach((payload, i) =>
+        writes.push({
+          target,
+          kind: 'event',
+          trigger: 'event',
+          payload,
+          tenantId,
+          ...actor,
+          correlationId: correlations[i]!,
+          causationId: options.causationId ?? correlations[i]!,
+          delaySeconds,
+          event: { type, version },
+        }),
+      );
+    }
+    return writeRuns(tx, instance, writes);
+  }
+
   return {
     async dispatchTask(tx, name, payload, options) {
       const target = resolveTask(name);
       const tenantId = actorTenant(options.actor, name);
       checkContext(target, tenantId);
-      const delaySeconds = checkDelay(options.delaySeconds);
+      const delaySeconds = checkDelay(name, options.delaySeconds);
       const checked = checkPayload(target, payload);
-      const correlationId = options.correlationId ?? randomUUID();
-      return writeRun(tx, instance, {
-        target,
-        kind: 'task',
-        trigger: 'dispatch',
-        payload: checked,
-        tenantId,
-        ...actorFields(options.actor),
-        correlationId,
-        causationId: options.causationId ?? correlationId,
-        delaySeconds,
-      });
+      const [run] = await writeRuns(tx, instance, taskWrites(target, tenantId, [checked], options, delaySeconds));
+      return run!;
+    },
+
+    async dispatchMany(tx, name, payloads, options) {
+      const target = resolveTask(name);
+      const batch = checkBatch(name, payloads);
+      const tenantId = actorTenant(options.actor, name);
+      checkContext(target, tenantId);
+      const delaySeconds = checkDelay(name, options.delaySeconds);
+      const checked = checkPayloads(target, batch);
+      return writeRuns(tx, instance, taskWrites(target, tenantId, checked, options, delaySeconds));
     },
 
     async publishEvent(tx, type, version, payload, options) {
-      const targets = subscribers(type, version);
-      const tenantId = actorTenant(options.actor, type);
-      const delaySeconds = checkDelay(options.delaySeconds);
-      // Check every subscriber before writing anything: a refusal leaves no partial publish behind.
-      const checked = targets.map((target) => {
-        checkContext(target, tenantId);
-        return { target, payload: checkPayload(target, payload) };
-      });
-      const correlationId = options.correlationId ?? randomUUID();
-      const runs: DispatchedRun[] = [];
-      for (const { target, payload: p } of checked) {
-        runs.push(
-          await writeRun(tx, instance, {
-            target,
-            kind: 'event',
-            trigger: 'event',
-            payload: p,
-            tenantId,
-            ...actorFields(options.actor),
-            correlationId,
-            causationId: options.causationId ?? correlationId,
-            delaySeconds,
-            event: { type, version },
-          }),
-        );
-      }
-      return runs;
+      return publish(tx, type, version, [payload], options, false);
+    },
+
+    async publishMany(tx, type, version, payloads, options) {
+      return publish(tx, type, version, checkBatch(type, payloads), options, true);
     },
 
     async dispatchScheduled(tx, name, payload, options) {
@@ -372,7 +522,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       checkContext(target, null);
       const checked = checkPayload(target, payload);
       const correlationId = options.correlationId ?? randomUUID();
-      const runId = randomUUID();
+      const runId = newRunId();
       const write: RunWrite = {
         target,
         kind: 'task',
@@ -410,9 +560,61 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
         throw error;
       });
       if (!fired) return null;
-      return writeTrailAndOutbox(tx, instance, write, runId);
+      const [run] = await writeTrailsAndOutbox(tx, instance, [write], [runId]);
+      return run!;
     },
   };
 }
 
 class MomentTaken extends Error {}
+
+// ───────────── typed dispatch, where unit code is importable ─────────────
+
+/** Options of typed dispatch: those of DispatchOptions plus the trail's instance label. */
+export interface UnitDispatchOptions extends DispatchOptions {
+  /** Names this process in trail rows (1..128 chars); default `<hostname>:<pid>`. */
+  instance?: string;
+}
+
+/** What dispatch needs from a unit definition (its schema included, so the worker's own check runs here). */
+export function targetOfUnit(unit: WorkUnit): DispatchTarget {
+  return { name: unit.name, queue: unit.queue, context: unit.context, payload: unit.payload };
+}
+
+function unitDispatcher(unit: WorkUnit, instance: string | undefined): Dispatcher {
+  if (!isWorkUnit(unit) || unit.kind !== 'task') {
+    const name = (unit as { name?: unknown })?.name;
+    throw new DispatchError('UNIT_NOT_REGISTERED', `${String(name)} is not a task built by defineTask: dispatch tasks; publish events to reach subscribers`, {
+      unit: String(name),
+    });
+  }
+  return createDispatcher({ resolve: (name) => (name === unit.name ? targetOfUnit(unit) : undefined), ...(instance ? { instance } : {}) });
+}
+
+/**
+ * Dispatches `unit` with a payload TypeScript checks against the unit's schema (its input type):
+ *   await dispatchTask(tx, sendInvoice, { invoiceId }, { actor });
+ * The name form (`dispatcher.dispatchTask(tx, 'billing.send_invoice', ...)`) stays for the API.
+ */
+export async function dispatchTask<S extends ZodType>(
+  tx: TxSql,
+  unit: TaskUnit<S>,
+  payload: z.input<S>,
+  options: UnitDispatchOptions,
+): Promise<DispatchedRun> {
+  return unitDispatcher(unit, options.instance).dispatchTask(tx, unit.name, payload, options);
+}
+
+/**
+ * Dispatches one run of `unit` per payload in a few multi-row statements: all or nothing (a refusal
+ * lists the index of each bad payload and nothing is written). At most 10,000 payloads per call.
+ * Signal the relay once after commit (`afterCommit`), not once per run.
+ */
+export async function dispatchMany<S extends ZodType>(
+  tx: TxSql,
+  unit: TaskUnit<S>,
+  payloads: ReadonlyArray<z.input<S>>,
+  options: UnitDispatchOptions,
+): Promise<DispatchedRun[]> {
+  return unitDispatcher(unit, options.instance).dispatchMany(tx, unit.name, payloads, options);
+}

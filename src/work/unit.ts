@@ -6,8 +6,10 @@
 import type { z } from 'zod';
 import type { Logger } from 'pino';
 import type { TxSql } from '../db/client.ts';
-import { QUEUE_NAMES, type QueueName } from '../config/limits.ts';
+import { QUEUE_NAMES, RUNTIME_MAX_RECEIVES, type QueueName } from '../config/limits.ts';
 import { isValidScheduleExpression } from './schedule-expression.ts';
+import type { DispatchedRun } from './dispatch.ts';
+import { MAX_BACKOFF_MS } from './backoff.ts';
 
 /** Queues a unit may name (the spec's four; each has a dead-letter queue). */
 export const UNIT_QUEUES = QUEUE_NAMES;
@@ -50,9 +52,37 @@ export interface UnitRun {
   transaction: TxSql;
   /** Aborted when the unit exceeds timeoutSeconds or the worker releases the run on shutdown. */
   signal: AbortSignal;
+  /**
+   * Dispatches a follow-up task through the effect transaction: it commits with the effect or not at
+   * all. causation_id is this run, the correlation id is this run's; the task's context must match
+   * this run's (RUN_CONTEXT_MISMATCH otherwise). The payload is checked by the task's schema.
+   */
+  dispatch<S extends z.ZodType>(unit: TaskUnit<S>, payload: z.input<S>, options?: FollowUpOptions): Promise<DispatchedRun>;
+  /** Publishes a domain event to its subscribers (loaded in this worker) the same way as dispatch. */
+  publish(event: { type: string; version: number }, payload: unknown, options?: FollowUpOptions): Promise<DispatchedRun[]>;
+}
+
+/** Options of a follow-up dispatch from inside a handler. */
+export interface FollowUpOptions {
+  /** Seconds before the relay may send the follow-up (after the effect commits); default 0. */
+  delaySeconds?: number;
 }
 
 export type UnitHandler<P> = (payload: P, run: UnitRun) => Promise<UnitOutcome | void>;
+
+/** Per-unit retry policy; every field is optional. */
+export interface RetryPolicy {
+  /** Receives the handler may run on, 1..5 (the runtime's cap); the last one fails for good. Default 5. */
+  maxReceives?: number;
+  backoff?: {
+    /** Delay bound after the first receive, ms. Default SVC_BACKOFF_BASE_MS (2000). */
+    baseMs?: number;
+    /** Upper bound of any delay, ms (at most 12 h, SQS's visibility limit). Default SVC_BACKOFF_CAP_MS (300000). */
+    capMs?: number;
+    /** `full` (default): a uniform random delay from 0 to the exponential bound; `none`: the bound itself. */
+    jitter?: 'full' | 'none';
+  };
+}
 
 interface CommonOptions<S extends z.ZodType> {
   name: string;
@@ -70,6 +100,8 @@ interface CommonOptions<S extends z.ZodType> {
    * and the same payload execute once (the second replays the first's outcome).
    */
   idempotencyKey?: (payload: z.output<S>) => string;
+  /** Receives and backoff of transient failures; default 5 receives, SVC_BACKOFF_* with full jitter. */
+  retry?: RetryPolicy;
   handler: UnitHandler<z.output<S>>;
 }
 
@@ -86,25 +118,28 @@ export interface SubscriberOptions<S extends z.ZodType> extends CommonOptions<S>
 
 export const UNIT_BRAND: unique symbol = Symbol.for('svc.work.unit') as never;
 
-interface UnitBase {
+interface UnitBase<S extends z.ZodType = z.ZodType> {
   readonly [UNIT_BRAND]: true;
   name: string;
   queue: UnitQueue;
   concurrency: number;
   timeoutSeconds: number;
   context: UnitContext;
-  payload: z.ZodType;
+  payload: S;
   idempotencyKey: ((payload: never) => string) | null;
+  /** null: the runtime's defaults. */
+  retry: RetryPolicy | null;
   handler: UnitHandler<never>;
 }
 
-export interface TaskUnit extends UnitBase {
+/** A task; `S` is its payload schema, so typed dispatch checks a payload against it at compile time. */
+export interface TaskUnit<S extends z.ZodType = z.ZodType> extends UnitBase<S> {
   kind: 'task';
   schedule: string | null;
   overlap: Overlap | null;
 }
 
-export interface SubscriberUnit extends UnitBase {
+export interface SubscriberUnit<S extends z.ZodType = z.ZodType> extends UnitBase<S> {
   kind: 'subscriber';
   event: { type: string; version: number };
 }
@@ -114,7 +149,7 @@ export type WorkUnit = TaskUnit | SubscriberUnit;
 export const DEFAULT_CONCURRENCY = 1;
 export const DEFAULT_TIMEOUT_SECONDS = 60;
 
-export function defineTask<S extends z.ZodType>(options: TaskOptions<S>): TaskUnit {
+export function defineTask<S extends z.ZodType>(options: TaskOptions<S>): TaskUnit<S> {
   const schedule = options.schedule ?? null;
   return {
     [UNIT_BRAND]: true,
@@ -129,11 +164,12 @@ export function defineTask<S extends z.ZodType>(options: TaskOptions<S>): TaskUn
     overlap: options.overlap ?? (schedule ? 'skip' : null),
     payload: options.payload,
     idempotencyKey: (options.idempotencyKey as UnitBase['idempotencyKey']) ?? null,
+    retry: options.retry ?? null,
     handler: options.handler as UnitHandler<never>,
   };
 }
 
-export function defineSubscriber<S extends z.ZodType>(options: SubscriberOptions<S>): SubscriberUnit {
+export function defineSubscriber<S extends z.ZodType>(options: SubscriberOptions<S>): SubscriberUnit<S> {
   return {
     [UNIT_BRAND]: true,
     kind: 'subscriber',
@@ -145,6 +181,7 @@ export function defineSubscriber<S extends z.ZodType>(options: SubscriberOptions
     context: options.context ?? 'tenant',
     payload: options.payload,
     idempotencyKey: (options.idempotencyKey as UnitBase['idempotencyKey']) ?? null,
+    retry: options.retry ?? null,
     handler: options.handler as UnitHandler<never>,
   };
 }
@@ -183,6 +220,7 @@ export function unitProblems(unit: WorkUnit): string[] {
   if (!unit.payload || typeof (unit.payload as { safeParse?: unknown }).safeParse !== 'function') {
     problems.push('payload must be a zod schema');
   }
+  problems.push(...retryProblems(unit.retry).map((p) => `unit '${String(unit.name)}': ${p}`));
   if (unit.kind === 'task') {
     if (unit.schedule !== null && !isValidScheduleExpression(unit.schedule)) {
       problems.push(`invalid schedule '${unit.schedule}': write rate(<n> <unit>) with unit minute(s), hour(s) or day(s)`);
@@ -204,6 +242,37 @@ export function unitProblems(unit: WorkUnit): string[] {
     }
     if (!Number.isInteger(unit.event?.version) || unit.event.version < 1) {
       problems.push('event.version must be a whole number of at least 1');
+    }
+  }
+  return problems;
+}
+
+function isWhole(value: unknown, min: number, max: number): boolean {
+  return typeof value === 'number' && Number.isInteger(value) && value >= min && value <= max;
+}
+
+/** What is wrong with a retry policy (tasks:check refuses a unit with any). */
+export function retryProblems(retry: RetryPolicy | null | undefined): string[] {
+  if (retry === null || retry === undefined) return [];
+  const problems: string[] = [];
+  if (typeof retry !== 'object') return ['retry must be an object { maxReceives?, backoff? }'];
+  if (retry.maxReceives !== undefined && !isWhole(retry.maxReceives, 1, RUNTIME_MAX_RECEIVES)) {
+    problems.push(`retry.maxReceives must be a whole number from 1 to ${RUNTIME_MAX_RECEIVES} (the runtime's receive limit), not ${String(retry.maxReceives)}`);
+  }
+  const b = retry.backoff;
+  if (b !== undefined) {
+    if (typeof b !== 'object' || b === null) return [...problems, 'retry.backoff must be an object { baseMs?, capMs?, jitter? }'];
+    if (b.baseMs !== undefined && !isWhole(b.baseMs, 0, MAX_BACKOFF_MS)) {
+      problems.push(`retry.backoff.baseMs must be a whole number of ms from 0 to ${MAX_BACKOFF_MS}, not ${String(b.baseMs)}`);
+    }
+    if (b.capMs !== undefined && !isWhole(b.capMs, 1000, MAX_BACKOFF_MS)) {
+      problems.push(`retry.backoff.capMs must be a whole number of ms from 1000 to ${MAX_BACKOFF_MS} (12 h, the queue's visibility limit), not ${String(b.capMs)}`);
+    }
+    if (isWhole(b.baseMs, 0, MAX_BACKOFF_MS) && isWhole(b.capMs, 1000, MAX_BACKOFF_MS) && b.baseMs! > b.capMs!) {
+      problems.push(`retry.backoff.baseMs (${b.baseMs}) must not exceed retry.backoff.capMs (${b.capMs})`);
+    }
+    if (b.jitter !== undefined && b.jitter !== 'full' && b.jitter !== 'none') {
+      problems.push(`retry.backoff.jitter must be full or none, not '${String(b.jitter)}'`);
     }
   }
   return problems;

@@ -12,6 +12,8 @@ import { inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
 import { createRedis } from '../../src/kv/client.ts';
 import { loadCatalog, writeCatalog, type Catalog } from '../../src/work/catalog.ts';
 import { DispatchError } from '../../src/work/dispatch.ts';
+import { payloadJsonSchema } from '../../src/work/payload-schema.ts';
+import { loginNotificationEmail } from '../../units/identity/login-notification-email.handler.ts';
 import { FakeSessionResolver } from '../support/fake-session-resolver.ts';
 import { refusal } from '../support/refusal.ts';
 import { freshDatabase, freshRedisUrl, type TestDatabase } from '../support/services.ts';
@@ -22,10 +24,12 @@ const entry = { concurrency: 1, timeoutSeconds: 30 };
 const CATALOG: Catalog = {
   version: 1,
   tasks: [
-    { name: 'reports.build', queue: 'bulk', context: 'tenant', schedule: null, overlap: null, file: 'units/nowhere/build.task.ts', ...entry },
+    { name: 'reports.build', queue: 'bulk', context: 'tenant', schedule: null, overlap: null, file: 'units/nowhere/build.task.ts', ...entry,
+      payloadSchema: { type: 'object', properties: { month: { type: 'string', pattern: '^[0-9]{4}-[0-9]{2}$' } }, required: ['month'], additionalProperties: false } },
   ],
   subscriptions: [
-    { name: 'identity.login_notification_email', event: { type: 'identity.session_started', version: 1 }, queue: 'critical', context: 'tenant', file: 'units/identity/login-notification-email.handler.ts', ...entry },
+    // As tasks:emit writes it: the unit's payload as JSON Schema (the test imports the unit only to build it).
+    { name: 'identity.login_notification_email', event: { type: 'identity.session_started', version: 1 }, queue: 'critical', context: 'tenant', file: 'units/identity/login-notification-email.handler.ts', payloadSchema: payloadJsonSchema(loginNotificationEmail.payload), ...entry },
     { name: 'audit.session_log', event: { type: 'identity.session_started', version: 1 }, queue: 'default', context: 'tenant', file: 'units/nowhere/session-log.handler.ts', ...entry },
     { name: 'audit.session_log_v2', event: { type: 'identity.session_started', version: 2 }, queue: 'bulk', context: 'tenant', file: 'units/nowhere/session-log-v2.handler.ts', ...entry },
   ],
@@ -102,16 +106,46 @@ describe('catalogDispatcher as app.dispatcher', () => {
     expect(after!.n).toBe(before!.n);
   });
 
-  it('R-UNT-14 R-OBX-08 at the API payloads are checked at catalog level: size and context, not the unit schema', async () => {
+  it('R-UNT-14 R-OBX-08 at the API payloads are checked at catalog level: size and context', async () => {
     const big = await refusal(inUnitOfWork(db.sql, actor, (tx) =>
       app.dispatcher.publishEvent(tx, 'identity.session_started', 1, { blob: 'x'.repeat(65_536) } /* over the documented 64 KiB */, { actor })));
     expect((big as DispatchError).code).toBe('PAYLOAD_TOO_LARGE');
     const system: Actor = { kind: 'system', label: 'test' };
     const mismatch = await refusal(inUnitOfWork(db.sql, system, (tx) => app.dispatcher.publishEvent(tx, 'identity.session_started', 1, payload, { actor: system })));
     expect((mismatch as DispatchError).code).toBe('RUN_CONTEXT_MISMATCH');
-    // The unit's own schema (an e-mail address) runs in the worker, before its handler, not here.
-    const runs = await inUnitOfWork(db.sql, actor, (tx) =>
-      app.dispatcher.publishEvent(tx, 'identity.session_started', 1, { ...payload, email: 'not-an-email' }, { actor }));
+  });
+
+  it('R-UNT-14 the API refuses a payload against the catalog payloadSchema with PAYLOAD_INVALID naming unit, field and rule, writing nothing', async () => {
+    const counts = async () => {
+      const [r] = await db.sql`SELECT (SELECT count(*) FROM task_runs)::int AS runs, (SELECT count(*) FROM task_run_events)::int AS events,
+        (SELECT count(*) FROM outbox_messages)::int AS outbox, (SELECT count(*) FROM task_run_user_actors)::int AS actors`;
+      return r;
+    };
+    const before = await counts();
+    // One subscriber (audit.session_log) has no schema in this catalog; the other's refusal stops both.
+    const bad = await refusal(inUnitOfWork(db.sql, actor, (tx) =>
+      app.dispatcher.publishEvent(tx, 'identity.session_started', 1, { ...payload, email: 'not-an-email', occurredAt: undefined }, { actor })));
+    expect(bad).toBeInstanceOf(DispatchError);
+    expect((bad as DispatchError).code).toBe('PAYLOAD_INVALID');
+    expect((bad as DispatchError).message).toContain('identity.login_notification_email');
+    expect((bad as DispatchError).details).toMatchObject({ unit: 'identity.login_notification_email' });
+    const issues = (bad as DispatchError).details.issues as Array<{ path: string; rule: string }>;
+    expect(issues.map((i) => i.path).sort()).toEqual(['email', 'occurredAt']);
+    expect(issues.find((i) => i.path === 'occurredAt')!.rule).toBe('is required');
+    // The message names fields and rules, never the payload's values.
+    expect((bad as DispatchError).message).not.toContain('not-an-email');
+    // A task: wrong type and an unknown field.
+    const task = await refusal(inUnitOfWork(db.sql, actor, (tx) => app.dispatcher.dispatchTask(tx, 'reports.build', { month: 202001, extra: true }, { actor })));
+    expect((task as DispatchError).code).toBe('PAYLOAD_INVALID');
+    expect(((task as DispatchError).details.issues as Array<{ path: string }>).map((i) => i.path).sort()).toEqual(['extra', 'month']);
+    // Bulk through the API: all or nothing, each bad index named.
+    const many = await refusal(inUnitOfWork(db.sql, actor, (tx) =>
+      app.dispatcher.dispatchMany(tx, 'reports.build', [{ month: '2030-01' }, { month: 'x' }, { month: '2030-02' }, {}], { actor })));
+    expect((many as DispatchError).code).toBe('PAYLOAD_INVALID');
+    expect(((many as DispatchError).details.invalid as Array<{ index: number }>).map((b) => b.index)).toEqual([1, 3]);
+    expect(await counts()).toEqual(before);
+    // A good payload through the same path is written.
+    const runs = await inUnitOfWork(db.sql, actor, (tx) => app.dispatcher.publishEvent(tx, 'identity.session_started', 1, payload, { actor }));
     expect(runs).toHaveLength(2);
   });
 });

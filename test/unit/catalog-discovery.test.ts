@@ -11,6 +11,8 @@ const ROOT = path.resolve(import.meta.dirname, '..', '..');
 const CASES = path.join(ROOT, 'test/fixtures/units/catalog');
 const at = (name: string) => path.join(CASES, name);
 
+const EMPTY_OBJECT = { $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'object', properties: {} };
+
 async function problems(name: string) {
   return (await discoverUnits(at(name))).problems;
 }
@@ -21,13 +23,36 @@ describe('tasks:check', () => {
     expect(catalog).toEqual({
       version: 1,
       tasks: [
-        { name: 'demo.nightly_report', queue: 'bulk', context: 'platform', concurrency: 1, timeoutSeconds: 60, schedule: 'rate(1 day)', overlap: 'skip', file: 'units/demo/nightly.task.ts' },
-        { name: 'demo.ping', queue: 'default', context: 'tenant', concurrency: 3, timeoutSeconds: 30, schedule: null, overlap: null, file: 'units/demo/ping.task.ts' },
+        { name: 'demo.nightly_report', queue: 'bulk', context: 'platform', concurrency: 1, timeoutSeconds: 60, schedule: 'rate(1 day)', overlap: 'skip', file: 'units/demo/nightly.task.ts', payloadSchema: EMPTY_OBJECT },
+        { name: 'demo.ping', queue: 'default', context: 'tenant', concurrency: 3, timeoutSeconds: 30, schedule: null, overlap: null, file: 'units/demo/ping.task.ts',
+          payloadSchema: { $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'object', properties: { n: { type: 'number' } }, required: ['n'] } },
       ],
       subscriptions: [
-        { name: 'demo.pong_on_ping', event: { type: 'demo.pinged', version: 2 }, queue: 'critical', context: 'tenant', concurrency: 1, timeoutSeconds: 60, file: 'units/demo/pong.handler.ts' },
+        { name: 'demo.pong_on_ping', event: { type: 'demo.pinged', version: 2 }, queue: 'critical', context: 'tenant', concurrency: 1, timeoutSeconds: 60, file: 'units/demo/pong.handler.ts', payloadSchema: EMPTY_OBJECT },
       ],
     });
+  });
+
+  it('refuses a payload schema that has no JSON Schema form, naming the unit and the field', async () => {
+    expect(await problems('unrepresentable-payload')).toEqual([
+      { file: 'units/demo/dated.task.ts', problem: expect.stringMatching(/^unit 'demo\.dated': field payload: payload schema cannot be expressed as JSON Schema \(Date/) },
+    ]);
+    await expect(emitCatalog(at('unrepresentable-payload'))).rejects.toBeInstanceOf(TasksCheckFailed);
+  });
+
+  it('refuses a retry policy out of range (receives 1..5, base 0..cap, cap 1 s..12 h, jitter full|none), naming field and rule', async () => {
+    const found = await problems('bad-retry');
+    const of = (file: string) => found.filter((p) => p.file === file).map((p) => p.problem);
+    expect(of('units/demo/retry.task.ts')).toEqual([
+      "unit 'demo.retry': " + 'retry.maxReceives must be a whole number from 1 to 5 (the runtime\'s receive limit), not 6',
+      "unit 'demo.retry': retry.backoff.baseMs must be a whole number of ms from 0 to 43200000, not -1",
+      "unit 'demo.retry': " + 'retry.backoff.capMs must be a whole number of ms from 1000 to 43200000 (12 h, the queue\'s visibility limit), not 500',
+      "unit 'demo.retry': retry.backoff.jitter must be full or none, not 'some'",
+    ]);
+    expect(of('units/demo/order.task.ts')).toEqual([
+      "unit 'demo.order': " + 'retry.maxReceives must be a whole number from 1 to 5 (the runtime\'s receive limit), not 0',
+      "unit 'demo.order': " + 'retry.backoff.baseMs (10000) must not exceed retry.backoff.capMs (5000)',
+    ]);
   });
 
   it('R-UNT-15 refuses a unit in a file discovery does not see, naming the file', async () => {

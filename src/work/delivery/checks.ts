@@ -1,6 +1,7 @@
 // Stage 1 of a delivery: the checks made before the run is touched. A failure found here (unknown
 // unit, receives exhausted, wrong context, invalid payload, bad key, reused key) is carried to the
 // registration, which records it against the run.
+import { maxReceivesOf } from '../backoff.ts';
 import { randomUUID } from 'node:crypto';
 import { RUNTIME_MAX_RECEIVES } from '../../config/limits.ts';
 import { parseEnvelope, type Envelope } from '../envelope.ts';
@@ -50,7 +51,7 @@ export async function checkDelivery(deps: RunnerDeps, delivery: Delivery, port: 
     scope,
     tenantId,
     unit,
-    maxReceives,
+    maxReceives: maxReceivesOf(unit, maxReceives), // the unit's retry policy may allow fewer (issue 14)
     log: deps.logger.child({ runId: envelope.run_id, unit: envelope.name, receiveCount: delivery.receiveCount }),
     // Every statement runs as the worker process, bound to the run's tenant.
     actor: { kind: 'system', tenantId, label: `worker:${envelope.name}`.slice(0, 128) },
@@ -81,11 +82,11 @@ export async function checkDelivery(deps: RunnerDeps, delivery: Delivery, port: 
       }
     }
   }
-  if (!early && unit && delivery.receiveCount > maxReceives) {
+  if (!early && unit && delivery.receiveCount > c.maxReceives) {
     early = {
       code: 'RECEIVES_EXHAUSTED',
       type: 'ReceivesExhausted',
-      message: `the message was received ${delivery.receiveCount} times, more than the ${maxReceives} allowed: the handler is not run again`,
+      message: `the message was received ${delivery.receiveCount} times, more than the ${c.maxReceives} allowed: the handler is not run again`,
       permanent: true,
     };
     // The handler will not run for this delivery, so the key is not claimed nor failed; it is kept

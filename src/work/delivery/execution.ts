@@ -32,6 +32,8 @@ import {
 } from './context.ts';
 import { register, type Registration } from './registration.ts';
 import { guardRunTransaction, RunTransactionClosed, type RunTransactionGuard } from './run-transaction.ts';
+import { signalOutbox } from '../../kv/wake.ts';
+import { createFollowUps, type FollowUps } from '../follow-up.ts';
 import { release, settleFailure, settleRegistration } from './settlement.ts';
 
 /** Settles when the promise does, or rejects with the signal's reason when it is aborted first. */
@@ -82,6 +84,7 @@ export async function deliver(c: DeliveryContext, early: Failure | null, gate: G
   let registration: Registration | undefined;
   let evicted: Promise<void> = Promise.resolve();
   let startedAt: string | null = null;
+  let followUps: FollowUps | undefined; // run.dispatch/run.publish (issue 14): their rows commit with the effect
   const needsLock = Boolean(c.key) && !early && gate.state !== 'held' && gate.state !== 'completed';
   try {
     const result = await deps.sql.begin(async (tx) => {
@@ -153,6 +156,7 @@ export async function deliver(c: DeliveryContext, early: Failure | null, gate: G
       const guarded = guardRunTransaction(tx);
       handlerTx = guarded;
       if (controller.signal.aborted) guarded.close();
+      followUps = createFollowUps({ tx: guarded.tx, runId: run.runId, correlationId: run.correlationId, tenantId, units: deps.units, instance: deps.workerInstance });
       const runObject: UnitRun = {
         runId: run.runId,
         name: unit!.name,
@@ -168,6 +172,7 @@ export async function deliver(c: DeliveryContext, early: Failure | null, gate: G
         progress: (percent: number) => reportProgress(c, guarded, run, attempt, percent),
         transaction: guarded.tx,
         signal: controller.signal,
+        ...followUps.api,
       };
       const handling = traceStage('handler', unit!.name, async () => unit!.handler(payload as never, runObject)); // span (src/observe)
       handling.catch(() => {}); // settled below; a late rejection after an abort must not crash the process
@@ -202,6 +207,7 @@ export async function deliver(c: DeliveryContext, early: Failure | null, gate: G
     clearTimeout(timer);
     deps.releaseSignal?.removeEventListener('abort', onRelease);
     if (result) {
+      if (!result.replayed && followUps?.wrote()) await signalOutbox(deps.redis); // after commit, once per attempt
       await evicted;
       await recordGateResultAndEvict(deps.redis, runStatusKey(c.envelope.run_id), c.gateKey, c.fingerprint, result.outcome, cacheTtlOf(deps));
       await port.ack();

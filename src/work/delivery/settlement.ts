@@ -5,7 +5,7 @@
 import { recordRunFinished } from '../../observe/delivery-metrics.ts';
 import { inUnitOfWork } from '../../db/unit-of-work.ts';
 import type { TxSql } from '../../db/client.ts';
-import { backoffSeconds } from '../backoff.ts';
+import { retryDelaySeconds } from '../backoff.ts';
 import { failKey, readKey, recordGateResult } from '../idempotency.ts';
 import { FINAL_RUN_STATUSES, readRun, transitionRun, type RunRow } from '../run-store.ts';
 import {
@@ -95,7 +95,7 @@ export async function settleFailure(c: DeliveryContext, run: RunRow, f: Failure,
   const exhausted = c.delivery.receiveCount >= c.maxReceives;
   const errorFields = { errorCode: f.code, errorType: f.type };
   if (!f.permanent && !exhausted) {
-    const delaySeconds = backoffSeconds(c.delivery.receiveCount, c.deps.backoff);
+    const delaySeconds = retryDelaySeconds(c.unit, c.delivery.receiveCount, c.deps.backoff);
     const moved = await voidIfMovedOn(c, async (tx) => {
       // running → retrying only: a run another delivery already settled keeps its settlement.
       if (!(await transitionRun(tx, c.scope, { runId: run.runId, tenantId: c.tenantId, to: 'retrying', from: ['running'] }))) throw new RunMovedOn();
@@ -124,7 +124,7 @@ export async function settleFailure(c: DeliveryContext, run: RunRow, f: Failure,
       detail: { message: f.message, permanent: f.permanent, receivesExhausted: exhausted && !f.permanent },
     });
   });
-  if (moved) return settleMovedOn(c, backoffSeconds(c.delivery.receiveCount, c.deps.backoff));
+  if (moved) return settleMovedOn(c, retryDelaySeconds(c.unit, c.delivery.receiveCount, c.deps.backoff));
   await evict(c);
   await releaseOwnGate(c);
   await deadLetter(c, run, f, attempt);

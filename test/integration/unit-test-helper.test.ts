@@ -1,0 +1,91 @@
+// testUnit: a unit author runs a handler once against a real database transaction with a real run row,
+// without SQS, Redis or the relay; the README's worked example is the first test here.
+import { z } from 'zod';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DispatchError } from '../../src/work/dispatch.ts';
+import { testUnit } from '../../src/work/test-unit.ts';
+import { defineTask } from '../../src/work/unit.ts';
+import { NotFoundFailure } from '../../src/work/unit-errors.ts';
+import { loginNotificationEmail } from '../../units/identity/login-notification-email.handler.ts';
+import { refusal } from '../support/refusal.ts';
+import type { TestDatabase } from '../support/services.ts';
+import { createTenant, workDatabase } from './work-tables-support.ts';
+
+let db: TestDatabase;
+let tenant: string;
+
+beforeAll(async () => {
+  db = await workDatabase();
+  tenant = await createTenant(db.sql);
+  await db.sql`CREATE TABLE notes (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, run_id uuid NOT NULL, body text NOT NULL)`;
+});
+afterAll(async () => {
+  await db?.drop();
+});
+
+const followUp = defineTask({ name: 'notes.index', queue: 'bulk', payload: z.object({ body: z.string() }), async handler() {} });
+const writeNote = defineTask({
+  name: 'notes.write',
+  queue: 'default',
+  payload: z.object({ body: z.string().min(1), fail: z.enum(['missing', 'transient']).optional() }),
+  async handler(p, run) {
+    await run.transaction`INSERT INTO notes (run_id, body) VALUES (${run.runId}, ${p.body})`;
+    await run.progress(50);
+    await run.dispatch(followUp, { body: p.body });
+    if (p.fail === 'missing') throw new NotFoundFailure('the note book does not exist');
+    if (p.fail === 'transient') throw new Error('the search service is down');
+    return { written: p.body.length };
+  },
+});
+
+describe('testUnit', () => {
+  it('README example: runs identity.login_notification_email once and returns its outcome, the succeeded run and its trail', async () => {
+    const { outcome, error, run, trail } = await testUnit(
+      loginNotificationEmail,
+      { userId: '1', email: 'ana@example.com', occurredAt: '2030-01-01T00:00:00Z' },
+      { sql: db.sql, tenant },
+    );
+    expect(error).toBeNull();
+    expect(outcome).toEqual({ notified: true });
+    expect(run).toMatchObject({ name: 'identity.login_notification_email', status: 'succeeded', attempts: 1, tenantId: tenant, outcome: { notified: true } });
+    expect(trail.map((t) => t.event)).toEqual(['queued', 'received', 'started', 'succeeded']);
+  });
+
+  it('the effect, progress and a follow-up commit with the run; the follow-up is caused by it and carries its correlation id', async () => {
+    const result = await testUnit(writeNote, { body: 'hello' }, { sql: db.sql, tenant });
+    expect(result.outcome).toEqual({ written: 5 });
+    expect(result.trail.map((t) => t.event)).toEqual(['queued', 'received', 'started', 'progress', 'succeeded']);
+    const [note] = await db.sql`SELECT body FROM notes WHERE run_id = ${result.run.runId}`;
+    expect(note!.body).toBe('hello');
+    const [child] = await db.sql`SELECT name, status, causation_id, correlation_id FROM task_runs WHERE causation_id = ${result.run.runId}`;
+    expect(child).toEqual({ name: 'notes.index', status: 'queued', causation_id: result.run.runId, correlation_id: result.run.correlationId });
+    expect(result.followUps.map((r) => r.name)).toEqual(['notes.index']);
+  });
+
+  it('a failure returns the classified error, rolls the effect and the follow-up back, and settles the run as the worker would', async () => {
+    const permanent = await testUnit(writeNote, { body: 'lost', fail: 'missing' }, { sql: db.sql, tenant });
+    expect(permanent.outcome).toBeNull();
+    expect(permanent.error).toMatchObject({ code: 'NOT_FOUND', type: 'NotFoundFailure', permanent: true });
+    expect(permanent.run.status).toBe('failed');
+    expect(permanent.trail.map((t) => [t.event, t.errorCode])).toEqual([['queued', ''], ['received', ''], ['progress', ''], ['failed', 'NOT_FOUND']]);
+    const transient = await testUnit(writeNote, { body: 'later', fail: 'transient' }, { sql: db.sql, tenant });
+    expect(transient.error).toMatchObject({ code: 'UNIT_FAILED', type: 'Error', permanent: false });
+    expect(transient.run.status).toBe('retrying');
+    expect(transient.trail.at(-1)).toMatchObject({ event: 'retry_scheduled', detail: { retryInSeconds: expect.any(Number) } });
+    for (const r of [permanent, transient]) {
+      expect(await db.sql`SELECT 1 FROM notes WHERE run_id = ${r.run.runId}`).toHaveLength(0);
+      expect(await db.sql`SELECT 1 FROM task_runs WHERE causation_id = ${r.run.runId}`).toHaveLength(0);
+    }
+  });
+
+  it('a payload the schema refuses, or a tenant unit without a tenant, is refused at dispatch: nothing is written', async () => {
+    const [before] = await db.sql`SELECT count(*)::int AS n FROM task_runs`;
+    const bad = await refusal(testUnit(writeNote, { body: '' }, { sql: db.sql, tenant }));
+    expect(bad).toBeInstanceOf(DispatchError);
+    expect((bad as DispatchError).details).toMatchObject({ unit: 'notes.write', issues: [{ path: 'body' }] });
+    const noTenant = await refusal(testUnit(writeNote, { body: 'x' }, { sql: db.sql }));
+    expect((noTenant as DispatchError).code).toBe('RUN_CONTEXT_MISMATCH');
+    const [after] = await db.sql`SELECT count(*)::int AS n FROM task_runs`;
+    expect(after!.n).toBe(before!.n);
+  });
+});
