@@ -11,6 +11,8 @@ export interface BackoffOptions {
   baseMs?: number;
   /** Upper bound, in ms. Default 300000 (SVC_BACKOFF_CAP_MS). */
   capMs?: number;
+  /** `full` (default): a random delay up to the bound; `none`: the bound itself. A unit's own policy overrides it. */
+  jitter?: 'full' | 'none';
 }
 
 export const DEFAULT_BACKOFF_BASE_MS = 2_000;
@@ -51,7 +53,7 @@ export function retryDelaySeconds(
   const policy = unit?.retry?.backoff;
   const options: BackoffOptions = { baseMs: policy?.baseMs ?? defaults.baseMs, capMs: policy?.capMs ?? defaults.capMs };
   const bound = boundMs(receiveCount, options);
-  if (policy?.jitter === 'none') return toVisibilitySeconds(bound);
+  if ((policy?.jitter ?? defaults.jitter ?? 'full') === 'none') return toVisibilitySeconds(bound);
   return toVisibilitySeconds(random() * bound);
 }
 

@@ -148,7 +148,7 @@ async function dispatchHeld(payload: z.infer<typeof heldPayload>): Promise<strin
 describe('R-HTTP-10 every transition a real worker commits evicts the cached run status', () => {
   it('R-HTTP-10 R-WRK-04 running → retrying evicts the cached running copy', async () => {
     // A long backoff keeps the run in `retrying`, so no later transition could do the eviction instead.
-    const runtime = await h.startWorkers({ queues: ['default'], backoff: { baseMs: 60_000, capMs: 60_000 } });
+    const runtime = await h.startWorkers({ queues: ['default'], backoff: { baseMs: 60_000, capMs: 60_000, jitter: 'none' } });
     try {
       const latchOf = hold('retry', 1);
       const runId = await dispatchHeld({ key: 'retry', fail: 'transient' });

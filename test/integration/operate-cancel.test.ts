@@ -23,7 +23,7 @@ const RETRY_SECONDS = 8;
 
 beforeAll(async () => {
   h = await workHarness({ units: OPERATE_UNITS });
-  workers = await h.startWorkers({ relay: { sweepIntervalMs: 200 }, backoff: { baseMs: RETRY_SECONDS * 1000, capMs: RETRY_SECONDS * 1000 } });
+  workers = await h.startWorkers({ relay: { sweepIntervalMs: 200 }, backoff: { baseMs: RETRY_SECONDS * 1000, capMs: RETRY_SECONDS * 1000, jitter: 'none' } });
 });
 afterAll(async () => h?.close());
 
