@@ -144,7 +144,7 @@ describe('svc migrations check', { timeout: 120_000 }, () => {
     );
   });
 
-  it.concurrent('R-MIG-04 R-MIG-10 R-MIG-11 R-MIG-14 the project passes its own check: 17 migrations, the 16 frozen files pinned', async () => {
+  it.concurrent('R-MIG-04 R-MIG-10 R-MIG-11 R-MIG-14 the project passes its own check: the 17 baseline migrations and 16 frozen files, and every later one, pinned', async () => {
     const res = await runSvc(['migrations', 'check'], {});
     expect(res.stderr).toBe('');
     expect(res.code).toBe(0);
