@@ -33,6 +33,7 @@ import { backoffSeconds } from './backoff.ts';
 import { startHeartbeat } from './heartbeat.ts';
 import { runDelivery, type DeadLetterContext, type DeliveryPort, type RunnerDeps } from './runner.ts';
 import type { SlotLimit } from './slot-limit.ts';
+import { RECEIVES_BEFORE_ATTRIBUTE, receivesBefore, sendBackOverTenantLimit, type TenantSlots } from './tenant-slots.ts';
 
 /** sqs-consumer (and SQS) receive at most 10 messages per call. */
 const MAX_BATCH = 10;
@@ -52,6 +53,8 @@ export interface QueueConsumerOptions {
   slots: number;
   /** Process-wide slot limit of each unit, by unit name. */
   unitSlots: ReadonlyMap<string, SlotLimit>;
+  /** Per-tenant share of a unit's slots (units with tenantConcurrency); default none. */
+  tenantSlots?: TenantSlots;
   runner: RunnerDeps;
   logger: Logger;
   /** Aborted at the end of the drain window: deliveries not finished go back to the queue. */
@@ -175,7 +178,8 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
       },
       onError: (error) => log.warn({ err: error }, 'heartbeat could not extend visibility'),
     });
-    const receiveCount = Number(message.Attributes?.ApproximateReceiveCount ?? '1') || 1;
+    // Receives spent before the message went back over a tenant limit still count (tenant-slots.ts).
+    const receiveCount = (Number(message.Attributes?.ApproximateReceiveCount ?? '1') || 1) + receivesBefore(message);
     const port: DeliveryPort = {
       async ack() {
         await heartbeat.stop();
@@ -196,8 +200,19 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
         );
       },
     };
+    // The tenant's share of the unit (tenantConcurrency) is taken first and never waited for: over it,
+    // the message goes back with a short delay and holds no slot meanwhile.
+    const tenantSlot = o.tenantSlots?.tryAcquire(message.Body) ?? null;
+    if (tenantSlot === false) {
+      await heartbeat.stop();
+      await sendBackOverTenantLimit(o.sqs, o.queueUrl, message, receiveCount).catch((error: unknown) =>
+        log.warn({ err: error, messageId: message.MessageId }, 'could not send a message over its tenant limit back; it reappears after the visibility timeout'),
+      );
+      return;
+    }
     const slot = o.unitSlots.get(peekUnitName(message.Body) ?? '');
     if (slot && !(await slot.acquire(slotWaitSignal))) {
+      if (tenantSlot) o.tenantSlots!.release(tenantSlot);
       // Fetching stopped (or the drain window ended) while this message waited for its unit's slot:
       // it never started, so it is visible again at once for another worker.
       await port.retryAfter(0).catch(() => {});
@@ -215,6 +230,7 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
       await port.retryAfter(backoffSeconds(receiveCount, o.runner.backoff)).catch(() => {});
     } finally {
       slot?.release();
+      if (tenantSlot) o.tenantSlots!.release(tenantSlot);
       await heartbeat.stop();
     }
   }
@@ -226,6 +242,7 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
     waitTimeSeconds: o.waitSeconds,
     visibilityTimeout: o.visibilitySeconds,
     messageSystemAttributeNames: ['ApproximateReceiveCount'],
+    messageAttributeNames: [RECEIVES_BEFORE_ATTRIBUTE],
     // The runner deletes messages itself (see the header comment).
     shouldDeleteMessages: false,
     async preReceiveMessageCallback() {

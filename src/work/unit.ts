@@ -89,6 +89,8 @@ interface CommonOptions<S extends z.ZodType> {
   queue: UnitQueue;
   /** Simultaneous executions of this unit per worker process. Default 1. */
   concurrency?: number;
+  /** Of those, at most this many for one tenant (fair share; see README "Fairness between tenants"). Default none. */
+  tenantConcurrency?: number;
   /** Execution deadline in seconds; past it the handler is aborted (transient failure). Default 60. */
   timeoutSeconds?: number;
   /** Default `tenant`. */
@@ -123,6 +125,8 @@ interface UnitBase<S extends z.ZodType = z.ZodType> {
   name: string;
   queue: UnitQueue;
   concurrency: number;
+  /** Per-tenant share of `concurrency` in one process; null: not limited per tenant. */
+  tenantConcurrency: number | null;
   timeoutSeconds: number;
   context: UnitContext;
   payload: S;
@@ -157,6 +161,7 @@ export function defineTask<S extends z.ZodType>(options: TaskOptions<S>): TaskUn
     name: options.name,
     queue: options.queue,
     concurrency: options.concurrency ?? DEFAULT_CONCURRENCY,
+    tenantConcurrency: options.tenantConcurrency ?? null,
     timeoutSeconds: options.timeoutSeconds ?? DEFAULT_TIMEOUT_SECONDS,
     context: options.context ?? 'tenant',
     schedule,
@@ -177,6 +182,7 @@ export function defineSubscriber<S extends z.ZodType>(options: SubscriberOptions
     event: { type: options.event?.type, version: options.event?.version },
     queue: options.queue,
     concurrency: options.concurrency ?? DEFAULT_CONCURRENCY,
+    tenantConcurrency: options.tenantConcurrency ?? null,
     timeoutSeconds: options.timeoutSeconds ?? DEFAULT_TIMEOUT_SECONDS,
     context: options.context ?? 'tenant',
     payload: options.payload,
@@ -212,6 +218,9 @@ export function unitProblems(unit: WorkUnit): string[] {
   }
   if (!Number.isInteger(unit.concurrency) || unit.concurrency < 1 || unit.concurrency > 1000) {
     problems.push('concurrency must be a whole number from 1 to 1000');
+  }
+  if (unit.tenantConcurrency !== null && (!Number.isInteger(unit.tenantConcurrency) || unit.tenantConcurrency < 1 || unit.tenantConcurrency > unit.concurrency)) {
+    problems.push('tenantConcurrency must be a whole number from 1 to the unit\'s concurrency');
   }
   if (!Number.isInteger(unit.timeoutSeconds) || unit.timeoutSeconds < 1 || unit.timeoutSeconds > 43_200) {
     problems.push('timeoutSeconds must be a whole number from 1 to 43200');

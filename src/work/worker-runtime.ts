@@ -20,6 +20,7 @@ import { StartCoalescer, type RunnerDeps } from './runner.ts';
 import { startLocalScheduler, type LocalScheduler } from './scheduler.ts';
 import { schemaHolds } from './schema-gate.ts';
 import { SlotLimit } from './slot-limit.ts';
+import { TenantSlots } from './tenant-slots.ts';
 import type { WorkUnit } from './unit.ts';
 
 export interface WorkerRuntimeOptions {
@@ -58,7 +59,7 @@ export interface WorkerRuntimeOptions {
   /** How often the schema is re-checked while waiting, ms. Default 5000. */
   schemaPollIntervalMs?: number;
   /** Runs the outbox relay in this process (SVC_RELAY=true). */
-  relay?: { sweepIntervalMs?: number } | null;
+  relay?: { sweepIntervalMs?: number; tenantInflightMax?: number; fairGroups?: boolean } | null;
   /** Fires schedules in-process (SVC_LOCAL_SCHEDULER=true). */
   localScheduler?: { tickMs: number } | null;
   /** Interval of the Redis probe that switches the workers to their database paths while Redis hangs or is down, ms. Default 1000. */
@@ -108,6 +109,8 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
   const units = [...o.units.values()];
   const unitSlots = new Map<string, SlotLimit>();
   for (const unit of units) if (o.queues.includes(unit.queue)) unitSlots.set(unit.name, new SlotLimit(unit.concurrency));
+  // A tenant's share of a unit's slots (tenantConcurrency): over it, a message goes back delayed.
+  const tenantSlots = TenantSlots.forUnits(units.filter((u) => o.queues.includes(u.queue)));
 
   // While Redis hangs or is down, the runner gets no client at all: its gate, cache and wake take
   // their database paths at once instead of paying the command timeout on every call.
@@ -144,6 +147,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
       // A queue without units still gets one slot, so messages for unknown units are dead-lettered.
       slots: slotsForQueues(units, [queue]),
       unitSlots,
+      tenantSlots,
       runner,
       logger: log,
       releaseSignal: release.signal,
@@ -197,6 +201,8 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
         queueUrlPrefix: o.queueUrlPrefix,
         sweepIntervalMs: o.relay.sweepIntervalMs,
         wakeTimeoutMs: o.redisTimeoutMs,
+        tenantInflightMax: o.relay.tenantInflightMax,
+        fairGroups: o.relay.fairGroups,
         instance: workerInstance,
         log,
       });

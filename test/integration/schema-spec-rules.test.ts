@@ -590,7 +590,8 @@ describe('R-RUN-21 runs and trails are permanent audit no cleanup touches', () =
 
 // ───────────────────────── hand-written SQL ─────────────────────────
 
-const INFRASTRUCTURE_FILES = ['sql/idempotency/0015_idempotency.sql', 'sql/work/0016_work.sql'];
+// 0018: partial indexes of the per-tenant in-flight cap on the work tables (issue 17).
+const INFRASTRUCTURE_FILES = ['sql/idempotency/0015_idempotency.sql', 'sql/work/0016_work.sql', 'sql/work/0018_tenant-fairness.sql'];
 const INFRASTRUCTURE_TABLES = [
   'idempotency_keys', 'platform_idempotency_keys', 'outbox_messages', 'platform_outbox_messages', ...RUN_AND_TRAIL_TABLES,
 ];
@@ -687,7 +688,8 @@ describe('R-MIG-02 hand-written SQL holds only what the ORM cannot express', () 
   it('R-MIG-02 every statement of every loaded SQL file is an EXCLUDE, a reference to a later domain or reusing key columns, a function, a trigger, an index drizzle cannot express, or an infrastructure table', () => {
     const layout = readLayout();
     const pinned = Object.keys(JSON.parse(fs.readFileSync(path.join(PROJECT_ROOT, 'sql/frozen-sql.json'), 'utf8')) as object).sort();
-    expect(pinned).toHaveLength(16);
+    // The baseline's 16, then the files of later migrations.
+    expect(pinned.length).toBeGreaterThanOrEqual(16);
     expect([...layout.loadedBy.keys()].sort()).toEqual(pinned);
     const onDisk: string[] = [];
     const walk = (dir: string) => {

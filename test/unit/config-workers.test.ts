@@ -31,6 +31,14 @@ describe('workers configuration', () => {
     expect(problems({ ...base, SVC_RELAY: 'maybe' })[0]!.variable).toBe('SVC_RELAY');
   });
 
+  it('SVC_TENANT_INFLIGHT_MAX is a whole number, 0 (fairness off) allowed, default 50; SVC_SQS_FAIR_GROUPS defaults to true', () => {
+    expect(workersConfig(base).SVC_TENANT_INFLIGHT_MAX).toBe(50);
+    expect(workersConfig({ ...base, SVC_TENANT_INFLIGHT_MAX: '0' }).SVC_TENANT_INFLIGHT_MAX).toBe(0);
+    for (const bad of ['-1', '2.5', 'many']) expect(problems({ ...base, SVC_TENANT_INFLIGHT_MAX: bad }).map((x) => x.variable)).toEqual(['SVC_TENANT_INFLIGHT_MAX']);
+    expect(workersConfig(base).SVC_SQS_FAIR_GROUPS).toBe(true);
+    expect(workersConfig({ ...base, SVC_SQS_FAIR_GROUPS: 'false' }).SVC_SQS_FAIR_GROUPS).toBe(false);
+  });
+
   it('R-SCH-01 SVC_LOCAL_SCHEDULER=true is refused when NODE_ENV=production', () => {
     expect(workersConfig({ ...base, SVC_LOCAL_SCHEDULER: 'true' }).SVC_LOCAL_SCHEDULER).toBe(true);
     expect(workersConfig({ ...base, SVC_LOCAL_SCHEDULER: 'false', NODE_ENV: 'production' }).SVC_LOCAL_SCHEDULER).toBe(false);
