@@ -13,7 +13,7 @@ import { createRedis } from '../../src/kv/client.ts';
 import { OUTBOX_WAKE_KEY } from '../../src/kv/keys.ts';
 import { afterCommit, signalOutbox, WAKE_LIST_MAX } from '../../src/kv/wake.ts';
 import { DispatchError } from '../../src/work/dispatch.ts';
-import { envelopeSchema, MAX_PAYLOAD_BYTES, parseEnvelope } from '../../src/work/envelope.ts';
+import { envelopeSchema, parseEnvelope } from '../../src/work/envelope.ts';
 import { createTenantMember, workDatabase, type TenantMember } from './work-tables-support.ts';
 import { testDispatcher } from './work-test-units.ts';
 
@@ -139,12 +139,12 @@ describe('dispatchTask', () => {
   it('refuses an unknown unit, a payload over 64 KiB and a payload its schema rejects', async () => {
     const unknown = await dispatchError(inTx(userActor, (tx) => dispatcher.dispatchTask(tx, 'demo.nope', {}, { actor: userActor })));
     expect(unknown.code).toBe('UNIT_NOT_REGISTERED');
-    const exact = 'x'.repeat(MAX_PAYLOAD_BYTES - 2); // JSON adds two quotes
+    const exact = 'x'.repeat(65_536 - 2); // 64 KiB, the documented payload limit; JSON adds two quotes
     await inTx(userActor, (tx) => dispatcher.dispatchTask(tx, 'demo.any_payload', exact, { actor: userActor }));
     const big = await dispatchError(inTx(userActor, (tx) =>
       dispatcher.dispatchTask(tx, 'demo.any_payload', exact + 'x', { actor: userActor })));
     expect(big.code).toBe('PAYLOAD_TOO_LARGE');
-    expect(big.details).toMatchObject({ bytes: MAX_PAYLOAD_BYTES + 1, maxBytes: MAX_PAYLOAD_BYTES });
+    expect(big.details).toMatchObject({ bytes: 65_537, maxBytes: 65_536 });
     const invalid = await dispatchError(inTx(userActor, (tx) =>
       dispatcher.dispatchTask(tx, 'demo.tenant_task', { n: 'secret-value' }, { actor: userActor })));
     expect(invalid.code).toBe('PAYLOAD_INVALID');

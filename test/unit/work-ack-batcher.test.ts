@@ -24,7 +24,7 @@ function stubSqs(answer: (handles: string[]) => Promise<{ Successful?: Array<{ I
 const allOk = async (handles: string[]) => ({ Successful: handles.map((_, i) => ({ Id: String(i) })) });
 
 describe('ack batcher', () => {
-  it('R-WRK-02 acks issued together share DeleteMessageBatch calls of at most 10 entries', async () => {
+  it('acks issued together share DeleteMessageBatch calls of at most 10 entries', async () => {
     const { client, calls } = stubSqs(allOk);
     const ack = createAckBatcher(client, 'http://q', 5);
     const handles = Array.from({ length: 23 }, (_, i) => `h${i}`);
@@ -33,7 +33,7 @@ describe('ack batcher', () => {
     expect(calls.flatMap((c) => c.handles)).toEqual(handles);
   });
 
-  it('R-WRK-02 a lone ack goes out after the linger, not before', async () => {
+  it('a lone ack goes out after the linger, not before', async () => {
     const { client, calls } = stubSqs(allOk);
     const ack = createAckBatcher(client, 'http://q', 30);
     const t0 = performance.now();
@@ -42,7 +42,7 @@ describe('ack batcher', () => {
     expect(calls).toEqual([{ handles: ['only'] }]);
   });
 
-  it('R-WRK-02 a failed entry rejects only its own ack; a failed call rejects every ack of that call', async () => {
+  it('a failed entry rejects only its own ack; a failed call rejects every ack of that call', async () => {
     const partial = stubSqs(async () => ({ Successful: [{ Id: '0' }, { Id: '2' }], Failed: [{ Id: '1', Code: 'ReceiptHandleIsInvalid', Message: 'bad handle' }] }));
     const ack = createAckBatcher(partial.client, 'http://q', 1);
     const results = await Promise.allSettled(['a', 'b', 'c'].map((h) => ack(h)));
