@@ -1,23 +1,12 @@
 // The work benchmark's smoke mode runs inside the suite so the benchmark cannot rot: it must finish,
 // print its fixed-format summary last, and find nothing lost or duplicated. Figures are not asserted:
 // speed is measured by `npm run bench`, never by a timed test.
-import { spawn } from 'node:child_process';
-import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-
-const root = path.resolve(import.meta.dirname, '..', '..');
+import { runBenchSmoke } from '../support/bench-smoke.ts';
 
 describe('bench work --smoke', () => {
   it('runs dispatch → relay → SQS → workers end to end and prints SUMMARY with nothing lost or duplicated', async () => {
-    const child = spawn(process.execPath, ['bench/run.ts', 'work', '--smoke'], {
-      cwd: root,
-      env: { PATH: process.env.PATH, HOME: process.env.HOME },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    child.stdout!.on('data', (d) => (out += String(d)));
-    child.stderr!.on('data', (d) => (out += String(d)));
-    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    const { code, out } = await runBenchSmoke('work');
     expect(code, out).toBe(0);
     const last = out.trim().split('\n').at(-1)!;
     expect(last).toMatch(

@@ -1,24 +1,12 @@
 // The dispatch benchmark's smoke mode runs inside the suite so it cannot rot: it must finish, find
 // every run, event and outbox row it wrote, and print its fixed-format summary last. Figures are not
 // asserted: speed is measured by `npm run bench -- dispatch`, never by a timed test.
-import { spawn } from 'node:child_process';
-import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-
-const root = path.resolve(import.meta.dirname, '..', '..');
+import { runBenchSmoke } from '../support/bench-smoke.ts';
 
 describe('bench dispatch --smoke', () => {
   it('measures single and bulk dispatch on one database and prints INTERVAL, MODE and the SUMMARY line last', async () => {
-    const child = spawn(process.execPath, ['bench/run.ts', 'dispatch', '--smoke'], {
-      cwd: root,
-      env: { PATH: process.env.PATH, HOME: process.env.HOME },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let stdout = '';
-    child.stdout!.on('data', (d) => { out += String(d); stdout += String(d); });
-    child.stderr!.on('data', (d) => (out += String(d)));
-    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    const { code, out, stdout } = await runBenchSmoke('dispatch');
     expect(code, out).toBe(0);
     const lines = stdout.trim().split('\n');
     expect(lines.filter((l) => /^INTERVAL mode=(single|bulk) round=1 t_s=[\d.]+ runs=\d+ runs_per_s=[\d.]+$/.test(l)).length).toBeGreaterThanOrEqual(2);

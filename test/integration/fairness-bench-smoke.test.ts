@@ -1,23 +1,12 @@
 // The fairness benchmark's smoke mode runs inside the suite so the harness cannot rot: it must finish
 // both modes, print its fixed-format lines and summary last, and find nothing lost or duplicated.
 // Figures are not asserted: speed and latency are measured by `npm run bench -- fairness`.
-import { spawn } from 'node:child_process';
-import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-
-const root = path.resolve(import.meta.dirname, '..', '..');
+import { runBenchSmoke } from '../support/bench-smoke.ts';
 
 describe('bench fairness --smoke', () => {
   it('runs the burst and the victim tenant with fairness on and off and prints SUMMARY with nothing lost or duplicated', async () => {
-    const child = spawn(process.execPath, ['bench/run.ts', 'fairness', '--smoke'], {
-      cwd: root,
-      env: { PATH: process.env.PATH, HOME: process.env.HOME },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    child.stdout!.on('data', (d) => (out += String(d)));
-    child.stderr!.on('data', (d) => (out += String(d)));
-    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    const { code, out } = await runBenchSmoke('fairness');
     expect(code, out).toBe(0);
     const lines = out.trim().split('\n');
     expect(lines.some((l) => /^INTERVAL mode=fair t_s=\d+ a_done=\d+ b_done=\d+ b_p99_ms=(?:[\d.]+|nan) a_in_flight=\d+ count_ms=[\d.]+$/.test(l)), out).toBe(true);

@@ -419,7 +419,7 @@ describe('run status', () => {
     expect(ttlDone).toBeLessThanOrEqual(86_400_000);
   });
 
-  it('R-HTTP-09 reads Redis first (a hit hides a database change) until an eviction (the worker's evictions: http-run-status-eviction-worker)', async () => {
+  it('R-HTTP-09 reads Redis first (a hit hides a database change) until an eviction (the worker evictions: http-run-status-eviction-worker)', async () => {
     const runId = await insertRun(f.db.sql, f.tenantA, { status: 'running', progress: 10 });
     expect((await get(`/task-runs/${runId}`, bearer('token-a'))).json().data.progress).toBe(10); // miss → DB → cache
     await f.db.sql`UPDATE task_runs SET progress = 60, updated_at = clock_timestamp() WHERE run_id = ${runId}`;
