@@ -20,9 +20,34 @@ export function serveMetrics(req: http.IncomingMessage, res: http.ServerResponse
   return true;
 }
 
-export interface MetricsServer {
+export interface SmallServer {
+  /** The port it listens on (the one picked when 0 was asked). */
   port: number;
+  /** Closes every connection and the listener. */
   close(): Promise<void>;
+}
+
+export type MetricsServer = SmallServer;
+
+/**
+ * Listens for a small operational server (health, metrics): short keep-alive, since scrapers and probes
+ * reconnect; rejects when the port is taken. Port 0 picks a free one.
+ */
+export async function listenSmallServer(server: http.Server, port: number, host: string): Promise<SmallServer> {
+  server.keepAliveTimeout = 1000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  const address = server.address();
+  return {
+    port: typeof address === 'object' && address ? address.port : port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
 }
 
 /** A server answering only GET /metrics (404 elsewhere, 405 for other methods). Port 0 picks a free one. */
@@ -37,18 +62,5 @@ export async function startMetricsServer(options: { port: number; host: string }
     res.writeHead(404, { 'content-type': 'application/json; charset=utf-8' });
     res.end(JSON.stringify({ error: { code: 'NOT_FOUND', message: 'this port serves GET /metrics only' } }));
   });
-  server.keepAliveTimeout = 1000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host, () => resolve());
-  });
-  const address = server.address();
-  return {
-    port: typeof address === 'object' && address ? address.port : options.port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
+  return listenSmallServer(server, options.port, options.host);
 }

@@ -3,7 +3,7 @@
 // (schema current and consuming), otherwise 503 with the reason. Plain node:http: two routes do not
 // justify a framework in the workers image.
 import http from 'node:http';
-import { serveMetrics } from '../observe/metrics-server.ts';
+import { listenSmallServer, serveMetrics, type SmallServer } from '../observe/metrics-server.ts';
 
 export interface HealthState {
   ready: boolean;
@@ -15,10 +15,7 @@ export interface HealthState {
   redis: 'up' | 'down' | 'none';
 }
 
-export interface HealthServer {
-  port: number;
-  close(): Promise<void>;
-}
+export type HealthServer = SmallServer;
 
 export async function startHealthServer(options: { port: number; host?: string; state: () => HealthState }): Promise<HealthServer> {
   const server = http.createServer((req, res) => {
@@ -40,18 +37,5 @@ export async function startHealthServer(options: { port: number; host?: string; 
     }
     return send(404, { error: { code: 'NOT_FOUND', message: 'the worker serves GET /healthz, GET /readyz and GET /metrics' } });
   });
-  server.keepAliveTimeout = 1000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host ?? '0.0.0.0', () => resolve());
-  });
-  const address = server.address();
-  return {
-    port: typeof address === 'object' && address ? address.port : options.port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
+  return listenSmallServer(server, options.port, options.host ?? '0.0.0.0');
 }
