@@ -75,7 +75,9 @@ export async function run(args: string[]): Promise<number> {
     backoff: { baseMs: config.SVC_BACKOFF_BASE_MS, capMs: config.SVC_BACKOFF_CAP_MS },
     latestMigration,
     schemaPollIntervalMs: config.SVC_SCHEMA_POLL_INTERVAL_MS,
-    relay: config.SVC_RELAY ? { sweepIntervalMs: config.SVC_RELAY_SWEEP_INTERVAL_MS } : null,
+    relay: config.SVC_RELAY
+      ? { sweepIntervalMs: config.SVC_RELAY_SWEEP_INTERVAL_MS, tenantInflightMax: config.SVC_TENANT_INFLIGHT_MAX, fairGroups: config.SVC_SQS_FAIR_GROUPS }
+      : null,
     localScheduler: config.SVC_LOCAL_SCHEDULER ? { tickMs: config.SVC_LOCAL_SCHEDULER_TICK_MS } : null,
     healthPort: config.SVC_HEALTH_PORT,
   }).catch(async (error: unknown) => {

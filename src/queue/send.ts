@@ -6,6 +6,8 @@ export interface OutgoingMessage {
   /** Batch entry id: [A-Za-z0-9_-]{1,80}, unique within the call. */
   id: string;
   body: string;
+  /** MessageGroupId (1..128 characters): the group SQS fair queues share capacity by. Omitted when absent. */
+  groupId?: string;
 }
 
 export interface BatchSendResult {
@@ -19,7 +21,7 @@ export async function sendMessageBatch(client: SQSClient, queueUrl: string, mess
     const out = await client.send(
       new SendMessageBatchCommand({
         QueueUrl: queueUrl,
-        Entries: messages.map((m) => ({ Id: m.id, MessageBody: m.body })),
+        Entries: messages.map((m) => ({ Id: m.id, MessageBody: m.body, ...(m.groupId ? { MessageGroupId: m.groupId } : {}) })),
       }),
     );
     const sent = (out.Successful ?? []).map((s) => ({ id: s.Id!, messageId: s.MessageId ?? '' }));

@@ -12,6 +12,7 @@ import { waitForWake } from '../kv/wake.ts';
 import { bodyBytes, packBatches } from '../queue/batch.ts';
 import { isQueueName, queueUrl } from '../queue/names.ts';
 import { sendMessageBatch } from '../queue/send.ts';
+import { DEFAULT_CAPPED_POLL_MS, dueRowsWaiting, markSent, PLATFORM_MESSAGE_GROUP, selectFairRows } from './tenant-inflight.ts';
 import { defaultInstanceLabel } from './dispatch.ts';
 import { appendTrailEvents, OUTBOX_TABLE, type RunScope, type TrailEventInput } from './run-store.ts';
 
@@ -41,6 +42,10 @@ export interface RelayPassOptions {
   /** worker_instance of the `sent` trail rows; default `<hostname>:<pid>`. */
   instance?: string;
   log?: RelayLogger;
+  /** Fair share: at most this many runs of one tenant (per queue) sent and not final; 0 = off, first come first served. Default 0. */
+  tenantInflightMax?: number;
+  /** Send MessageGroupId (tenant uid, `platform` for platform runs) with each message. Default false. */
+  fairGroups?: boolean;
 }
 
 export interface RelayPassResult {
@@ -48,12 +53,15 @@ export interface RelayPassResult {
   failed: number;
   /** Some outbox returned a full batch: more rows may be due right now. */
   full: boolean;
+  /** Fairness held due rows back (their tenants are at the cap): look again soon, room opens as runs finish. */
+  capped?: boolean;
 }
 
 interface PendingRow {
   id: string;
   run_id: string;
   tenant_id?: string;
+  tenant_uid?: string;
   queue: string;
   envelope: unknown;
   attempts: number;
@@ -67,20 +75,30 @@ async function passOne(
   batchSize: number,
   instance: string,
   log: RelayLogger,
+  fairness: { cap: number; groups: boolean },
 ): Promise<RelayPassResult> {
   const table = OUTBOX_TABLE[scope];
   // Fewest failed attempts first: a row that keeps failing never blocks newer ones. The first statement
   // of the unit of work also applies the relay's actor context (app.process = relay) for the sent_at
   // updates and `sent` trail rows that follow, without a round trip of its own.
-  const rows = (await tx`
+  // With fairness on (tenantInflightMax > 0) the selection is tenant-inflight.ts's: per-tenant room,
+  // round robin between tenants, dispatch order within one.
+  const tenantUid = scope === 'tenant' && fairness.groups ? tx`(SELECT t.uid FROM tenants t WHERE t.id = tenant_id) AS tenant_uid,` : tx``;
+  const fair = fairness.cap > 0 ? await selectFairRows(tx, scope, fairness.cap, batchSize, actorContextSelect(tx, RELAY_ACTOR)) : undefined;
+  // null: another relay is in its fair pass of this outbox; look again shortly.
+  if (fair === null) return { sent: 0, failed: 0, full: false, capped: true };
+  const rows =
+    fair
+      ? (fair as PendingRow[])
+      : ((await tx`
     WITH ctx AS MATERIALIZED (${actorContextSelect(tx, RELAY_ACTOR)})
-    SELECT id::text AS id, run_id, ${scope === 'tenant' ? tx`tenant_id::text AS tenant_id,` : tx``} queue, envelope, attempts
+    SELECT id::text AS id, run_id, ${scope === 'tenant' ? tx`tenant_id::text AS tenant_id,` : tx``} ${tenantUid} queue, envelope, attempts
       FROM ${tx(table)}
      WHERE sent_at IS NULL AND available_at <= clock_timestamp() AND EXISTS (SELECT 1 FROM ctx)
      ORDER BY attempts, available_at, id
      LIMIT ${batchSize}
-       FOR UPDATE SKIP LOCKED`) as unknown as PendingRow[];
-  if (rows.length === 0) return { sent: 0, failed: 0, full: false };
+       FOR UPDATE SKIP LOCKED`) as unknown as PendingRow[]);
+  if (rows.length === 0) return fair ? { sent: 0, failed: 0, full: false, capped: await dueRowsWaiting(tx, scope) } : { sent: 0, failed: 0, full: false };
 
   const byQueue = new Map<string, Array<{ row: PendingRow; body: string }>>();
   for (const row of rows) {
@@ -90,6 +108,7 @@ async function passOne(
   }
 
   const sentIds: string[] = [];
+  const sentRunIds: string[] = [];
   const sentTrail: TrailEventInput[] = [];
   const failedIds: string[] = [];
   const calls: Array<() => Promise<void>> = [];
@@ -107,11 +126,20 @@ async function passOne(
     const url = queueUrl(queueUrlPrefix, queue);
     for (const batch of batches) {
       calls.push(async () => {
-        const result = await sendMessageBatch(sqs, url, batch.map((i) => ({ id: i.row.id, body: i.body })));
+        const result = await sendMessageBatch(
+          sqs,
+          url,
+          batch.map((i) => ({
+            id: i.row.id,
+            body: i.body,
+            ...(fairness.groups ? { groupId: i.row.tenant_uid ?? PLATFORM_MESSAGE_GROUP } : {}),
+          })),
+        );
         const byId = new Map(batch.map((i) => [i.row.id, i.row]));
         for (const s of result.sent) {
           const row = byId.get(s.id)!;
           sentIds.push(row.id);
+          sentRunIds.push(row.run_id);
           sentTrail.push({
             runId: row.run_id,
             tenantId: row.tenant_id ?? null,
@@ -139,11 +167,15 @@ async function passOne(
   if (sentIds.length > 0) {
     await tx`UPDATE ${tx(table)} SET sent_at = clock_timestamp() WHERE id = ANY(${sentIds}::bigint[])`;
     await appendTrailEvents(tx, scope, sentTrail);
+    if (fair) await markSent(tx, scope, sentRunIds);
   }
   if (failedIds.length > 0) {
     await tx`UPDATE ${tx(table)} SET attempts = attempts + 1 WHERE id = ANY(${failedIds}::bigint[])`;
   }
-  return { sent: sentIds.length, failed: failedIds.length, full: rows.length === batchSize };
+  // Due rows left after a short batch that sent everything: held back by the cap (or locked by another relay).
+  const result: RelayPassResult = { sent: sentIds.length, failed: failedIds.length, full: rows.length === batchSize };
+  if (fair) result.capped = rows.length < batchSize && failedIds.length === 0 && (await dueRowsWaiting(tx, scope));
+  return result;
 }
 
 /** One pass over both outboxes, each in its own transaction. */
@@ -151,12 +183,15 @@ export async function relayPass(sql: Sql, sqs: SQSClient, queueUrlPrefix: string
   const batchSize = options.batchSize ?? DEFAULT_RELAY_BATCH_SIZE;
   const instance = options.instance ?? defaultInstanceLabel();
   const log = options.log ?? silent;
+  const fairness = { cap: options.tenantInflightMax ?? 0, groups: options.fairGroups ?? false };
   const total: RelayPassResult = { sent: 0, failed: 0, full: false };
   for (const scope of ['tenant', 'platform'] as const) {
-    const r = (await sql.begin((tx) => passOne(tx, sqs, queueUrlPrefix, scope, batchSize, instance, log))) as RelayPassResult;
+    const r = (await sql.begin((tx) => passOne(tx, sqs, queueUrlPrefix, scope, batchSize, instance, log, fairness))) as RelayPassResult;
     total.sent += r.sent;
     total.failed += r.failed;
     total.full ||= r.full;
+    // Only a fair pass reports `capped`: with fairness off the result is what it always was.
+    if (r.capped !== undefined) total.capped = (total.capped ?? false) || r.capped;
   }
   return total;
 }
@@ -169,6 +204,8 @@ export interface RelayOptions extends RelayPassOptions {
   queueUrlPrefix: string;
   /** Pause between sweeps when no signal arrives; default 5000 ms. */
   sweepIntervalMs?: number;
+  /** With fairness on, how soon to look again while due rows wait for room; default 20 ms. */
+  cappedPollMs?: number;
 }
 
 export interface Relay {
@@ -184,7 +221,10 @@ export function startRelay(options: RelayOptions): Relay {
     batchSize: options.batchSize ?? DEFAULT_RELAY_BATCH_SIZE,
     instance: options.instance ?? defaultInstanceLabel(),
     log,
+    tenantInflightMax: options.tenantInflightMax ?? 0,
+    fairGroups: options.fairGroups ?? false,
   };
+  const cappedPollMs = options.cappedPollMs ?? DEFAULT_CAPPED_POLL_MS;
   // BLPOP holds its connection, so the relay blocks on a connection of its own (never auto-pipelined,
   // even when the workers' connection it is duplicated from is: a command batched behind a BLPOP waits).
   const blocking = options.redis?.duplicate({ connectionName: 'svc-relay-wake', enableAutoPipelining: false });
@@ -208,8 +248,8 @@ export function startRelay(options: RelayOptions): Relay {
     ]).finally(() => clearTimeout(timer));
   };
 
-  async function idle(): Promise<void> {
-    const deadline = Date.now() + sweepIntervalMs;
+  async function idle(waitMs: number = sweepIntervalMs): Promise<void> {
+    const deadline = Date.now() + waitMs;
     while (!stopping) {
       const remaining = deadline - Date.now();
       if (remaining <= 0) return;
@@ -229,15 +269,18 @@ export function startRelay(options: RelayOptions): Relay {
   const loop = (async () => {
     while (!stopping) {
       let again = false;
+      let capped = false;
       try {
         const result = await relayPass(sql, sqs, queueUrlPrefix, passOptions);
         if (result.sent > 0 || result.failed > 0) log.debug({ ...result }, 'outbox relay pass');
         // A full batch means more is due now; but not when sends fail, or a broken queue would spin.
         again = result.full && result.failed === 0;
+        capped = result.capped ?? false;
       } catch (error) {
         log.error({ err: error }, 'outbox relay pass failed; retrying after the sweep interval');
       }
-      if (!again) await idle();
+      // Rows held back by the fairness cap go out as soon as runs finish: a short wait, not a sweep.
+      if (!again) await idle(capped ? cappedPollMs : sweepIntervalMs);
     }
   })();
 

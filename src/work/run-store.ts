@@ -56,18 +56,15 @@ export interface NewRun {
 
 /** Inserts the run as `queued`. A user run also needs insertUserActor, a scheduler run insertScheduleOrigin (checked at COMMIT). */
 export async function insertRun(tx: TxSql, scope: RunScope, run: NewRun): Promise<void> {
-  const row = {
-    run_id: run.runId,
-    ...tenantColumn(scope, run.tenantId),
-    name: run.name,
-    queue: run.queue,
-    trigger: run.trigger,
-    actor_kind: run.actorKind,
-    actor_label: run.actorLabel,
-    correlation_id: run.correlationId,
-    causation_id: run.causationId,
-  };
-  await tx`INSERT INTO ${tx(RUN_TABLE[scope])} ${tx(row as Record<string, string>)}`;
+  const tenantId = checkTenant(scope, run.tenantId);
+  // queued_at and updated_at take ONE reading of the clock (two column defaults would read it twice):
+  // a queued run whose updated_at is later than queued_at is one the relay has sent (the in-flight
+  // index of sql/work/0018_tenant-fairness.sql).
+  await tx`INSERT INTO ${tx(RUN_TABLE[scope])} (run_id, ${tenantId === null ? tx`` : tx`tenant_id,`} name, queue, trigger,
+      actor_kind, actor_label, correlation_id, causation_id, queued_at, updated_at)
+    SELECT ${run.runId}::uuid, ${tenantId === null ? tx`` : tx`${tenantId}::bigint,`} ${run.name}, ${run.queue}, ${run.trigger},
+      ${run.actorKind}, ${run.actorLabel}, ${run.correlationId}::uuid, ${run.causationId}::uuid, c.now, c.now
+      FROM (SELECT clock_timestamp() AS now) AS c`;
 }
 
 export interface UserActorRow {

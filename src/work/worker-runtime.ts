@@ -57,7 +57,7 @@ export interface WorkerRuntimeOptions {
   /** How often the schema is re-checked while waiting, ms. Default 5000. */
   schemaPollIntervalMs?: number;
   /** Runs the outbox relay in this process (SVC_RELAY=true). */
-  relay?: { sweepIntervalMs?: number } | null;
+  relay?: { sweepIntervalMs?: number; tenantInflightMax?: number; fairGroups?: boolean } | null;
   /** Fires schedules in-process (SVC_LOCAL_SCHEDULER=true). */
   localScheduler?: { tickMs: number } | null;
   /** Port of /healthz and /readyz; 0 picks a free one; null serves none. Default null. */
@@ -171,7 +171,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
     if (stopped) return;
     for (const c of consumers) c.start();
     if (o.relay) {
-      relay = startRelay({ sql: o.sql, redis: o.redis, sqs: o.sqs, queueUrlPrefix: o.queueUrlPrefix, sweepIntervalMs: o.relay.sweepIntervalMs, instance: workerInstance, log });
+      relay = startRelay({ sql: o.sql, redis: o.redis, sqs: o.sqs, queueUrlPrefix: o.queueUrlPrefix, sweepIntervalMs: o.relay.sweepIntervalMs, tenantInflightMax: o.relay.tenantInflightMax, fairGroups: o.relay.fairGroups, instance: workerInstance, log });
     }
     if (o.localScheduler) {
       scheduler = startLocalScheduler({ sql: o.sql, redis: o.redis, units: o.units, tickMs: o.localScheduler.tickMs, logger: log, instance: workerInstance });

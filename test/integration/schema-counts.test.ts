@@ -166,7 +166,8 @@ describe('migrated database figures', () => {
 
   it('R-MIG-10 R-MIG-11 the baseline is the 17 named migrations, recorded in mikro_orm_migrations', async () => {
     const rows = await db.sql`SELECT name FROM mikro_orm_migrations ORDER BY id`;
-    expect(rows.map((r) => r.name)).toEqual([
+    // The baseline is the first 17; corrections after it are new migrations (DESIGN.md).
+    expect(rows.slice(0, 17).map((r) => r.name)).toEqual([
       '0001_parties', '0002_identity', '0003_tenants', '0004_institutions', '0005_credentials', '0006_brokers',
       '0007_authorization', '0008_memberships', '0009_teams', '0010_invitations', '0011_bank-users',
       '0012_authorization-scope-ceiling', '0013_authorization-permission-scope-guard',

@@ -1,0 +1,2 @@
+-- Hand written: partial indexes of the per-tenant in-flight cap (fair share between tenants).
+-- @load sql/work/0018_tenant-fairness.sql

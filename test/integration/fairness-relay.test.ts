@@ -1,0 +1,261 @@
+// Fair share between tenants at the relay (issue 17), against real PostgreSQL, Redis and the local
+// SQS-protocol server. A small in-test consumer plays the workers: it receives messages, moves each run
+// queued → running → succeeded with the run-store functions the runtime uses, and deletes the message.
+import { DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import { freshQueuePrefix, freshRedisUrl, type TestDatabase } from '../support/services.ts';
+import type { Sql } from '../../src/db/client.ts';
+import { inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
+import { createRedis } from '../../src/kv/client.ts';
+import { afterCommit } from '../../src/kv/wake.ts';
+import { createSqsClient } from '../../src/queue/client.ts';
+import { queueUrl, type QueueName } from '../../src/queue/names.ts';
+import { provisionQueues } from '../../src/queue/provision.ts';
+import { relayPass, startRelay, type Relay } from '../../src/work/relay.ts';
+import { transitionRun } from '../../src/work/run-store.ts';
+import { inFlightByGroup } from '../../src/work/tenant-inflight.ts';
+import { createTenant, workDatabase } from './work-tables-support.ts';
+import { testDispatcher } from './work-test-units.ts';
+
+let db: TestDatabase;
+let sql: Sql;
+let redis: Redis;
+let sqs: SQSClient;
+let prefix: string;
+let tenantA: string;
+let tenantB: string;
+const actorOf = (tenantId: string): Actor => ({ kind: 'system', tenantId, label: 'fairness-test' });
+const system: Actor = { kind: 'system', label: 'fairness-test' };
+const dispatcher = testDispatcher();
+const relays: Relay[] = [];
+/** Every SendMessageBatch entry the real client sent: queue URL and MessageGroupId (undefined when absent). */
+const sentEntries: Array<{ queueUrl: string; groupId: string | undefined }> = [];
+
+beforeAll(async () => {
+  db = await workDatabase({ max: 16 });
+  sql = db.sql;
+  redis = createRedis(await freshRedisUrl(), { name: 'fairness-test' });
+  await new Promise((resolve) => redis.once('ready', resolve));
+  tenantA = await createTenant(sql);
+  tenantB = await createTenant(sql);
+  sqs = createSqsClient({ region: 'us-east-1', endpoint: freshQueuePrefix().endpoint, localCredentials: true }, { maxAttempts: 1 });
+  sqs.middlewareStack.add(
+    (next) => async (args) => {
+      const input = args.input as { QueueUrl?: string; Entries?: Array<{ MessageGroupId?: string; MessageBody?: string }> };
+      if (input.QueueUrl && input.Entries?.[0]?.MessageBody !== undefined) {
+        for (const e of input.Entries) sentEntries.push({ queueUrl: input.QueueUrl, groupId: e.MessageGroupId });
+      }
+      return next(args);
+    },
+    { step: 'initialize', name: 'recordGroupIds' },
+  );
+});
+
+beforeEach(async () => {
+  prefix = freshQueuePrefix().queueUrlPrefix;
+  await provisionQueues(sqs, prefix);
+  // Earlier tests' rows must not count: their runs are finished, their outbox rows dropped.
+  await sql`DELETE FROM outbox_messages`;
+  await sql`DELETE FROM platform_outbox_messages`;
+  await sql`UPDATE task_runs SET status = 'failed', finished_at = clock_timestamp() WHERE finished_at IS NULL`;
+  await sql`UPDATE platform_task_runs SET status = 'failed', finished_at = clock_timestamp() WHERE finished_at IS NULL`;
+  sentEntries.length = 0;
+});
+
+afterEach(async () => {
+  await Promise.all(relays.splice(0).map((r) => r.stop()));
+});
+
+afterAll(async () => {
+  await Promise.all(relays.splice(0).map((r) => r.stop()));
+  redis?.disconnect();
+  sqs?.destroy();
+  await db?.drop();
+});
+
+function relay(cap: number, instance: string): Relay {
+  const r = startRelay({ sql, redis, sqs, queueUrlPrefix: prefix, sweepIntervalMs: 60_000, instance, tenantInflightMax: cap, fairGroups: true, cappedPollMs: 10, batchSize: 7 });
+  relays.push(r);
+  return r;
+}
+
+async function dispatch(tenantId: string, n: number, first = 0): Promise<string[]> {
+  const actor = actorOf(tenantId);
+  return afterCommit(
+    redis,
+    inUnitOfWork(sql, actor, async (tx) => {
+      const ids: string[] = [];
+      for (let i = 0; i < n; i++) ids.push((await dispatcher.dispatchTask(tx, 'demo.tenant_task', { n: first + i }, { actor })).runId);
+      return ids;
+    }),
+  );
+}
+
+async function waitFor(check: () => Promise<boolean>, timeoutMs: number, stepMs = 10): Promise<void> {
+  const started = performance.now();
+  while (performance.now() - started < timeoutMs) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, stepMs));
+  }
+  throw new Error(`condition not met within ${timeoutMs} ms`);
+}
+
+interface FakeWorkers {
+  /** Receives per run id. */
+  receives: Map<string, number>;
+  stop(): Promise<void>;
+}
+
+/** Consumes `queue` with `parallel` loops; each run runs ~`workMs` between running and succeeded. */
+function fakeWorkers(queue: QueueName, parallel: number, workMs: number): FakeWorkers {
+  const receives = new Map<string, number>();
+  let stopping = false;
+  const url = queueUrl(prefix, queue);
+  const loop = async () => {
+    while (!stopping) {
+      const { Messages } = await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 1, WaitTimeSeconds: 1 }));
+      for (const m of Messages ?? []) {
+        const env = JSON.parse(m.Body!) as { run_id: string; tenant_id?: string };
+        receives.set(env.run_id, (receives.get(env.run_id) ?? 0) + 1);
+        const scope = env.tenant_id ? 'tenant' : 'platform';
+        const key = { runId: env.run_id, tenantId: env.tenant_id ?? null };
+        await sql.begin((tx) => transitionRun(tx, scope, { ...key, to: 'running', from: ['queued', 'retrying'], attempts: 'increment' }));
+        await new Promise((r) => setTimeout(r, workMs * (0.5 + Math.random())));
+        await sql.begin((tx) => transitionRun(tx, scope, { ...key, to: 'succeeded', from: ['running'] }));
+        await sqs.send(new DeleteMessageBatchCommand({ QueueUrl: url, Entries: [{ Id: '0', ReceiptHandle: m.ReceiptHandle! }] }));
+      }
+    }
+  };
+  const loops = Array.from({ length: parallel }, loop);
+  return {
+    receives,
+    async stop() {
+      stopping = true;
+      await Promise.all(loops);
+    },
+  };
+}
+
+/**
+ * The most runs of one tenant ever in flight, rebuilt from the database clock: at each send, the runs
+ * of that tenant sent (outbox sent_at) by then and not finished (finished_at) by then.
+ */
+async function maxInFlightAtSends(): Promise<Record<string, number>> {
+  const rows = await sql`
+    SELECT s.tenant_id::text AS tenant, max((
+      SELECT count(*) FROM outbox_messages o JOIN task_runs r ON r.run_id = o.run_id
+       WHERE o.tenant_id = s.tenant_id AND o.sent_at <= s.sent_at AND (r.finished_at IS NULL OR r.finished_at > s.sent_at)))::int AS peak
+      FROM outbox_messages s WHERE s.sent_at IS NOT NULL GROUP BY 1`;
+  return Object.fromEntries(rows.map((r) => [r.tenant as string, r.peak as number]));
+}
+
+describe('fair share between tenants at the relay', () => {
+  it('the cap holds under concurrent dispatch, two relays and relay restarts; nothing is lost or sent twice', async () => {
+    const cap = 4;
+    const workers = fakeWorkers('default', 6, 15);
+    let peakSeen = 0;
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        for (const g of await sql.begin((tx) => inFlightByGroup(tx, 'tenant'))) peakSeen = Math.max(peakSeen, g.inFlight);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    })();
+    relay(cap, 'relay-1');
+    relay(cap, 'relay-2');
+    // Concurrent dispatch: six transactions at once, two tenants.
+    const dispatched = (await Promise.all([
+      dispatch(tenantA, 15, 0), dispatch(tenantA, 15, 15), dispatch(tenantA, 15, 30),
+      dispatch(tenantB, 10, 0), dispatch(tenantB, 10, 10), dispatch(tenantA, 15, 45),
+    ])).flat();
+    // Restart both relays mid-drain (a deploy), then once more with one relay only.
+    await waitFor(async () => workers.receives.size >= 20, 20_000);
+    await Promise.all(relays.splice(0).map((r) => r.stop()));
+    relay(cap, 'relay-3');
+    relay(cap, 'relay-4');
+    await waitFor(async () => workers.receives.size >= 50, 20_000);
+    await Promise.all(relays.splice(0).map((r) => r.stop()));
+    relay(cap, 'relay-5');
+    await waitFor(async () => {
+      const [r] = await sql`SELECT count(*)::int AS n FROM task_runs WHERE run_id = ANY(${dispatched}::uuid[]) AND status = 'succeeded'`;
+      return r!.n === dispatched.length;
+    }, 30_000, 20);
+    sampling = false;
+    await sampler;
+    await workers.stop();
+
+    expect(peakSeen).toBeGreaterThan(0);
+    expect(peakSeen).toBeLessThanOrEqual(cap);
+    const peaks = await maxInFlightAtSends();
+    expect(peaks[tenantA]).toBeLessThanOrEqual(cap);
+    expect(peaks[tenantB]).toBeLessThanOrEqual(cap);
+    expect(peaks[tenantA]).toBe(cap); // the cap is reached, not merely respected by a trickle
+    expect([...workers.receives.keys()].sort()).toEqual([...dispatched].sort());
+    expect([...workers.receives.values()].every((n) => n === 1)).toBe(true);
+  });
+
+  it("a tenant's own runs go out in dispatch order, and a second tenant is not queued behind the first one's burst", async () => {
+    const workers = fakeWorkers('default', 3, 5);
+    const a = await dispatch(tenantA, 40);
+    const b = await dispatch(tenantB, 5);
+    relay(3, 'relay-order');
+    await waitFor(async () => workers.receives.size === 45, 30_000, 20);
+    await workers.stop();
+    const sent = await sql`SELECT o.run_id, o.tenant_id::text AS tenant FROM outbox_messages o
+      JOIN task_run_events e ON e.run_id = o.run_id AND e.event = 'sent' ORDER BY e.id`;
+    const order = sent.map((r) => r.run_id as string);
+    expect(order.filter((id) => a.includes(id))).toEqual(a);
+    expect(order.filter((id) => b.includes(id))).toEqual(b);
+    // Round robin: B's five runs all leave before A's twentieth, though A dispatched forty first.
+    expect(order.indexOf(b[4]!)).toBeLessThan(order.indexOf(a[19]!));
+  });
+
+  it('with SVC_TENANT_INFLIGHT_MAX=0 the relay behaves as before: every due row goes out at once and runs are not stamped', async () => {
+    const a = await dispatch(tenantA, 30);
+    const before = await sql`SELECT run_id, updated_at FROM task_runs WHERE run_id = ANY(${a}::uuid[]) ORDER BY run_id`;
+    const result = await relayPass(sql, sqs, prefix, { instance: 'relay-off', tenantInflightMax: 0 });
+    expect(result).toEqual({ sent: 30, failed: 0, full: false });
+    const after = await sql`SELECT run_id, updated_at FROM task_runs WHERE run_id = ANY(${a}::uuid[]) ORDER BY run_id`;
+    expect(after).toEqual(before);
+    // Workers start those 30 (running counts as in flight whoever sent it); with the cap on, a second
+    // burst gets only the room that is left, the rest waits.
+    await sql`UPDATE task_runs SET status = 'running', attempts = 1, started_at = clock_timestamp(), updated_at = clock_timestamp()
+      WHERE run_id = ANY(${a}::uuid[])`;
+    const more = await dispatch(tenantA, 30);
+    const capped = await relayPass(sql, sqs, prefix, { instance: 'relay-on', tenantInflightMax: 35 });
+    expect(capped).toMatchObject({ sent: 5, capped: true });
+    const [pending] = await sql`SELECT count(*)::int AS n FROM outbox_messages WHERE run_id = ANY(${more}::uuid[]) AND sent_at IS NULL`;
+    expect(pending!.n).toBe(25);
+  });
+
+  it('a platform burst is its own group: tenant runs go out beside it, and each is capped', async () => {
+    const platform = await inUnitOfWork(sql, system, async (tx) => {
+      const ids: string[] = [];
+      for (let i = 0; i < 12; i++) ids.push((await dispatcher.dispatchTask(tx, 'demo.platform_task', { i }, { actor: system })).runId);
+      return ids;
+    });
+    const a = await dispatch(tenantA, 3);
+    const result = await relayPass(sql, sqs, prefix, { instance: 'relay-platform', tenantInflightMax: 5 });
+    expect(result.sent).toBe(8);
+    const [p] = await sql`SELECT count(*)::int AS n FROM platform_outbox_messages WHERE run_id = ANY(${platform}::uuid[]) AND sent_at IS NOT NULL`;
+    expect(p!.n).toBe(5);
+    const [t] = await sql`SELECT count(*)::int AS n FROM outbox_messages WHERE run_id = ANY(${a}::uuid[]) AND sent_at IS NOT NULL`;
+    expect(t!.n).toBe(3);
+  });
+
+  it('MessageGroupId is the tenant uid (platform runs: "platform") when configured, absent otherwise; the local server accepts it', async () => {
+    const [uidA] = await sql`SELECT uid FROM tenants WHERE id = ${tenantA}`;
+    await dispatch(tenantA, 2);
+    await inUnitOfWork(sql, system, (tx) => dispatcher.dispatchTask(tx, 'demo.platform_task', { i: 1 }, { actor: system }));
+    const on = await relayPass(sql, sqs, prefix, { instance: 'relay-groups', fairGroups: true });
+    expect(on).toMatchObject({ sent: 3, failed: 0 });
+    expect(sentEntries.map((e) => e.groupId).sort()).toEqual([uidA!.uid, uidA!.uid, 'platform'].sort());
+
+    sentEntries.length = 0;
+    await dispatch(tenantA, 2);
+    const off = await relayPass(sql, sqs, prefix, { instance: 'relay-no-groups', fairGroups: false });
+    expect(off).toMatchObject({ sent: 2, failed: 0 });
+    expect(sentEntries.map((e) => e.groupId)).toEqual([undefined, undefined]);
+  });
+});
