@@ -6,7 +6,8 @@
 //
 // Environment: BENCH_ROLE, BENCH_DATABASE_URL, BENCH_REDIS_URL, BENCH_SQS_ENDPOINT,
 // BENCH_SQS_QUEUE_URL_PREFIX, BENCH_CONCURRENCY, BENCH_SQS_WAIT_SECONDS (default 2),
-// BENCH_RELAY_PAUSED=true (relay: start paused, wait for `resume`).
+// BENCH_RELAY_PAUSED=true (relay: start paused, wait for `resume`), BENCH_TENANT_INFLIGHT_MAX
+// (relay: the fairness cap, default 0 = off) and BENCH_SQS_FAIR_GROUPS=true (relay: MessageGroupId).
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
@@ -87,7 +88,11 @@ async function start(): Promise<void> {
     // The relay process stays up for the whole invocation; the harness pauses it while it fills the
     // outbox with a burst and resumes it to drain (IPC `pause` / `resume`, answered when done), so
     // neither process start-up nor JIT warm-up lands inside a measured drain.
-    const relayOptions = { sql, redis, sqs, queueUrlPrefix, instance, log: logger };
+    const relayOptions = {
+      sql, redis, sqs, queueUrlPrefix, instance, log: logger,
+      tenantInflightMax: Number(process.env.BENCH_TENANT_INFLIGHT_MAX ?? 0),
+      fairGroups: process.env.BENCH_SQS_FAIR_GROUPS === 'true',
+    };
     let relay: Relay | undefined = process.env.BENCH_RELAY_PAUSED === 'true' ? undefined : startRelay(relayOptions);
     process.on('message', (message: unknown) => {
       void (async () => {

@@ -36,7 +36,7 @@ import {
 } from './parse.ts';
 
 /** Default SVC_TENANT_INFLIGHT_MAX: runs of one tenant sent and not final per queue (chosen with bench/fairness.ts). */
-export const DEFAULT_TENANT_INFLIGHT_MAX = 200;
+export const DEFAULT_TENANT_INFLIGHT_MAX = 50;
 
 const QUEUES_RULE = `must be a comma-separated list of distinct queue names among ${QUEUE_NAMES.join(', ')}`;
 
@@ -142,7 +142,7 @@ export const workersSchema = z
     SVC_SCHEMA_POLL_INTERVAL_MS: ms(DEFAULT_SCHEMA_POLL_INTERVAL_MS),
     /** Tick of the in-process scheduler (SVC_LOCAL_SCHEDULER=true), ms. Default 1000. */
     SVC_LOCAL_SCHEDULER_TICK_MS: ms(DEFAULT_LOCAL_SCHEDULER_TICK_MS),
-    /** Fair share (relay): runs of one tenant sent and not final, per queue; 0 = off (first come, first served). Default 200. */
+    /** Fair share (relay): runs of one tenant sent and not final, per queue; 0 = off (first come, first served). Default 50. */
     SVC_TENANT_INFLIGHT_MAX: integer(0, 100_000).default(DEFAULT_TENANT_INFLIGHT_MAX),
     /** `true` sends MessageGroupId (the tenant's uid; `platform`) with each message, for SQS fair queues. Default true. */
     SVC_SQS_FAIR_GROUPS: booleanFlag.default(true),

@@ -69,8 +69,9 @@ export async function selectFairRows(
             SELECT count(*)::int AS in_flight FROM task_runs r
              WHERE r.tenant_id = g.tenant_id AND r.queue = g.queue
                AND (r.status IN ('running', 'retrying') OR (r.status = 'queued' AND r.updated_at > r.queued_at))
-               -- a run executed without its message (its row still pending) is not in flight
-               AND NOT EXISTS (SELECT 1 FROM outbox_messages p WHERE p.run_id = r.run_id AND p.sent_at IS NULL)) f),
+               -- A run executed without its message (its row still pending) is not in flight. A scalar
+               -- subquery, not NOT EXISTS: an anti join lets the planner hash the whole backlog.
+               AND (SELECT p.sent_at IS NULL FROM outbox_messages p WHERE p.run_id = r.run_id) IS NOT TRUE) f),
       cand AS (
         SELECT c.id, c.rank, rm.in_flight FROM room rm CROSS JOIN LATERAL (
           SELECT o.id, row_number() OVER (ORDER BY o.id) AS rank FROM outbox_messages o
@@ -98,7 +99,7 @@ export async function selectFairRows(
           SELECT count(*)::int AS in_flight FROM platform_task_runs r
            WHERE r.queue = g.queue
              AND (r.status IN ('running', 'retrying') OR (r.status = 'queued' AND r.updated_at > r.queued_at))
-             AND NOT EXISTS (SELECT 1 FROM platform_outbox_messages p WHERE p.run_id = r.run_id AND p.sent_at IS NULL)) f),
+             AND (SELECT p.sent_at IS NULL FROM platform_outbox_messages p WHERE p.run_id = r.run_id) IS NOT TRUE) f),
     cand AS (
       SELECT c.id, c.rank, rm.in_flight FROM room rm CROSS JOIN LATERAL (
         SELECT o.id, row_number() OVER (ORDER BY o.id) AS rank FROM platform_outbox_messages o
@@ -139,11 +140,11 @@ export async function inFlightByGroup(tx: TxSql, scope: RunScope): Promise<Array
     scope === 'tenant'
       ? await tx`SELECT r.tenant_id::text AS grp, r.queue, count(*)::int AS n FROM task_runs r
           WHERE (r.status IN ('running', 'retrying') OR (r.status = 'queued' AND r.updated_at > r.queued_at))
-            AND NOT EXISTS (SELECT 1 FROM outbox_messages p WHERE p.run_id = r.run_id AND p.sent_at IS NULL)
+            AND (SELECT p.sent_at IS NULL FROM outbox_messages p WHERE p.run_id = r.run_id) IS NOT TRUE
           GROUP BY 1, 2 ORDER BY 1, 2`
       : await tx`SELECT 'platform' AS grp, r.queue, count(*)::int AS n FROM platform_task_runs r
           WHERE (r.status IN ('running', 'retrying') OR (r.status = 'queued' AND r.updated_at > r.queued_at))
-            AND NOT EXISTS (SELECT 1 FROM platform_outbox_messages p WHERE p.run_id = r.run_id AND p.sent_at IS NULL)
+            AND (SELECT p.sent_at IS NULL FROM platform_outbox_messages p WHERE p.run_id = r.run_id) IS NOT TRUE
           GROUP BY 1, 2 ORDER BY 1, 2`;
   return rows.map((r) => ({ group: r.grp as string, queue: r.queue as string, inFlight: r.n as number }));
 }

@@ -1,0 +1,266 @@
+// `npm run bench -- fairness [--smoke]` (issue 17): one tenant's burst must not starve the others.
+// Tenant A dumps --runs runs at once (in transactions of 500 while the relay is paused: the burst waits
+// in the outbox), then the relay resumes and tenant B dispatches --rate runs/s (one per transaction,
+// wake signal after commit) for the whole drain. Measured: B's dispatch → started latency (payload
+// instant → `started` trail event, database clock) and the drain throughput ((A + B runs) / (last
+// finished − resume)), with fairness on (SVC_TENANT_INFLIGHT_MAX = --cap) and off (0) in the same
+// invocation, against the same PostgreSQL, Redis, SQS server and workers process (bench/peers).
+//
+// Lines (stdout, fixed format):
+//   INTERVAL mode=<fair|unfair> t_s=<n> a_done=<n> b_done=<n> b_p99_ms=<n> a_in_flight=<n> count_ms=<n>
+//     per second of the drain; b_p99_ms over B's runs started in that second; a_in_flight is the
+//     relay's own count for A (sql/work/0018_tenant-fairness.sql) and count_ms how long that count took.
+//   MODE mode=<m> runs=<n> seconds=<n> runs_per_s=<n> victim_p50_ms=<n> victim_p99_ms=<n> lost=<n> duplicated=<n>
+//   COST inflight_index_bytes=<n> pending_index_bytes=<n> count_ms_p50=<n> count_ms_max=<n>
+//     what the in-flight accounting costs: its partial index holds the runs in flight, not the backlog.
+//   SUMMARY victim_p99_ms=<n> unfair_victim_p99_ms=<n> throughput_ratio=<fair/unfair> lost=<n> duplicated=<n>
+// Targets (reported against, not asserted): victim_p99_ms ≤ 250, throughput_ratio ≥ 0.9, nothing lost
+// or duplicated. Exit code 1 when anything is lost or duplicated.
+import { createSql, type Sql } from '../src/db/client.ts';
+import { DEFAULT_TENANT_INFLIGHT_MAX } from '../src/config/workers.ts';
+import { startServices, type Services } from './peers/services.ts';
+import { num, percentile } from './peers/stats.ts';
+import { createBenchTenant, dispatchJobs, prepareOurs, spawnOurs, type OursStack } from './peers/systems/ours.ts';
+import type { BenchJob } from './peers/system.ts';
+import { nowMs } from './peers/tally.ts';
+
+interface FairnessOptions {
+  smoke: boolean;
+  runs: number;
+  rate: number;
+  cap: number;
+  concurrency: number;
+  timeoutSeconds: number;
+}
+
+const USAGE = `usage: npm run bench -- fairness [--smoke] [--runs N] [--rate N] [--cap N] [--concurrency N] [--timeout-seconds N]
+  defaults: --runs 20000 --rate 20 --cap ${DEFAULT_TENANT_INFLIGHT_MAX} (SVC_TENANT_INFLIGHT_MAX's default) --concurrency 10 (smoke: 400 runs)`;
+
+export function parseFairnessOptions(args: readonly string[]): FairnessOptions {
+  const smoke = args.includes('--smoke');
+  const o: FairnessOptions = {
+    smoke,
+    runs: smoke ? 400 : 20_000,
+    rate: 20,
+    cap: DEFAULT_TENANT_INFLIGHT_MAX,
+    concurrency: 10,
+    timeoutSeconds: smoke ? 60 : 900,
+  };
+  const keys: Record<string, keyof FairnessOptions> = {
+    '--runs': 'runs',
+    '--rate': 'rate',
+    '--cap': 'cap',
+    '--concurrency': 'concurrency',
+    '--timeout-seconds': 'timeoutSeconds',
+  };
+  for (let i = 0; i < args.length; i++) {
+    const flag = args[i] as string;
+    if (flag === '--smoke') continue;
+    const key = keys[flag];
+    const n = Number(args[i + 1]);
+    if (!key || !(n > 0) || !Number.isInteger(n)) throw new Error(`BENCH_BAD_OPTION: ${flag} ${args[i + 1] ?? ''}\n${USAGE}`);
+    (o as unknown as Record<string, number>)[key] = n;
+    i += 1;
+  }
+  return o;
+}
+
+interface ModeResult {
+  mode: 'fair' | 'unfair';
+  runs: number;
+  seconds: number;
+  runsPerS: number;
+  victimP50: number;
+  victimP99: number;
+  lost: number;
+  duplicated: number;
+  countMs: number[];
+}
+
+/** Per run of a tenant: dispatch instant (payload t), first `started`, number of `started`, succeeded. */
+async function tenantRuns(sql: Sql, tenantId: string, sinceMs = 0) {
+  return sql<{ t: number; started_ms: number | null; starts: number; succeeded: boolean; finished_ms: number | null }[]>`
+    SELECT (o.envelope->'payload'->>'t')::float8 AS t,
+           (extract(epoch FROM e.first_start) * 1000)::float8 AS started_ms,
+           coalesce(e.starts, 0)::int AS starts,
+           r.status = 'succeeded' AS succeeded,
+           (extract(epoch FROM r.finished_at) * 1000)::float8 AS finished_ms
+      FROM task_runs r
+      JOIN outbox_messages o ON o.run_id = r.run_id
+      LEFT JOIN LATERAL (
+        SELECT min(occurred_at) AS first_start, count(*) AS starts
+          FROM task_run_events ev WHERE ev.run_id = r.run_id AND ev.event = 'started') e ON true
+     WHERE r.tenant_id = ${tenantId}
+       ${sinceMs > 0 ? sql`AND e.first_start >= to_timestamp(${sinceMs / 1000}::float8)` : sql``}`;
+}
+
+async function doneCount(sql: Sql, tenantId: string): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM task_runs WHERE tenant_id = ${tenantId} AND status = 'succeeded'`;
+  return row?.n ?? 0;
+}
+
+/** The relay's own in-flight count of one tenant (the partial index), and how long it took. */
+async function inFlight(sql: Sql, tenantId: string): Promise<{ n: number; ms: number }> {
+  const started = nowMs();
+  const [row] = await sql<{ n: number }[]>`
+    SELECT count(*)::int AS n FROM task_runs r
+     WHERE r.tenant_id = ${tenantId} AND r.queue = 'default'
+       AND (r.status IN ('running', 'retrying') OR (r.status = 'queued' AND r.updated_at > r.queued_at))
+       AND (SELECT p.sent_at IS NULL FROM outbox_messages p WHERE p.run_id = r.run_id) IS NOT TRUE`;
+  return { n: row?.n ?? 0, ms: nowMs() - started };
+}
+
+async function runMode(
+  stack: OursStack,
+  o: FairnessOptions,
+  mode: 'fair' | 'unfair',
+  round: number,
+  print: (line: string) => void,
+  log: (line: string) => void,
+): Promise<ModeResult> {
+  const sql = stack.sql;
+  const relay = await spawnOurs('relay', {
+    ...stack.env,
+    BENCH_RELAY_PAUSED: 'true',
+    BENCH_TENANT_INFLIGHT_MAX: String(mode === 'fair' ? o.cap : 0),
+    BENCH_SQS_FAIR_GROUPS: 'true',
+  });
+  try {
+    const a = await createBenchTenant(sql, `${mode}-a`);
+    const b = await createBenchTenant(sql, `${mode}-b`);
+    const dumpAt = nowMs();
+    const burst: BenchJob[] = Array.from({ length: o.runs }, (_, s) => ({ r: round, s, t: dumpAt }));
+    await dispatchJobs(stack, a, burst);
+    await sql.unsafe('ANALYZE task_runs');
+    await sql.unsafe('ANALYZE outbox_messages');
+    log(`${mode}: tenant A dumped ${o.runs} runs in ${num((nowMs() - dumpAt) / 1000)} s; resuming the relay`);
+
+    const resumedAt = nowMs();
+    await relay.command('resume');
+    let bSent = 0;
+    let producing = true;
+    const producer = (async () => {
+      const every = 1000 / o.rate;
+      while (producing) {
+        const due = resumedAt + bSent * every;
+        const wait = due - nowMs();
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        if (!producing) break;
+        await dispatchJobs(stack, b, [{ r: round, s: bSent, t: nowMs() }], 1);
+        bSent += 1;
+      }
+    })();
+
+    const countMs: number[] = [];
+    const deadline = resumedAt + o.timeoutSeconds * 1000;
+    let aDone = 0;
+    let second = 0;
+    let lastTick = resumedAt;
+    try {
+      while (aDone < o.runs && nowMs() < deadline) {
+        await new Promise((r) => setTimeout(r, Math.max(0, lastTick + 1000 - nowMs())));
+        const tickStart = lastTick;
+        lastTick = nowMs();
+        second += 1;
+        aDone = await doneCount(sql, a);
+        const bDone = await doneCount(sql, b);
+        const window = (await tenantRuns(sql, b, tickStart)).filter((r) => r.started_ms !== null).map((r) => r.started_ms! - r.t);
+        const f = await inFlight(sql, a);
+        countMs.push(f.ms);
+        print(
+          `INTERVAL mode=${mode} t_s=${second} a_done=${aDone} b_done=${bDone} b_p99_ms=${num(percentile(window, 99))} ` +
+            `a_in_flight=${f.n} count_ms=${num(f.ms, 2)}`,
+        );
+      }
+    } finally {
+      producing = false;
+      await producer.catch((error: unknown) => log(`producer failed: ${String(error)}`));
+    }
+    // B's last runs finish within moments of A's; wait for them, bounded.
+    const bDeadline = Math.min(deadline, nowMs() + 30_000);
+    while ((await doneCount(sql, b)) < bSent && nowMs() < bDeadline) await new Promise((r) => setTimeout(r, 100));
+
+    const aRuns = await tenantRuns(sql, a);
+    const bRuns = await tenantRuns(sql, b);
+    const all = [...aRuns, ...bRuns];
+    const lost = all.filter((r) => !r.succeeded).length + (o.runs - aRuns.length) + (bSent - bRuns.length);
+    const duplicated = all.reduce((n, r) => n + Math.max(0, r.starts - 1), 0);
+    const lastFinish = Math.max(...all.map((r) => r.finished_ms ?? Number.NaN).filter((v) => Number.isFinite(v)));
+    const seconds = (lastFinish - resumedAt) / 1000;
+    const victim = bRuns.filter((r) => r.started_ms !== null).map((r) => r.started_ms! - r.t);
+    const result: ModeResult = {
+      mode,
+      runs: all.length,
+      seconds,
+      runsPerS: all.length / seconds,
+      victimP50: percentile(victim, 50),
+      victimP99: percentile(victim, 99),
+      lost,
+      duplicated,
+      countMs,
+    };
+    print(
+      `MODE mode=${mode} runs=${result.runs} seconds=${num(seconds, 2)} runs_per_s=${num(result.runsPerS)} ` +
+        `victim_p50_ms=${num(result.victimP50)} victim_p99_ms=${num(result.victimP99)} lost=${lost} duplicated=${duplicated}`,
+    );
+    return result;
+  } finally {
+    await relay.stop();
+  }
+}
+
+export async function main(args: string[]): Promise<number> {
+  let o: FairnessOptions;
+  try {
+    o = parseFairnessOptions(args);
+  } catch (error) {
+    console.error((error as Error).message);
+    return 2;
+  }
+  const print = (line: string) => console.log(line);
+  const log = (line: string) => console.error(`# ${line}`);
+  log(`runs=${o.runs} rate=${o.rate}/s cap=${o.cap} concurrency=${o.concurrency} (workers process: unit concurrency, pool 2C+2)`);
+  let services: Services | undefined;
+  const results: ModeResult[] = [];
+  let cost = '';
+  try {
+    services = await startServices({ sqs: true, log });
+    const pgUrl = await services.createDatabase('bench_fairness');
+    const stack = await prepareOurs({
+      pgUrl,
+      redisUrl: `${services.redis.url}/1`,
+      sqs: { endpoint: services.sqs!.endpoint, queueUrlPrefix: services.sqs!.queueUrlPrefix },
+      concurrency: o.concurrency,
+      log,
+    });
+    const workers = await spawnOurs('workers', stack.env);
+    try {
+      // Fair first, then unfair: the second mode runs on a larger task_runs (the first one's runs stay).
+      results.push(await runMode(stack, o, 'fair', 1, print, log));
+      results.push(await runMode(stack, o, 'unfair', 2, print, log));
+      const [sizes] = await stack.sql<{ inflight: number; pending: number }[]>`
+        SELECT pg_relation_size('task_runs_in_flight')::float8 AS inflight,
+               pg_relation_size('outbox_messages_pending_by_tenant')::float8 AS pending`;
+      const counts = results[0]!.countMs;
+      cost =
+        `COST inflight_index_bytes=${sizes!.inflight} pending_index_bytes=${sizes!.pending} ` +
+        `count_ms_p50=${num(percentile(counts, 50), 2)} count_ms_max=${num(Math.max(...counts), 2)}`;
+    } finally {
+      await workers.stop();
+      await stack.close();
+    }
+  } finally {
+    await services?.stop();
+  }
+  const fair = results.find((r) => r.mode === 'fair')!;
+  const unfair = results.find((r) => r.mode === 'unfair')!;
+  const lost = fair.lost + unfair.lost;
+  const duplicated = fair.duplicated + unfair.duplicated;
+  const ratio = fair.runsPerS / unfair.runsPerS;
+  print(cost);
+  print(
+    `SUMMARY victim_p99_ms=${num(fair.victimP99)} unfair_victim_p99_ms=${num(unfair.victimP99)} ` +
+      `throughput_ratio=${Number.isFinite(ratio) ? ratio.toFixed(3) : 'nan'} lost=${lost} duplicated=${duplicated}`,
+  );
+  return lost > 0 || duplicated > 0 ? 1 : 0;
+}
