@@ -2,7 +2,10 @@
 // (runs/s) of a no-op tenant task and dispatch-to-started latency (p50, p99), with the relay and the
 // workers as separate processes (bench/peers/ours-process.ts), plus a raw baseline in the same run:
 // plain SendMessageBatch + ReceiveMessage/DeleteMessageBatch on the same SQS server, no database.
-// Last line, exactly: SUMMARY runs_per_s=<n> p50_ms=<n> p99_ms=<n> lost=<n> duplicated=<n> baseline_ratio=<x>
+// Last line, exactly: SUMMARY runs_per_s=<n> p50_ms=<n> p99_ms=<n> lost=<n> duplicated=<n> baseline_ratio=<x> cpu_ms_per_run=<n>
+// (p50/p99: the steady producer at --rate, 200 runs/s by default; cpu_ms_per_run: median over the burn-down
+// rounds of the CPU of every process involved — this process with the in-process SQS server, PostgreSQL's
+// postmaster and backends, redis-server, the relay and workers processes — divided by the runs drained.)
 //
 // Throughput is a burn-down (runs dispatched while the relay is paused, then drained: runs / (last
 // `succeeded` − first `started`)); latency comes from a steady producer dispatching one run per
@@ -201,10 +204,13 @@ export async function main(args: string[]): Promise<number> {
   const lost = results.reduce((n, r) => n + r.lost + r.unexpected, 0);
   const duplicated = results.reduce((n, r) => n + r.duplicated, 0);
   const baseline = spread(baselines).median;
+  // cpuPer1000 is CPU seconds per 1,000 runs, i.e. CPU milliseconds per run.
+  const cpuMsPerRun = spread(measured('burn').map((r) => r.cpuPer1000)).median;
   if (baselineProblems > 0) console.error(`!!! the raw baseline itself lost or duplicated ${baselineProblems} message(s)`);
   print(
     `SUMMARY runs_per_s=${num(runsPerS)} p50_ms=${num(p50, 2)} p99_ms=${num(p99, 2)} lost=${lost} duplicated=${duplicated} ` +
-      `baseline_ratio=${Number.isFinite(runsPerS / baseline) ? (runsPerS / baseline).toFixed(3) : 'nan'}`,
+      `baseline_ratio=${Number.isFinite(runsPerS / baseline) ? (runsPerS / baseline).toFixed(3) : 'nan'} ` +
+      `cpu_ms_per_run=${num(cpuMsPerRun, 3)}`,
   );
   return lost > 0 || duplicated > 0 || baselineProblems > 0 ? 1 : 0;
 }

@@ -10,7 +10,7 @@ describe('bench work --smoke', () => {
     expect(code, out).toBe(0);
     const last = out.trim().split('\n').at(-1)!;
     expect(last).toMatch(
-      /^SUMMARY runs_per_s=[\d.]+ p50_ms=[\d.]+ p99_ms=[\d.]+ lost=0 duplicated=0 baseline_ratio=[\d.]+$/,
+      /^SUMMARY runs_per_s=[\d.]+ p50_ms=[\d.]+ p99_ms=[\d.]+ lost=0 duplicated=0 baseline_ratio=[\d.]+ cpu_ms_per_run=[\d.]+$/,
     );
   }, 180_000);
 });

@@ -598,7 +598,7 @@ const INFRASTRUCTURE_TABLES = [
 /** The migrations the spec's versioning table calls hand written. */
 const HAND_WRITTEN_MIGRATIONS = [
   '0012_authorization-scope-ceiling', '0013_authorization-permission-scope-guard', '0015_idempotency', '0016_work',
-  '0017_authorization-scope-ceiling-locks',
+  '0017_authorization-scope-ceiling-locks', '0018_work-tenant-fairness', '0019_work-run-guard-when', '0020_work-actor-checks-when',
 ];
 
 interface Layout {
@@ -629,7 +629,9 @@ function allowedKind(statement: string, file: string, layout: Layout, keyColumns
   const s = statement;
   if (/^CREATE (OR REPLACE )?FUNCTION /i.test(s)) return 'function';
   if (/^COMMENT ON FUNCTION /i.test(s)) return 'function';
-  if (/^CREATE (CONSTRAINT )?TRIGGER /i.test(s)) return 'trigger';
+  if (/^CREATE (OR REPLACE )?(CONSTRAINT )?TRIGGER /i.test(s)) return 'trigger';
+  // A constraint trigger takes no OR REPLACE: a later migration drops and re-creates it in one transaction.
+  if (/^DROP TRIGGER \w+ ON \w+$/i.test(s)) return 'trigger';
   if (/^CREATE EXTENSION (IF NOT EXISTS )?btree_gist$/i.test(s)) return 'btree_gist for EXCLUDE';
   if (/^ALTER TABLE \w+ ADD CONSTRAINT \w+ EXCLUDE USING gist /i.test(s)) return 'EXCLUDE with GiST';
   if (/^CREATE UNIQUE INDEX \w+ ON \w+ \([^)]*\) NULLS NOT DISTINCT$/i.test(s)) return 'unique index with NULLS NOT DISTINCT';

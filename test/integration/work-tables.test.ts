@@ -423,6 +423,42 @@ describe('task_runs', () => {
     await sql`UPDATE task_runs SET name = name, progress = 99 WHERE run_id = ${runId}`;
   });
 
+  // The guard's trigger lists the fixed columns in its WHEN condition (sql/work/0019_run-guard-when.sql):
+  // every column of both run tables outside the progress set, read from the catalog, must be refused, so
+  // a column added later without its place in that condition fails here.
+  for (const table of ['task_runs', 'platform_task_runs'] as const) {
+    it(`R-RUN-11 R-RUN-16 every column of ${table} outside the progress columns, read from the catalog, is refused`, async () => {
+      const progress = ['status', 'attempts', 'progress', 'outcome', 'started_at', 'finished_at', 'updated_at'];
+      const columns = await sql<{ column_name: string; data_type: string }[]>`
+        SELECT column_name, data_type FROM information_schema.columns
+         WHERE table_schema = 'public' AND table_name = ${table} AND NOT (column_name = ANY(${progress}))
+         ORDER BY ordinal_position`;
+      expect(columns.length).toBe(table === 'task_runs' ? 10 : 9);
+      // A different value of each type; the BEFORE trigger refuses before any CHECK or foreign key is looked at.
+      const changed: Record<string, string> = {
+        uuid: 'gen_random_uuid()',
+        text: '|| \'x\'',
+        bigint: '+ 1',
+        'timestamp with time zone': "+ interval '1 second'",
+      };
+      const runId = table === 'task_runs' ? await insertRun(sql) : await insertPlatformRun(sql);
+      for (const { column_name: column, data_type: type } of columns) {
+        const change = changed[type];
+        expect(change, `${table}.${column} has type ${type}: add a changed value for it`).toBeDefined();
+        const value = change!.startsWith('gen_') ? change! : `"${column}" ${change!}`;
+        const e = await refusal(sql.unsafe(`UPDATE ${table} SET "${column}" = ${value} WHERE run_id = $1`, [runId]));
+        expect([e.code, e.message], column).toEqual(['23001', expect.stringMatching(new RegExp(`^${table} is an append-only trail of runs: column\\(s\\) ${column} cannot change`))]);
+      }
+      // Progress columns still change, together or alone.
+      const [after] = await sql.unsafe(
+        `UPDATE ${table} SET status = 'running', attempts = attempts + 1, progress = 5, updated_at = clock_timestamp(),
+           started_at = clock_timestamp() WHERE run_id = $1 RETURNING status`,
+        [runId],
+      );
+      expect(after!.status).toBe('running');
+    });
+  }
+
   it('R-RUN-01 R-RUN-22 DELETE and TRUNCATE on task_runs are refused by a trigger naming the table', async () => {
     const runId = await insertRun(sql);
     for (const stmt of [sql`DELETE FROM task_runs WHERE run_id = ${runId}`, sql`DELETE FROM task_runs WHERE false`, sql`TRUNCATE task_runs CASCADE`]) {

@@ -1,0 +1,2 @@
+-- Hand written: the run tables' column guard fires only when a fixed column changes (WHEN condition).
+-- @load sql/work/0019_run-guard-when.sql

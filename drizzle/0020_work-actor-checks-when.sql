@@ -1,0 +1,2 @@
+-- Hand written: the deferred actor checks of the run tables are queued only for user (task_runs) and scheduler (platform_task_runs) runs (WHEN condition).
+-- @load sql/work/0020_actor-checks-when.sql
