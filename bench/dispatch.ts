@@ -21,6 +21,7 @@ import { startServices, type Services } from './peers/services.ts';
 import { num } from './peers/stats.ts';
 import { createBenchTenant } from './peers/systems/ours.ts';
 import { nowMs } from './peers/tally.ts';
+import { applyNumericFlags } from './numeric-flags.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -40,15 +41,7 @@ export function parseDispatchOptions(args: readonly string[]): DispatchBenchOpti
   const smoke = args.includes('--smoke');
   const o: DispatchBenchOptions = { smoke, runs: smoke ? 2_000 : 20_000, batch: 1_000, rounds: smoke ? 1 : 3 };
   const keys: Record<string, 'runs' | 'batch' | 'rounds'> = { '--runs': 'runs', '--batch': 'batch', '--rounds': 'rounds' };
-  for (let i = 0; i < args.length; i++) {
-    const flag = args[i] as string;
-    if (flag === '--smoke') continue;
-    const key = keys[flag];
-    const n = Number(args[i + 1]);
-    if (!key || !Number.isInteger(n) || n < 1) throw new Error(`BENCH_BAD_OPTION: ${flag} ${args[i + 1] ?? ''}\n${USAGE}`);
-    o[key] = n;
-    i += 1;
-  }
+  applyNumericFlags(args, keys, o, USAGE, { integers: true });
   if (o.batch > 10_000) throw new Error(`BENCH_BAD_OPTION: --batch ${o.batch} is over dispatchMany's 10000\n${USAGE}`);
   return o;
 }

@@ -23,6 +23,7 @@ import { num, percentile } from './peers/stats.ts';
 import { createBenchTenant, dispatchJobs, prepareOurs, spawnOurs, type OursStack } from './peers/systems/ours.ts';
 import type { BenchJob } from './peers/system.ts';
 import { nowMs } from './peers/tally.ts';
+import { applyNumericFlags } from './numeric-flags.ts';
 
 interface FairnessOptions {
   smoke: boolean;
@@ -53,15 +54,7 @@ export function parseFairnessOptions(args: readonly string[]): FairnessOptions {
     '--concurrency': 'concurrency',
     '--timeout-seconds': 'timeoutSeconds',
   };
-  for (let i = 0; i < args.length; i++) {
-    const flag = args[i] as string;
-    if (flag === '--smoke') continue;
-    const key = keys[flag];
-    const n = Number(args[i + 1]);
-    if (!key || !(n > 0) || !Number.isInteger(n)) throw new Error(`BENCH_BAD_OPTION: ${flag} ${args[i + 1] ?? ''}\n${USAGE}`);
-    (o as unknown as Record<string, number>)[key] = n;
-    i += 1;
-  }
+  applyNumericFlags(args, keys, o, USAGE, { integers: true });
   return o;
 }
 

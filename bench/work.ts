@@ -27,6 +27,7 @@ import { EFFECTS_TABLE_DDL, type SystemContext } from './peers/system.ts';
 import { ours } from './peers/systems/ours.ts';
 import { nowMs, TallyBook } from './peers/tally.ts';
 import { burnDown, steady, type RoundOptions } from './peers/workloads.ts';
+import { applyNumericFlags } from './numeric-flags.ts';
 
 interface WorkOptions {
   smoke: boolean;
@@ -62,15 +63,7 @@ export function parseWorkOptions(args: readonly string[]): WorkOptions {
     '--seconds': 'seconds',
     '--timeout-seconds': 'timeoutSeconds',
   };
-  for (let i = 0; i < args.length; i++) {
-    const flag = args[i] as string;
-    if (flag === '--smoke') continue;
-    const key = keys[flag];
-    const n = Number(args[i + 1]);
-    if (!key || !(n > 0)) throw new Error(`BENCH_BAD_OPTION: ${flag} ${args[i + 1] ?? ''}\n${USAGE}`);
-    (o as unknown as Record<string, number>)[key] = n;
-    i += 1;
-  }
+  applyNumericFlags(args, keys, o, USAGE, { integers: false });
   if (o.warmupSeconds >= o.seconds) o.warmupSeconds = o.seconds / 4;
   return o;
 }
