@@ -21,6 +21,7 @@ import { classifyFailure, UnitTimedOut, ValidationFailure } from './unit-errors.
 import type { UnitOutcome, UnitRun, WorkUnit } from './unit.ts';
 import type { z } from 'zod';
 import pino from 'pino';
+import { raceAbort } from './delivery/race-abort.ts';
 
 export interface TestUnitOptions {
   sql: Sql;
@@ -200,21 +201,3 @@ async function readRunOf(sql: Sql, scope: RunScope, actor: Actor, key: { runId: 
   return inUnitOfWork(sql, actor, (tx) => readRun(tx, scope, key));
 }
 
-function raceAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  promise.catch(() => {}); // a late rejection after an abort must not crash the test process
-  if (signal.aborted) return Promise.reject(signal.reason as Error);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason as Error);
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (v) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(v);
-      },
-      (e: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(e as Error);
-      },
-    );
-  });
-}

@@ -35,25 +35,8 @@ import { guardRunTransaction, RunTransactionClosed, type RunTransactionGuard } f
 import { signalOutbox } from '../../kv/wake.ts';
 import { createFollowUps, type FollowUps } from '../follow-up.ts';
 import { release, settleFailure, settleRegistration } from './settlement.ts';
+import { raceAbort } from './race-abort.ts';
 
-/** Settles when the promise does, or rejects with the signal's reason when it is aborted first. */
-function raceAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason as Error);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason as Error);
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (v) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(v);
-      },
-      (e: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(e as Error);
-      },
-    );
-  });
-}
 /**
  * Opens the effect transaction first and takes the key's advisory lock in it, then registers the
  * delivery in its own transaction, then runs the handler in the effect transaction. Holding the lock
@@ -175,7 +158,6 @@ export async function deliver(c: DeliveryContext, early: Failure | null, gate: G
         ...followUps.api,
       };
       const handling = traceStage('handler', unit!.name, async () => unit!.handler(payload as never, runObject)); // span (src/observe)
-      handling.catch(() => {}); // settled below; a late rejection after an abort must not crash the process
       const returned = await raceAbort(handling, controller.signal);
       guarded.close();
       const outcome = returned === undefined ? {} : returned;
