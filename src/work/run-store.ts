@@ -221,6 +221,37 @@ export interface RunKey {
   tenantId?: string | null;
 }
 
+/** One trail event as read back. */
+export interface TrailEvent {
+  event: TrailEventName;
+  attempt: number;
+  receiveCount: number;
+  queue: string;
+  workerInstance: string;
+  errorCode: string | null;
+  errorType: string | null;
+  detail: Record<string, unknown>;
+  occurredAt: Date;
+}
+
+/** A run's whole trail in causal order: by `occurred_at`, then by id (R-RUN trail order). */
+export async function readTrail(sql: Sql | TxSql, scope: RunScope, runId: string): Promise<TrailEvent[]> {
+  const rows = await sql<Record<string, unknown>[]>`
+    SELECT event, attempt, receive_count, queue, worker_instance, error_code, error_type, detail, occurred_at
+      FROM ${sql(TRAIL_TABLE[scope])} WHERE run_id = ${runId} ORDER BY occurred_at, id`;
+  return rows.map((r) => ({
+    event: r.event as TrailEventName,
+    attempt: r.attempt as number,
+    receiveCount: r.receive_count as number,
+    queue: r.queue as string,
+    workerInstance: r.worker_instance as string,
+    errorCode: (r.error_code as string | null) ?? null,
+    errorType: (r.error_type as string | null) ?? null,
+    detail: r.detail as Record<string, unknown>,
+    occurredAt: r.occurred_at as Date,
+  }));
+}
+
 /** Reads one run; `forUpdate` locks the row until the transaction ends. */
 export async function readRun(tx: TxSql, scope: RunScope, key: RunKey, options: { forUpdate?: boolean } = {}): Promise<RunRow | null> {
   const tenantId = checkTenant(scope, key.tenantId);

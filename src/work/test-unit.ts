@@ -16,7 +16,7 @@ import { inUnitOfWork, type Actor } from '../db/unit-of-work.ts';
 import { retryDelaySeconds } from './backoff.ts';
 import { createDispatcher, targetOfUnit, type DispatchedRun } from './dispatch.ts';
 import { createFollowUps } from './follow-up.ts';
-import { appendTrailEvent, readRun, setRunProgress, transitionRun, type RunRow, type RunScope, type TrailEventName } from './run-store.ts';
+import { appendTrailEvent, readRun, readTrail, setRunProgress, transitionRun, type RunRow, type RunScope, type TrailEvent, type TrailEventName } from './run-store.ts';
 import { classifyFailure, UnitTimedOut, ValidationFailure } from './unit-errors.ts';
 import type { UnitOutcome, UnitRun, WorkUnit } from './unit.ts';
 import type { z } from 'zod';
@@ -38,14 +38,8 @@ export interface TestUnitOptions {
 /** A failure as the runtime classifies it. */
 export type ClassifiedFailure = ReturnType<typeof classifyFailure>;
 
-export interface TrailRow {
-  event: TrailEventName;
-  attempt: number;
-  receiveCount: number;
-  errorCode: string;
-  errorType: string;
-  detail: Record<string, unknown>;
-}
+/** A trail event of the run, in causal order. */
+export type TrailRow = TrailEvent;
 
 export interface TestUnitResult {
   /** The handler's outcome as stored on the run; null when it failed. */
@@ -62,21 +56,6 @@ export interface TestUnitResult {
 
 /** Handlers log through run.logger; in a unit test those lines go nowhere. */
 const silentLogger = pino({ level: 'silent' });
-
-const TRAIL_TABLE = { tenant: 'task_run_events', platform: 'platform_task_run_events' } as const;
-
-async function readTrail(sql: Sql, scope: RunScope, runId: string): Promise<TrailRow[]> {
-  const rows = await sql`SELECT event, attempt, receive_count, error_code, error_type, detail FROM ${sql(TRAIL_TABLE[scope])}
-    WHERE run_id = ${runId} ORDER BY id`;
-  return rows.map((r) => ({
-    event: r.event as TrailEventName,
-    attempt: r.attempt as number,
-    receiveCount: r.receive_count as number,
-    errorCode: r.error_code as string,
-    errorType: r.error_type as string,
-    detail: r.detail as Record<string, unknown>,
-  }));
-}
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);

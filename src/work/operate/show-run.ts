@@ -4,7 +4,7 @@
 // sent or pending) and its redrive chain.
 import type { Sql, TxSql } from '../../db/client.ts';
 import { idempotencyKeyOf } from '../idempotency.ts';
-import type { RunRow } from '../run-store.ts';
+import { readTrail, type RunRow } from '../run-store.ts';
 import { requireRun } from './find-run.ts';
 
 export interface TrailEntry {
@@ -13,8 +13,8 @@ export interface TrailEntry {
   receiveCount: number;
   queue: string;
   workerInstance: string;
-  errorCode: string;
-  errorType: string;
+  errorCode: string | null;
+  errorType: string | null;
   detail: Record<string, unknown>;
   occurredAt: string;
 }
@@ -72,9 +72,7 @@ export async function showRun(sql: Sql | TxSql, runId: string, options: ShowRunO
   const t = scope === 'tenant'
     ? { trail: 'task_run_events', outbox: 'outbox_messages', ledger: 'idempotency_keys', runs: 'task_runs' }
     : { trail: 'platform_task_run_events', outbox: 'platform_outbox_messages', ledger: 'platform_idempotency_keys', runs: 'platform_task_runs' };
-  const trailRows = await sql<Record<string, unknown>[]>`
-    SELECT event, attempt, receive_count, queue, worker_instance, error_code, error_type, detail, occurred_at
-      FROM ${sql(t.trail)} WHERE run_id = ${run.runId} ORDER BY occurred_at, id`;
+  const trailRows = await readTrail(sql, scope, run.runId);
   const [outboxRow] = await sql<Record<string, unknown>[]>`
     SELECT queue, envelope, available_at, sent_at, attempts FROM ${sql(t.outbox)} WHERE run_id = ${run.runId}`;
   const envelope = (outboxRow?.envelope as Record<string, unknown> | undefined) ?? null;
@@ -90,17 +88,7 @@ export async function showRun(sql: Sql | TxSql, runId: string, options: ShowRunO
     scope,
     tenant: tenantUid,
     run: { ...rest, queuedAt: queuedAt.toISOString(), startedAt: iso(startedAt), finishedAt: iso(finishedAt), updatedAt: updatedAt.toISOString() },
-    trail: trailRows.map((r) => ({
-      event: r.event as string,
-      attempt: r.attempt as number,
-      receiveCount: r.receive_count as number,
-      queue: r.queue as string,
-      workerInstance: r.worker_instance as string,
-      errorCode: r.error_code as string,
-      errorType: r.error_type as string,
-      detail: r.detail as Record<string, unknown>,
-      occurredAt: (r.occurred_at as Date).toISOString(),
-    })),
+    trail: trailRows.map((e) => ({ ...e, occurredAt: e.occurredAt.toISOString() })),
     ledger: ledgerRow
       ? {
           status: ledgerRow.status as string,
