@@ -186,6 +186,27 @@ function isPostmasterOf(pid: number, dataDir: string): boolean {
  * directory (another `svc` command, or an orphan of a killed run) its port is returned so the caller
  * reuses that server instead of fighting over the lock.
  */
+/** The pid of this data directory's running postmaster, if one runs. */
+function runningPostmaster(dataDir: string, log: (l: string) => void): number | undefined {
+  if (inspectLock(dataDir, log).runningPort === undefined) return undefined;
+  const pid = Number(fs.readFileSync(path.join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+}
+
+/** Waits up to `ms` for process `pid` to be gone; true once it is. */
+async function exited(pid: number, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    try {
+      process.kill(pid, 0);
+    } catch {
+      return true;
+    }
+    if (Date.now() >= deadline) return false;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
 function inspectLock(dataDir: string, log: (l: string) => void): { runningPort?: number } {
   const pidFile = path.join(dataDir, 'postmaster.pid');
   if (!fs.existsSync(pidFile)) return {};
@@ -222,9 +243,21 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
           removeUser(leaseBase, lease);
           const remaining = liveUsers(leaseBase);
           // Never stop a cluster another process is still using: the last user stops it.
-          if (remaining.length > 0) return;
-          if (inspectLock(dataDir, log).runningPort === undefined) return;
-          run(bins.pgCtl, ['-D', dataDir, '-m', 'fast', '-w', '-t', '30', 'stop'], asUser);
+          if (remaining.length > 0) {
+            log(`PostgreSQL left running: ${remaining.length} other process(es) still use it (${remaining.join(', ')})`);
+            return;
+          }
+          const postmaster = runningPostmaster(dataDir, log);
+          if (postmaster === undefined) return;
+          const stopped = run(bins.pgCtl, ['-D', dataDir, '-m', 'fast', '-w', '-t', '30', 'stop'], asUser);
+          if (!stopped.ok) log(`pg_ctl stop did not confirm the stop (${stopped.status}): ${stopped.out.split('\n')[0] ?? ''}`);
+          // pg_ctl returns once postmaster.pid is gone; the caller's promise is that nothing runs after
+          // stop(), so wait (bounded) for the postmaster process itself, and end it if it lingers.
+          if (!(await exited(postmaster, 10_000))) {
+            log(`PostgreSQL (pid ${postmaster}) still runs after the stop: immediate shutdown`);
+            run(bins.pgCtl, ['-D', dataDir, '-m', 'immediate', '-w', '-t', '10', 'stop'], asUser);
+            await exited(postmaster, 10_000);
+          }
         } finally {
           await release();
         }
