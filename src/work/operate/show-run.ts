@@ -4,20 +4,11 @@
 // sent or pending) and its redrive chain.
 import type { Sql, TxSql } from '../../db/client.ts';
 import { idempotencyKeyOf } from '../idempotency.ts';
-import { readTrail, type RunRow } from '../run-store.ts';
+import { readTrail, type RunRow, type TrailEvent } from '../run-store.ts';
 import { requireRun } from './find-run.ts';
 
-export interface TrailEntry {
-  event: string;
-  attempt: number;
-  receiveCount: number;
-  queue: string;
-  workerInstance: string;
-  errorCode: string | null;
-  errorType: string | null;
-  detail: Record<string, unknown>;
-  occurredAt: string;
-}
+/** A trail event as `runs show` prints it: the instant as an ISO string. */
+export type TrailEntry = Omit<TrailEvent, 'occurredAt'> & { occurredAt: string };
 
 export interface LedgerEntry {
   status: string;
