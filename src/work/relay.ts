@@ -16,7 +16,7 @@ import { startRelaySendSpans } from '../observe/work-tracing.ts';
 import { bodyBytes, packBatches } from '../queue/batch.ts';
 import { isQueueName, queueUrl } from '../queue/names.ts';
 import { sendMessageBatch } from '../queue/send.ts';
-import { DEFAULT_CAPPED_POLL_MS, dueRowsWaiting, markSent, PLATFORM_MESSAGE_GROUP, selectFairRows } from './tenant-inflight.ts';
+import { DEFAULT_CAPPED_POLL_MS, dueRowsWaiting, markSent, PLATFORM_MESSAGE_GROUP, selectFairRows, type FairRow } from './tenant-inflight.ts';
 import { defaultInstanceLabel } from './dispatch.ts';
 import { appendTrailEvents, OUTBOX_TABLE, type RunScope, type TrailEventInput } from './run-store.ts';
 
@@ -61,15 +61,8 @@ export interface RelayPassResult {
   capped?: boolean;
 }
 
-interface PendingRow {
-  id: string;
-  run_id: string;
-  tenant_id?: string;
-  tenant_uid?: string;
-  queue: string;
-  envelope: unknown;
-  attempts: number;
-}
+/** A due outbox row the relay locked, with fairness on or off (one row shape for both selections). */
+type PendingRow = FairRow;
 
 async function passOne(
   tx: TxSql,
@@ -93,7 +86,7 @@ async function passOne(
   if (fair === null) return { sent: 0, failed: 0, full: false, capped: true };
   const rows =
     fair
-      ? (fair as PendingRow[])
+      ? fair
       : ((await tx`
     WITH ctx AS MATERIALIZED (${actorContextSelect(tx, RELAY_ACTOR)})
     SELECT id::text AS id, run_id, ${scope === 'tenant' ? tx`tenant_id::text AS tenant_id,` : tx``} ${tenantUid} queue, envelope, attempts
