@@ -2,15 +2,20 @@
 // Tenant A dumps --runs runs at once (in transactions of 500 while the relay is paused: the burst waits
 // in the outbox), then the relay resumes and tenant B dispatches --rate runs/s (one per transaction,
 // wake signal after commit) for the whole drain. Measured: B's dispatch → started latency (payload
-// instant → `started` trail event, database clock) and the drain throughput ((A + B runs) / (last
-// finished − resume)), with fairness on (SVC_TENANT_INFLIGHT_MAX = --cap) and off (0) in the same
+// instant → `started` trail event, database clock) and the drain throughput (A's and B's runs finished
+// by A's last one / (that instant − resume)), with fairness on (SVC_TENANT_INFLIGHT_MAX = --cap) and off (0) in the same
 // invocation, against the same PostgreSQL, Redis, SQS server and workers process (bench/peers).
+// Before the first mode, --warmup runs (default 2,000) pass through the workers unmeasured, so the
+// mode measured first does not carry the workers' JIT warm-up alone.
 //
 // Lines (stdout, fixed format):
 //   INTERVAL mode=<fair|unfair> t_s=<n> a_done=<n> b_done=<n> b_p99_ms=<n> a_in_flight=<n> count_ms=<n>
 //     per second of the drain; b_p99_ms over B's runs started in that second; a_in_flight is the
 //     relay's own count for A (sql/work/0018_tenant-fairness.sql) and count_ms how long that count took.
 //   MODE mode=<m> runs=<n> seconds=<n> runs_per_s=<n> victim_p50_ms=<n> victim_p99_ms=<n> lost=<n> duplicated=<n>
+//   CPU mode=<m> ms_per_run=<n> <process>=<ms per run> ...
+//     CPU of the drain per run (harness with the in-process SQS server, PostgreSQL, Redis, relay,
+//     workers; bench/peers/cpu.ts): what fairness costs end to end.
 //   COST inflight_index_bytes=<n> pending_index_bytes=<n> count_ms_p50=<n> count_ms_max=<n>
 //     what the in-flight accounting costs: its partial index holds the runs in flight, not the backlog.
 //   SUMMARY victim_p99_ms=<n> unfair_victim_p99_ms=<n> throughput_ratio=<fair/unfair> lost=<n> duplicated=<n>
@@ -19,6 +24,7 @@
 import { createSql, type Sql } from '../src/db/client.ts';
 import { DEFAULT_TENANT_INFLIGHT_MAX } from '../src/config/workers.ts';
 import { startServices, type Services } from './peers/services.ts';
+import { CpuMeter } from './peers/cpu.ts';
 import { num, percentile } from './peers/stats.ts';
 import { createBenchTenant, dispatchJobs, prepareOurs, spawnOurs, type OursStack } from './peers/systems/ours.ts';
 import type { BenchJob } from './peers/system.ts';
@@ -31,11 +37,12 @@ interface FairnessOptions {
   rate: number;
   cap: number;
   concurrency: number;
+  warmup: number;
   timeoutSeconds: number;
 }
 
-const USAGE = `usage: npm run bench -- fairness [--smoke] [--runs N] [--rate N] [--cap N] [--concurrency N] [--timeout-seconds N]
-  defaults: --runs 20000 --rate 20 --cap ${DEFAULT_TENANT_INFLIGHT_MAX} (SVC_TENANT_INFLIGHT_MAX's default) --concurrency 10 (smoke: 400 runs)`;
+const USAGE = `usage: npm run bench -- fairness [--smoke] [--runs N] [--rate N] [--cap N] [--concurrency N] [--warmup N] [--timeout-seconds N]
+  defaults: --runs 20000 --rate 20 --cap ${DEFAULT_TENANT_INFLIGHT_MAX} (SVC_TENANT_INFLIGHT_MAX's default) --concurrency 10 --warmup 2000 (smoke: 400 runs, no warm-up)`;
 
 export function parseFairnessOptions(args: readonly string[]): FairnessOptions {
   const smoke = args.includes('--smoke');
@@ -45,6 +52,7 @@ export function parseFairnessOptions(args: readonly string[]): FairnessOptions {
     rate: 20,
     cap: DEFAULT_TENANT_INFLIGHT_MAX,
     concurrency: 10,
+    warmup: smoke ? 0 : 2_000,
     timeoutSeconds: smoke ? 60 : 900,
   };
   const keys: Record<string, keyof FairnessOptions> = {
@@ -52,6 +60,7 @@ export function parseFairnessOptions(args: readonly string[]): FairnessOptions {
     '--rate': 'rate',
     '--cap': 'cap',
     '--concurrency': 'concurrency',
+    '--warmup': 'warmup',
     '--timeout-seconds': 'timeoutSeconds',
   };
   applyNumericFlags(args, keys, o, USAGE, { integers: true });
@@ -105,6 +114,8 @@ async function inFlight(sql: Sql, tenantId: string): Promise<{ n: number; ms: nu
 
 async function runMode(
   stack: OursStack,
+  services: Services,
+  workersPid: number,
   o: FairnessOptions,
   mode: 'fair' | 'unfair',
   round: number,
@@ -128,6 +139,8 @@ async function runMode(
     await sql.unsafe('ANALYZE outbox_messages');
     log(`${mode}: tenant A dumped ${o.runs} runs in ${num((nowMs() - dumpAt) / 1000)} s; resuming the relay`);
 
+    const cpu = new CpuMeter(() => [...services.serverPids(), workersPid, relay.child.pid!]);
+    cpu.begin();
     const resumedAt = nowMs();
     await relay.command('resume');
     let bSent = 0;
@@ -172,31 +185,60 @@ async function runMode(
     // The drain ends when B's runs are done too: with fairness off they wait behind the whole burst, so
     // this can take as long again (bounded by --timeout-seconds); what is unfinished then counts as lost.
     while ((await doneCount(sql, b)) < bSent && nowMs() < deadline) await new Promise((r) => setTimeout(r, 100));
+    const spent = cpu.end();
+    const parts = cpu.breakdown();
 
     const aRuns = await tenantRuns(sql, a);
     const bRuns = await tenantRuns(sql, b);
     const all = [...aRuns, ...bRuns];
     const lost = all.filter((r) => !r.succeeded).length + (o.runs - aRuns.length) + (bSent - bRuns.length);
     const duplicated = all.reduce((n, r) => n + Math.max(0, r.starts - 1), 0);
-    const lastFinish = Math.max(...all.map((r) => r.finished_ms ?? Number.NaN).filter((v) => Number.isFinite(v)));
-    const seconds = (lastFinish - resumedAt) / 1000;
+    // The drain ends with the burst's last run: B keeps dispatching at its own rate until the harness's
+    // next one-second tick notices, and those runs would round the drain up to whole seconds.
+    const aLast = Math.max(...aRuns.map((r) => r.finished_ms ?? Number.NaN).filter((v) => Number.isFinite(v)));
+    const drained = all.filter((r) => r.finished_ms !== null && r.finished_ms <= aLast).length;
+    const seconds = (aLast - resumedAt) / 1000;
     const victim = bRuns.filter((r) => r.started_ms !== null).map((r) => r.started_ms! - r.t);
     const result: ModeResult = {
       mode,
       runs: all.length,
       seconds,
-      runsPerS: all.length / seconds,
+      runsPerS: drained / seconds,
       victimP50: percentile(victim, 50),
       victimP99: percentile(victim, 99),
       lost,
       duplicated,
       countMs,
     };
+    const perRun = (seconds: number) => num((seconds * 1000) / result.runs, 3);
+    print(
+      `CPU mode=${mode} ms_per_run=${perRun(spent.total)} harness=${perRun(spent.self)} ` +
+        parts.map((p) => `${p.label}=${perRun(p.seconds)}`).join(' '),
+    );
     print(
       `MODE mode=${mode} runs=${result.runs} seconds=${num(seconds, 2)} runs_per_s=${num(result.runsPerS)} ` +
         `victim_p50_ms=${num(result.victimP50)} victim_p99_ms=${num(result.victimP99)} lost=${lost} duplicated=${duplicated}`,
     );
     return result;
+  } finally {
+    await relay.stop();
+  }
+}
+
+/**
+ * Unmeasured: --warmup runs through the workers and a relay (fairness off) before the first mode, so
+ * neither mode pays the workers' JIT warm-up (the mode measured first would otherwise carry it alone).
+ */
+async function warmUp(stack: OursStack, o: FairnessOptions, log: (line: string) => void): Promise<void> {
+  if (o.warmup === 0) return;
+  const relay = await spawnOurs('relay', { ...stack.env, BENCH_TENANT_INFLIGHT_MAX: '0' });
+  try {
+    const w = await createBenchTenant(stack.sql, 'warmup');
+    const started = nowMs();
+    await dispatchJobs(stack, w, Array.from({ length: o.warmup }, (_, s) => ({ r: 0, s, t: nowMs() })));
+    const deadline = started + o.timeoutSeconds * 1000;
+    while ((await doneCount(stack.sql, w)) < o.warmup && nowMs() < deadline) await new Promise((r) => setTimeout(r, 100));
+    log(`warm-up: ${o.warmup} runs in ${num((nowMs() - started) / 1000)} s (not measured)`);
   } finally {
     await relay.stop();
   }
@@ -228,9 +270,10 @@ export async function main(args: string[]): Promise<number> {
     });
     const workers = await spawnOurs('workers', stack.env);
     try {
+      await warmUp(stack, o, log);
       // Fair first, then unfair: the second mode runs on a larger task_runs (the first one's runs stay).
-      results.push(await runMode(stack, o, 'fair', 1, print, log));
-      results.push(await runMode(stack, o, 'unfair', 2, print, log));
+      results.push(await runMode(stack, services, workers.child.pid!, o, 'fair', 1, print, log));
+      results.push(await runMode(stack, services, workers.child.pid!, o, 'unfair', 2, print, log));
       const [sizes] = await stack.sql<{ inflight: number; pending: number }[]>`
         SELECT pg_relation_size('task_runs_in_flight')::float8 AS inflight,
                pg_relation_size('outbox_messages_pending_by_tenant')::float8 AS pending`;

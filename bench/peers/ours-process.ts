@@ -7,7 +7,8 @@
 // Environment: BENCH_ROLE, BENCH_DATABASE_URL, BENCH_REDIS_URL, BENCH_SQS_ENDPOINT,
 // BENCH_SQS_QUEUE_URL_PREFIX, BENCH_CONCURRENCY, BENCH_SQS_WAIT_SECONDS (default 2),
 // BENCH_RELAY_PAUSED=true (relay: start paused, wait for `resume`), BENCH_TENANT_INFLIGHT_MAX
-// (relay: the fairness cap, default 0 = off) and BENCH_SQS_FAIR_GROUPS=true (relay: MessageGroupId).
+// (relay: the fairness cap, default 0 = off), BENCH_CAPPED_POLL_MS (relay: its short poll while the cap
+// holds rows back; default the relay's) and BENCH_SQS_FAIR_GROUPS=true (relay: MessageGroupId).
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
@@ -92,6 +93,7 @@ async function start(): Promise<void> {
       sql, redis, sqs, queueUrlPrefix, instance, log: logger,
       tenantInflightMax: Number(process.env.BENCH_TENANT_INFLIGHT_MAX ?? 0),
       fairGroups: process.env.BENCH_SQS_FAIR_GROUPS === 'true',
+      ...(process.env.BENCH_CAPPED_POLL_MS ? { cappedPollMs: Number(process.env.BENCH_CAPPED_POLL_MS) } : {}),
     };
     let relay: Relay | undefined = process.env.BENCH_RELAY_PAUSED === 'true' ? undefined : startRelay(relayOptions);
     process.on('message', (message: unknown) => {

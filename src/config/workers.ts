@@ -2,6 +2,7 @@
 // uses is configuration with the spec's value as default, so tests run the same code in seconds.
 import { z } from 'zod';
 import { DEFAULT_REDIS_COMMAND_TIMEOUT_MS } from '../kv/client.ts';
+import { DEFAULT_CAPPED_POLL_MS } from '../work/tenant-inflight.ts';
 import {
   DEFAULT_BACKOFF_BASE_MS,
   DEFAULT_BACKOFF_CAP_MS,
@@ -153,6 +154,8 @@ export const workersSchema = z
     SVC_TENANT_INFLIGHT_MAX: integer(0, 100_000).default(DEFAULT_TENANT_INFLIGHT_MAX),
     /** `true` sends MessageGroupId (the tenant's uid; `platform`) with each message, for SQS fair queues. Default true. */
     SVC_SQS_FAIR_GROUPS: booleanFlag.default(true),
+    /** Fair share (relay): how soon it looks again while the cap holds rows back, ms. Default 50. */
+    SVC_RELAY_CAPPED_POLL_MS: ms(DEFAULT_CAPPED_POLL_MS),
   })
   .superRefine((c, ctx) => {
     if (parsedOk(ctx, 'SVC_LOCAL_SCHEDULER', 'NODE_ENV') && c.SVC_LOCAL_SCHEDULER && c.NODE_ENV === 'production') {

@@ -59,6 +59,8 @@ export interface RelayPassResult {
   full: boolean;
   /** Fairness held due rows back (their tenants are at the cap): look again soon, room opens as runs finish. */
   capped?: boolean;
+  /** The outboxes whose rows fairness held back (relayPass): the short polls look at these only. */
+  cappedScopes?: RunScope[];
 }
 
 /** A due outbox row the relay locked, with fairness on or off (one row shape for both selections). */
@@ -171,26 +173,37 @@ async function passOne(
   if (failedIds.length > 0) {
     await tx`UPDATE ${tx(table)} SET attempts = attempts + 1 WHERE id = ANY(${failedIds}::bigint[])`;
   }
-  // Due rows left after a short batch that sent everything: held back by the cap (or locked by another relay).
+  // A short fair batch that sent everything: its groups reached the cap (room was all they got), so
+  // rows are probably held back. Look again shortly without asking: a poll that finds nothing due asks
+  // dueRowsWaiting above, and ends the short polls.
   const result: RelayPassResult = { sent: sentIds.length, failed: failedIds.length, full: rows.length === batchSize };
-  if (fair) result.capped = rows.length < batchSize && failedIds.length === 0 && (await dueRowsWaiting(tx, scope));
+  if (fair) result.capped = rows.length < batchSize && failedIds.length === 0;
   return result;
 }
 
-/** One pass over both outboxes, each in its own transaction. */
-export async function relayPass(sql: Sql, sqs: SQSClient, queueUrlPrefix: string, options: RelayPassOptions = {}): Promise<RelayPassResult> {
+const BOTH_SCOPES: readonly RunScope[] = ['tenant', 'platform'];
+
+/** One pass over both outboxes (or the given ones), each in its own transaction. */
+export async function relayPass(
+  sql: Sql,
+  sqs: SQSClient,
+  queueUrlPrefix: string,
+  options: RelayPassOptions = {},
+  scopes: readonly RunScope[] = BOTH_SCOPES,
+): Promise<RelayPassResult> {
   const batchSize = options.batchSize ?? DEFAULT_RELAY_BATCH_SIZE;
   const instance = options.instance ?? defaultInstanceLabel();
   const log = options.log ?? silent;
   const fairness = { cap: options.tenantInflightMax ?? 0, groups: options.fairGroups ?? false };
   const total: RelayPassResult = { sent: 0, failed: 0, full: false };
-  for (const scope of ['tenant', 'platform'] as const) {
+  for (const scope of scopes) {
     const r = (await sql.begin((tx) => passOne(tx, sqs, queueUrlPrefix, scope, batchSize, instance, log, fairness))) as RelayPassResult;
     total.sent += r.sent;
     total.failed += r.failed;
     total.full ||= r.full;
     // Only a fair pass reports `capped`: with fairness off the result is what it always was.
     if (r.capped !== undefined) total.capped = (total.capped ?? false) || r.capped;
+    if (r.capped) (total.cappedScopes ??= []).push(scope);
   }
   recordRelayPass(total); // svc_relay_sent_total, svc_relay_send_failures_total (src/observe)
   return total;
@@ -208,7 +221,7 @@ export interface RelayOptions extends RelayPassOptions {
   backlogSampleIntervalMs?: number;
   /** How long past its own block time a wake wait may go unanswered before the relay gives up on it (a hung Redis), ms. Default 500. */
   wakeTimeoutMs?: number;
-  /** With fairness on, how soon to look again while due rows wait for room; default 20 ms. */
+  /** With fairness on, how soon to look again while due rows wait for room; default 50 ms (SVC_RELAY_CAPPED_POLL_MS). */
   cappedPollMs?: number;
 }
 
@@ -275,15 +288,16 @@ export function startRelay(options: RelayOptions): Relay {
     ]).finally(() => clearTimeout(timer));
   };
 
-  async function idle(waitMs: number = sweepIntervalMs): Promise<void> {
+  /** Waits for a wake signal or `waitMs`; true when a signal (a commit of new rows) ended the wait. */
+  async function idle(waitMs: number = sweepIntervalMs): Promise<boolean> {
     const deadline = Date.now() + waitMs;
     while (!stopping) {
       const remaining = deadline - Date.now();
-      if (remaining <= 0) return;
+      if (remaining <= 0) return false;
       if (blocking && blocking.status === 'ready') {
         const blockSeconds = Math.max(0.01, Math.min(WAKE_BLOCK_SECONDS, remaining / 1000));
         const woke = await boundedWake(blocking, blockSeconds, blockSeconds * 1000 + wakeTimeoutMs);
-        if (woke === 'woken') return;
+        if (woke === 'woken') return true;
         if (woke === 'timeout') continue;
         redisFallback('outbox_wake_wait');
         if (woke === 'hung') {
@@ -294,26 +308,34 @@ export function startRelay(options: RelayOptions): Relay {
         }
         // 'failed': Redis went away mid-wait: fall through to a short pause and keep sweeping.
       }
-      if (stopping) return;
+      if (stopping) return false;
       await pause(Math.min(remaining, 100));
     }
+    return false;
   }
 
   const loop = (async () => {
+    // The outboxes the next pass looks at: both, except on a short poll for rows the cap held back,
+    // which looks only at the outboxes that had such rows (a platform outbox with nothing due is not
+    // asked fifty times a second while a tenant's burst drains).
+    let scopes: readonly RunScope[] = BOTH_SCOPES;
     while (!stopping) {
       let again = false;
-      let capped = false;
+      let cappedScopes: RunScope[] = [];
       try {
-        const result = await relayPass(sql, sqs, queueUrlPrefix, passOptions);
+        const result = await relayPass(sql, sqs, queueUrlPrefix, passOptions, scopes);
         if (result.sent > 0 || result.failed > 0) log.debug({ ...result }, 'outbox relay pass');
         // A full batch means more is due now; but not when sends fail, or a broken queue would spin.
         again = result.full && result.failed === 0;
-        capped = result.capped ?? false;
+        cappedScopes = result.cappedScopes ?? [];
       } catch (error) {
         log.error({ err: error }, 'outbox relay pass failed; retrying after the sweep interval');
       }
+      scopes = BOTH_SCOPES;
+      if (again) continue;
       // Rows held back by the fairness cap go out as soon as runs finish: a short wait, not a sweep.
-      if (!again) await idle(capped ? cappedPollMs : sweepIntervalMs);
+      const woken = await idle(cappedScopes.length > 0 ? cappedPollMs : sweepIntervalMs);
+      if (!woken && cappedScopes.length > 0) scopes = cappedScopes;
     }
   })();
 

@@ -59,7 +59,7 @@ export interface WorkerRuntimeOptions {
   /** How often the schema is re-checked while waiting, ms. Default 5000. */
   schemaPollIntervalMs?: number;
   /** Runs the outbox relay in this process (SVC_RELAY=true). */
-  relay?: { sweepIntervalMs?: number; tenantInflightMax?: number; fairGroups?: boolean } | null;
+  relay?: { sweepIntervalMs?: number; tenantInflightMax?: number; fairGroups?: boolean; cappedPollMs?: number } | null;
   /** Fires schedules in-process (SVC_LOCAL_SCHEDULER=true). */
   localScheduler?: { tickMs: number } | null;
   /** Interval of the Redis probe that switches the workers to their database paths while Redis hangs or is down, ms. Default 1000. */
@@ -203,6 +203,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
         wakeTimeoutMs: o.redisTimeoutMs,
         tenantInflightMax: o.relay.tenantInflightMax,
         fairGroups: o.relay.fairGroups,
+        cappedPollMs: o.relay.cappedPollMs,
         instance: workerInstance,
         log,
       });

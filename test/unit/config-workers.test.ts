@@ -31,12 +31,15 @@ describe('workers configuration', () => {
     expect(problems({ ...base, SVC_RELAY: 'maybe' })[0]!.variable).toBe('SVC_RELAY');
   });
 
-  it('SVC_TENANT_INFLIGHT_MAX is a whole number, 0 (fairness off) allowed, default 50; SVC_SQS_FAIR_GROUPS defaults to true', () => {
+  it('SVC_TENANT_INFLIGHT_MAX is a whole number, 0 (fairness off) allowed, default 50; SVC_SQS_FAIR_GROUPS defaults to true; SVC_RELAY_CAPPED_POLL_MS defaults to 50', () => {
     expect(workersConfig(base).SVC_TENANT_INFLIGHT_MAX).toBe(50);
     expect(workersConfig({ ...base, SVC_TENANT_INFLIGHT_MAX: '0' }).SVC_TENANT_INFLIGHT_MAX).toBe(0);
     for (const bad of ['-1', '2.5', 'many']) expect(problems({ ...base, SVC_TENANT_INFLIGHT_MAX: bad }).map((x) => x.variable)).toEqual(['SVC_TENANT_INFLIGHT_MAX']);
     expect(workersConfig(base).SVC_SQS_FAIR_GROUPS).toBe(true);
     expect(workersConfig({ ...base, SVC_SQS_FAIR_GROUPS: 'false' }).SVC_SQS_FAIR_GROUPS).toBe(false);
+    expect(workersConfig(base).SVC_RELAY_CAPPED_POLL_MS).toBe(50);
+    expect(workersConfig({ ...base, SVC_RELAY_CAPPED_POLL_MS: '10' }).SVC_RELAY_CAPPED_POLL_MS).toBe(10);
+    for (const bad of ['0', '-5', 'soon']) expect(problems({ ...base, SVC_RELAY_CAPPED_POLL_MS: bad }).map((x) => x.variable)).toEqual(['SVC_RELAY_CAPPED_POLL_MS']);
   });
 
   it('R-SCH-01 SVC_LOCAL_SCHEDULER=true is refused when NODE_ENV=production', () => {
