@@ -317,11 +317,15 @@ export function startRelay(options: RelayOptions): Relay {
   const loop = (async () => {
     // The outboxes the next pass looks at: both, except on a short poll for rows the cap held back,
     // which looks only at the outboxes that had such rows (a platform outbox with nothing due is not
-    // asked fifty times a second while a tenant's burst drains).
+    // asked twenty times a second while a tenant's burst drains). Both at least once per sweep
+    // interval all the same: a lost wake signal must not leave the other outbox waiting for the burst.
     let scopes: readonly RunScope[] = BOTH_SCOPES;
+    let lastFullPass = 0;
     while (!stopping) {
       let again = false;
       let cappedScopes: RunScope[] = [];
+      if (Date.now() - lastFullPass >= sweepIntervalMs) scopes = BOTH_SCOPES;
+      if (scopes === BOTH_SCOPES) lastFullPass = Date.now();
       try {
         const result = await relayPass(sql, sqs, queueUrlPrefix, passOptions, scopes);
         if (result.sent > 0 || result.failed > 0) log.debug({ ...result }, 'outbox relay pass');

@@ -268,6 +268,26 @@ describe('fair share between tenants at the relay', () => {
     expect(read.fetched).toBeLessThan(200);
   });
 
+  it('while a tenant stays capped, the sweep still looks at the platform outbox (no wake signal reaches it)', async () => {
+    // A capped tenant makes the relay poll its outbox every few ms; those polls look at that outbox
+    // only, and must not starve the other one of its sweep when the wake signal is lost (Redis down).
+    await dispatch(tenantA, 6);
+    const r = startRelay({ sql, sqs, queueUrlPrefix: prefix, sweepIntervalMs: 300, instance: 'relay-sweep', tenantInflightMax: 2, cappedPollMs: 10 });
+    relays.push(r);
+    await waitFor(async () => {
+      const [s] = await sql`SELECT count(*)::int AS n FROM outbox_messages WHERE sent_at IS NOT NULL`;
+      return s!.n === 2;
+    }, 10_000);
+    // Nobody consumes: tenant A stays at its cap. A platform run is dispatched with no wake signal.
+    const platform = await inUnitOfWork(sql, system, (tx) => dispatcher.dispatchTask(tx, 'demo.platform_task', { i: 1 }, { actor: system }));
+    await waitFor(async () => {
+      const [p] = await sql`SELECT sent_at IS NOT NULL AS sent FROM platform_outbox_messages WHERE run_id = ${platform.runId}`;
+      return p!.sent as boolean;
+    }, 5_000);
+    const [a] = await sql`SELECT count(*)::int AS n FROM outbox_messages WHERE sent_at IS NOT NULL`;
+    expect(a!.n).toBe(2);
+  });
+
   it('MessageGroupId is the tenant uid (platform runs: "platform") when configured, absent otherwise; the local server accepts it', async () => {
     const [uidA] = await sql`SELECT uid FROM tenants WHERE id = ${tenantA}`;
     await dispatch(tenantA, 2);
