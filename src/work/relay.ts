@@ -171,13 +171,23 @@ async function passOne(
     if (fair) await markSent(tx, scope, sentRunIds);
   }
   if (failedIds.length > 0) {
-    await tx`UPDATE ${tx(table)} SET attempts = attempts + 1 WHERE id = ANY(${failedIds}::bigint[])`;
+    // With fairness on, a failed row steps aside for a while (1 s, doubling, at most 60 s): the fair
+    // selection walks a group in dispatch order, so a row the queue keeps refusing (a body SQS rejects)
+    // would otherwise be a candidate in every pass and take its tenant's room for ever (at cap 1, all of it).
+    if (fair) {
+      await tx`UPDATE ${tx(table)} SET attempts = attempts + 1,
+        available_at = clock_timestamp() + least(power(2, attempts), 60) * interval '1 second' WHERE id = ANY(${failedIds}::bigint[])`;
+    } else {
+      await tx`UPDATE ${tx(table)} SET attempts = attempts + 1 WHERE id = ANY(${failedIds}::bigint[])`;
+    }
   }
-  // A short fair batch that sent everything: its groups reached the cap (room was all they got), so
+  // A short fair batch that sent something: its groups reached the cap (room was all they got), so
   // rows are probably held back. Look again shortly without asking: a poll that finds nothing due asks
-  // dueRowsWaiting above, and ends the short polls.
+  // dueRowsWaiting above, and ends the short polls. A batch that sent nothing but failed (a broken
+  // queue) waits for the sweep; one failed row beside sent ones (one tenant's bad body) must not send
+  // every other tenant's held-back rows to the sweep interval.
   const result: RelayPassResult = { sent: sentIds.length, failed: failedIds.length, full: rows.length === batchSize };
-  if (fair) result.capped = rows.length < batchSize && failedIds.length === 0;
+  if (fair) result.capped = rows.length < batchSize && (sentIds.length > 0 || failedIds.length === 0);
   return result;
 }
 

@@ -288,6 +288,50 @@ describe('fair share between tenants at the relay', () => {
     expect(a!.n).toBe(2);
   });
 
+  /** A run the queue refuses to take: SQS allows no U+FFFF in a body, and JSON.stringify keeps it. */
+  async function dispatchPoison(tenantId: string): Promise<string> {
+    const actor = actorOf(tenantId);
+    return inUnitOfWork(sql, actor, async (tx) => (await dispatcher.dispatchTask(tx, 'demo.any_payload', { s: '\uFFFF' }, { actor })).runId);
+  }
+
+  async function succeeded(ids: readonly string[]): Promise<boolean> {
+    const [r] = await sql`SELECT count(*)::int AS n FROM task_runs WHERE run_id = ANY(${ids as string[]}::uuid[]) AND status = 'succeeded'`;
+    return r!.n === ids.length;
+  }
+
+  it("a row the queue refuses does not keep its tenant's room: the tenant's later runs still go out (cap 1)", async () => {
+    // The oldest row of a group was a candidate in every pass and took the whole room at cap 1;
+    // failing, it never entered the in-flight count, so the tenant's next runs waited for ever.
+    const poison = await dispatchPoison(tenantA);
+    const a = await dispatch(tenantA, 3);
+    const workers = fakeWorkers('default', 2, 5);
+    const r = startRelay({ sql, redis, sqs, queueUrlPrefix: prefix, sweepIntervalMs: 200, instance: 'relay-poison-own', tenantInflightMax: 1, cappedPollMs: 10 });
+    relays.push(r);
+    try {
+      await waitFor(() => succeeded(a), 10_000, 20);
+    } finally {
+      await workers.stop();
+    }
+    const [p] = await sql`SELECT sent_at, attempts FROM outbox_messages WHERE run_id = ${poison}`;
+    expect(p!.sent_at).toBeNull();
+    expect(p!.attempts).toBeGreaterThan(0);
+  });
+
+  it("a row the queue refuses in one tenant does not end the short polls for another tenant's capped rows", async () => {
+    // A failed send made every pass report `capped: false`, and the poison row was a candidate in
+    // every pass: one bad payload of one tenant sent every other capped tenant to the sweep interval.
+    await dispatchPoison(tenantB);
+    const a = await dispatch(tenantA, 12);
+    const workers = fakeWorkers('default', 3, 5);
+    const r = startRelay({ sql, redis, sqs, queueUrlPrefix: prefix, sweepIntervalMs: 60_000, instance: 'relay-poison-other', tenantInflightMax: 2, cappedPollMs: 10 });
+    relays.push(r);
+    try {
+      await waitFor(() => succeeded(a), 10_000, 20);
+    } finally {
+      await workers.stop();
+    }
+  });
+
   it('MessageGroupId is the tenant uid (platform runs: "platform") when configured, absent otherwise; the local server accepts it', async () => {
     const [uidA] = await sql`SELECT uid FROM tenants WHERE id = ${tenantA}`;
     await dispatch(tenantA, 2);
