@@ -276,7 +276,7 @@ export async function main(args: string[]): Promise<number> {
       results.push(await runMode(stack, services, workers.child.pid!, o, 'unfair', 2, print, log));
       const [sizes] = await stack.sql<{ inflight: number; pending: number }[]>`
         SELECT pg_relation_size('task_runs_in_flight')::float8 AS inflight,
-               pg_relation_size('outbox_messages_pending_by_tenant')::float8 AS pending`;
+               pg_relation_size('outbox_messages_due_by_tenant')::float8 AS pending`;
       const counts = results[0]!.countMs;
       cost =
         `COST inflight_index_bytes=${sizes!.inflight} pending_index_bytes=${sizes!.pending} ` +

@@ -10,8 +10,8 @@
 //
 // The selection is ONE statement: each group's candidates are its `room` oldest due rows (room = cap -
 // in flight, counted in the statement's snapshot), then locked FOR UPDATE SKIP LOCKED with
-// `sent_at IS NULL` rechecked on the newest row version; within a group rows go out in dispatch order
-// (outbox id), groups take turns (round robin by rank, fewest in flight first). With several relays
+// `sent_at IS NULL` rechecked on the newest row version; within a group rows go out in the order they
+// became due (available_at, then outbox id: dispatch order for rows without delay), groups take turns (round robin by rank, fewest in flight first). With several relays
 // (a rolling deploy), two snapshots can disagree on which rows are a group's oldest (a dispatch
 // transaction with smaller ids committing between them), and each would see the full room: so a
 // fair pass first takes a transaction-level advisory lock per outbox (try, never wait). The relay
@@ -77,15 +77,15 @@ export async function selectFairRows(
                -- A run executed without its message (its row still pending) is not in flight. A scalar
                -- subquery, not NOT EXISTS: an anti join lets the planner hash the whole backlog.
                AND (SELECT p.sent_at IS NULL FROM outbox_messages p WHERE p.run_id = r.run_id) IS NOT TRUE) f),
-      -- The group's oldest due rows, walked in the pending index's own order. The group is bounded by
-      -- a row comparison on both sides, not by equality: with equality the planner reduces the order
-      -- to id alone and may walk the primary key instead, skipping every row already sent (O(sent)).
+      -- The group's oldest due rows, in the order they became due (for rows dispatched without delay,
+      -- dispatch order), read from the front of sql/work/0021's index: only the rows this pass takes,
+      -- never the rows already sent (ordered by id alone, the planner walked the primary key past
+      -- them) nor the delayed ones (they sort after every due row).
       cand AS (
         SELECT c.id, c.rank, rm.in_flight FROM room rm CROSS JOIN LATERAL (
-          SELECT o.id, row_number() OVER (ORDER BY o.tenant_id, o.queue, o.id) AS rank FROM outbox_messages o
-           WHERE (o.tenant_id, o.queue) >= (rm.tenant_id, rm.queue) AND (o.tenant_id, o.queue) <= (rm.tenant_id, rm.queue)
-             AND o.sent_at IS NULL AND o.available_at <= clock_timestamp()
-           ORDER BY o.tenant_id, o.queue, o.id LIMIT least(rm.room, ${batchSize}::int)) c
+          SELECT o.id, row_number() OVER (ORDER BY o.available_at, o.id) AS rank FROM outbox_messages o
+           WHERE o.tenant_id = rm.tenant_id AND o.queue = rm.queue AND o.sent_at IS NULL AND o.available_at <= clock_timestamp()
+           ORDER BY o.available_at, o.id LIMIT least(rm.room, ${batchSize}::int)) c
          WHERE rm.room > 0),
       pick AS MATERIALIZED (SELECT id, rank, in_flight FROM cand ORDER BY rank, in_flight, id LIMIT ${batchSize}::int),
       -- The chosen ids as one array: the rows are then fetched by primary key (never a hash of the backlog).
@@ -113,9 +113,9 @@ export async function selectFairRows(
              AND (SELECT p.sent_at IS NULL FROM platform_outbox_messages p WHERE p.run_id = r.run_id) IS NOT TRUE) f),
     cand AS (
       SELECT c.id, c.rank, rm.in_flight FROM room rm CROSS JOIN LATERAL (
-        SELECT o.id, row_number() OVER (ORDER BY o.queue, o.id) AS rank FROM platform_outbox_messages o
-         WHERE o.queue >= rm.queue AND o.queue <= rm.queue AND o.sent_at IS NULL AND o.available_at <= clock_timestamp()
-         ORDER BY o.queue, o.id LIMIT least(rm.room, ${batchSize}::int)) c
+        SELECT o.id, row_number() OVER (ORDER BY o.available_at, o.id) AS rank FROM platform_outbox_messages o
+         WHERE o.queue = rm.queue AND o.sent_at IS NULL AND o.available_at <= clock_timestamp()
+         ORDER BY o.available_at, o.id LIMIT least(rm.room, ${batchSize}::int)) c
        WHERE rm.room > 0),
     pick AS MATERIALIZED (SELECT id, rank, in_flight FROM cand ORDER BY rank, in_flight, id LIMIT ${batchSize}::int),
     chosen AS MATERIALIZED (SELECT array_agg(id ORDER BY rank, in_flight, id) AS ids FROM pick)

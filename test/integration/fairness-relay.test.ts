@@ -268,6 +268,27 @@ describe('fair share between tenants at the relay', () => {
     expect(read.fetched).toBeLessThan(200);
   });
 
+  it("a fair pass does not read a tenant's delayed rows: a backlog not yet due ahead of due rows costs nothing", async () => {
+    // Delayed rows (delaySeconds, or a failed row backing off) sit in the pending index in dispatch
+    // order; due rows behind them must be found without fetching every delayed row on every pass.
+    const actor = actorOf(tenantA);
+    await inUnitOfWork(sql, actor, async (tx) => {
+      for (let i = 0; i < 1_000; i++) await dispatcher.dispatchTask(tx, 'demo.tenant_task', { n: i }, { actor, delaySeconds: 3_600 });
+    });
+    const due = await dispatch(tenantA, 25);
+    await sql`ANALYZE outbox_messages`;
+    const { rows, read } = await sql.begin(async (tx) => {
+      const rows = await selectFairRows(tx, 'tenant', 25, 100, actorContextSelect(tx, system));
+      const [read] = await tx<{ seq: number; fetched: number }[]>`
+        SELECT coalesce(seq_tup_read, 0)::int AS seq, coalesce(idx_tup_fetch, 0)::int AS fetched
+          FROM pg_stat_xact_user_tables WHERE relname = 'outbox_messages'`;
+      return { rows: rows!, read: read! };
+    });
+    expect(rows.map((r) => r.run_id)).toEqual(due);
+    expect(read.seq).toBe(0);
+    expect(read.fetched).toBeLessThan(200);
+  });
+
   it('while a tenant stays capped, the sweep still looks at the platform outbox (no wake signal reaches it)', async () => {
     // A capped tenant makes the relay poll its outbox every few ms; those polls look at that outbox
     // only, and must not starve the other one of its sweep when the wake signal is lost (Redis down).

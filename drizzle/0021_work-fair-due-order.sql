@@ -1,0 +1,2 @@
+-- Hand written: the relay's fair pass finds a group's due rows without reading its delayed ones (indexes in due order replace 0018's pending-by-group indexes).
+-- @load sql/work/0021_fair-due-order.sql
