@@ -39,8 +39,13 @@ import {
   type Env,
 } from './parse.ts';
 
-/** Default SVC_TENANT_INFLIGHT_MAX: runs of one tenant sent and not final per queue, chosen with bench/fairness.ts (2026-11-24, 8,000-run burst, 10 slots: cap 30 gave another tenant p99 85 ms and a drain at 0.97 of its speed unfair; cap 50: 218 ms, 0.91). */
-export const DEFAULT_TENANT_INFLIGHT_MAX = 30;
+/**
+ * Default SVC_TENANT_INFLIGHT_MAX: runs of one tenant sent and not final per queue, chosen with
+ * bench/fairness.ts (2026-11-24, 20,000-run burst, 10 slots; victim p99 ms / throughput ratio): cap 30
+ * 116–222 / 0.78–0.81 (the relay cannot refill a 20-message margin between 50 ms polls), cap 40
+ * 123–134 / 0.93–1.11, cap 50 227–286 / 0.90–1.08.
+ */
+export const DEFAULT_TENANT_INFLIGHT_MAX = 40;
 
 const QUEUES_RULE = `must be a comma-separated list of distinct queue names among ${QUEUE_NAMES.join(', ')}`;
 
@@ -150,7 +155,7 @@ export const workersSchema = z
     SVC_SCHEMA_POLL_INTERVAL_MS: ms(DEFAULT_SCHEMA_POLL_INTERVAL_MS),
     /** Tick of the in-process scheduler (SVC_LOCAL_SCHEDULER=true), ms. Default 1000. */
     SVC_LOCAL_SCHEDULER_TICK_MS: ms(DEFAULT_LOCAL_SCHEDULER_TICK_MS),
-    /** Fair share (relay): runs of one tenant sent and not final, per queue; 0 = off (first come, first served). Default 30. */
+    /** Fair share (relay): runs of one tenant sent and not final, per queue; 0 = off (first come, first served). Default 40. */
     SVC_TENANT_INFLIGHT_MAX: integer(0, 100_000).default(DEFAULT_TENANT_INFLIGHT_MAX),
     /** `true` sends MessageGroupId (the tenant's uid; `platform`) with each message, for SQS fair queues. Default true. */
     SVC_SQS_FAIR_GROUPS: booleanFlag.default(true),

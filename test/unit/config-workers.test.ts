@@ -31,8 +31,8 @@ describe('workers configuration', () => {
     expect(problems({ ...base, SVC_RELAY: 'maybe' })[0]!.variable).toBe('SVC_RELAY');
   });
 
-  it('SVC_TENANT_INFLIGHT_MAX is a whole number, 0 (fairness off) allowed, default 30; SVC_SQS_FAIR_GROUPS defaults to true; SVC_RELAY_CAPPED_POLL_MS defaults to 50', () => {
-    expect(workersConfig(base).SVC_TENANT_INFLIGHT_MAX).toBe(30);
+  it('SVC_TENANT_INFLIGHT_MAX is a whole number, 0 (fairness off) allowed, default 40; SVC_SQS_FAIR_GROUPS defaults to true; SVC_RELAY_CAPPED_POLL_MS defaults to 50', () => {
+    expect(workersConfig(base).SVC_TENANT_INFLIGHT_MAX).toBe(40);
     expect(workersConfig({ ...base, SVC_TENANT_INFLIGHT_MAX: '0' }).SVC_TENANT_INFLIGHT_MAX).toBe(0);
     for (const bad of ['-1', '2.5', 'many']) expect(problems({ ...base, SVC_TENANT_INFLIGHT_MAX: bad }).map((x) => x.variable)).toEqual(['SVC_TENANT_INFLIGHT_MAX']);
     expect(workersConfig(base).SVC_SQS_FAIR_GROUPS).toBe(true);
