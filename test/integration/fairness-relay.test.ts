@@ -263,9 +263,10 @@ describe('fair share between tenants at the relay', () => {
       return { rows: rows!, read: read! };
     });
     expect(rows.map((r) => r.run_id)).toEqual(a.slice(1_160, 1_185));
-    expect(read.seq).toBe(0);
-    // 25 candidates and the 25 rows locked, plus the group walk: far from the 1,160 sent rows.
-    expect(read.fetched).toBeLessThan(200);
+    // 25 candidates and the 25 rows locked, plus the group walk: far from the 1,160 sent rows (by index)
+    // or the 1,200 rows of the table (by a sequential scan; on a table this small the planner may still
+    // pick one for a short probe, which reads a few dozen rows).
+    expect(read.seq + read.fetched).toBeLessThan(200);
   });
 
   it("a fair pass does not read a tenant's delayed rows: a backlog not yet due ahead of due rows costs nothing", async () => {
@@ -285,8 +286,8 @@ describe('fair share between tenants at the relay', () => {
       return { rows: rows!, read: read! };
     });
     expect(rows.map((r) => r.run_id)).toEqual(due);
-    expect(read.seq).toBe(0);
-    expect(read.fetched).toBeLessThan(200);
+    // Far from the 1,000 delayed rows, by index or by a sequential scan.
+    expect(read.seq + read.fetched).toBeLessThan(200);
   });
 
   it('while a tenant stays capped, the sweep still looks at the platform outbox (no wake signal reaches it)', async () => {
