@@ -174,12 +174,8 @@ async function passOne(
     // With fairness on, a failed row steps aside for a while (1 s, doubling, at most 60 s): the fair
     // selection walks a group in dispatch order, so a row the queue keeps refusing (a body SQS rejects)
     // would otherwise be a candidate in every pass and take its tenant's room for ever (at cap 1, all of it).
-    if (fair) {
-      await tx`UPDATE ${tx(table)} SET attempts = attempts + 1,
-        available_at = clock_timestamp() + least(power(2, attempts), 60) * interval '1 second' WHERE id = ANY(${failedIds}::bigint[])`;
-    } else {
-      await tx`UPDATE ${tx(table)} SET attempts = attempts + 1 WHERE id = ANY(${failedIds}::bigint[])`;
-    }
+    const stepAside = fair ? tx`, available_at = clock_timestamp() + least(power(2, attempts), 60) * interval '1 second'` : tx``;
+    await tx`UPDATE ${tx(table)} SET attempts = attempts + 1 ${stepAside} WHERE id = ANY(${failedIds}::bigint[])`;
   }
   // A short fair batch that sent something: its groups reached the cap (room was all they got), so
   // rows are probably held back. Look again shortly without asking: a poll that finds nothing due asks
@@ -329,12 +325,12 @@ export function startRelay(options: RelayOptions): Relay {
     // which looks only at the outboxes that had such rows (a platform outbox with nothing due is not
     // asked twenty times a second while a tenant's burst drains). Both at least once per sweep
     // interval all the same: a lost wake signal must not leave the other outbox waiting for the burst.
-    let scopes: readonly RunScope[] = BOTH_SCOPES;
+    let shortPoll: RunScope[] | null = null;
     let lastFullPass = 0;
     while (!stopping) {
       let again = false;
       let cappedScopes: RunScope[] = [];
-      if (Date.now() - lastFullPass >= sweepIntervalMs) scopes = BOTH_SCOPES;
+      const scopes = shortPoll && Date.now() - lastFullPass < sweepIntervalMs ? shortPoll : BOTH_SCOPES;
       if (scopes === BOTH_SCOPES) lastFullPass = Date.now();
       try {
         const result = await relayPass(sql, sqs, queueUrlPrefix, passOptions, scopes);
@@ -345,11 +341,11 @@ export function startRelay(options: RelayOptions): Relay {
       } catch (error) {
         log.error({ err: error }, 'outbox relay pass failed; retrying after the sweep interval');
       }
-      scopes = BOTH_SCOPES;
+      shortPoll = null;
       if (again) continue;
       // Rows held back by the fairness cap go out as soon as runs finish: a short wait, not a sweep.
       const woken = await idle(cappedScopes.length > 0 ? cappedPollMs : sweepIntervalMs);
-      if (!woken && cappedScopes.length > 0) scopes = cappedScopes;
+      if (!woken && cappedScopes.length > 0) shortPoll = cappedScopes;
     }
   })();
 

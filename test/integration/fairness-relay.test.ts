@@ -8,11 +8,12 @@ import { freshQueuePrefix, freshRedisUrl, type TestDatabase } from '../support/s
 import type { Sql } from '../../src/db/client.ts';
 import { actorContextSelect, inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
 import { createRedis } from '../../src/kv/client.ts';
+import { OUTBOX_WAKE_KEY } from '../../src/kv/keys.ts';
 import { afterCommit } from '../../src/kv/wake.ts';
 import { createSqsClient } from '../../src/queue/client.ts';
 import { queueUrl, type QueueName } from '../../src/queue/names.ts';
 import { provisionQueues } from '../../src/queue/provision.ts';
-import { relayPass, startRelay, type Relay } from '../../src/work/relay.ts';
+import { relayPass, startRelay, type Relay, type RelayOptions } from '../../src/work/relay.ts';
 import { transitionRun } from '../../src/work/run-store.ts';
 import { inFlightByGroup, selectFairRows } from '../../src/work/tenant-inflight.ts';
 import { createTenant, workDatabase } from './work-tables-support.ts';
@@ -74,10 +75,21 @@ afterAll(async () => {
   await db?.drop();
 });
 
-function relay(cap: number, instance: string): Relay {
-  const r = startRelay({ sql, redis, sqs, queueUrlPrefix: prefix, sweepIntervalMs: 60_000, instance, tenantInflightMax: cap, fairGroups: true, cappedPollMs: 10, batchSize: 7 });
+function relay(cap: number, instance: string, options: Partial<RelayOptions> = {}): Relay {
+  const r = startRelay({ sql, redis, sqs, queueUrlPrefix: prefix, sweepIntervalMs: 60_000, instance, tenantInflightMax: cap, fairGroups: true, cappedPollMs: 10, batchSize: 7, ...options });
   relays.push(r);
   return r;
+}
+
+/** One fair pass of the tenant outbox, and how many outbox rows it read (by index or sequential scan). */
+async function fairPassReads(cap: number): Promise<{ runIds: string[]; rowsRead: number }> {
+  return sql.begin(async (tx) => {
+    const rows = await selectFairRows(tx, 'tenant', cap, 100, actorContextSelect(tx, system));
+    const [read] = await tx<{ seq: number; fetched: number }[]>`
+      SELECT coalesce(seq_tup_read, 0)::int AS seq, coalesce(idx_tup_fetch, 0)::int AS fetched
+        FROM pg_stat_xact_user_tables WHERE relname = 'outbox_messages'`;
+    return { runIds: rows!.map((r) => r.run_id), rowsRead: read!.seq + read!.fetched };
+  });
 }
 
 async function dispatch(tenantId: string, n: number, first = 0): Promise<string[]> {
@@ -255,18 +267,12 @@ describe('fair share between tenants at the relay', () => {
     await sql`UPDATE outbox_messages SET sent_at = clock_timestamp() WHERE run_id = ANY(${sent}::uuid[])`;
     await sql`UPDATE task_runs SET status = 'succeeded', attempts = 1, started_at = clock_timestamp(), finished_at = clock_timestamp(),
       updated_at = clock_timestamp() WHERE run_id = ANY(${sent}::uuid[])`;
-    const { rows, read } = await sql.begin(async (tx) => {
-      const rows = await selectFairRows(tx, 'tenant', 25, 100, actorContextSelect(tx, system));
-      const [read] = await tx<{ seq: number; fetched: number }[]>`
-        SELECT coalesce(seq_tup_read, 0)::int AS seq, coalesce(idx_tup_fetch, 0)::int AS fetched
-          FROM pg_stat_xact_user_tables WHERE relname = 'outbox_messages'`;
-      return { rows: rows!, read: read! };
-    });
-    expect(rows.map((r) => r.run_id)).toEqual(a.slice(1_160, 1_185));
+    const { runIds, rowsRead } = await fairPassReads(25);
+    expect(runIds).toEqual(a.slice(1_160, 1_185));
     // 25 candidates and the 25 rows locked, plus the group walk: far from the 1,160 sent rows (by index)
     // or the 1,200 rows of the table (by a sequential scan; on a table this small the planner may still
     // pick one for a short probe, which reads a few dozen rows).
-    expect(read.seq + read.fetched).toBeLessThan(200);
+    expect(rowsRead).toBeLessThan(200);
   });
 
   it("a fair pass does not read a tenant's delayed rows: a backlog not yet due ahead of due rows costs nothing", async () => {
@@ -278,24 +284,17 @@ describe('fair share between tenants at the relay', () => {
     });
     const due = await dispatch(tenantA, 25);
     await sql`ANALYZE outbox_messages`;
-    const { rows, read } = await sql.begin(async (tx) => {
-      const rows = await selectFairRows(tx, 'tenant', 25, 100, actorContextSelect(tx, system));
-      const [read] = await tx<{ seq: number; fetched: number }[]>`
-        SELECT coalesce(seq_tup_read, 0)::int AS seq, coalesce(idx_tup_fetch, 0)::int AS fetched
-          FROM pg_stat_xact_user_tables WHERE relname = 'outbox_messages'`;
-      return { rows: rows!, read: read! };
-    });
-    expect(rows.map((r) => r.run_id)).toEqual(due);
+    const { runIds, rowsRead } = await fairPassReads(25);
+    expect(runIds).toEqual(due);
     // Far from the 1,000 delayed rows, by index or by a sequential scan.
-    expect(read.seq + read.fetched).toBeLessThan(200);
+    expect(rowsRead).toBeLessThan(200);
   });
 
   it('while a tenant stays capped, the sweep still looks at the platform outbox (no wake signal reaches it)', async () => {
     // A capped tenant makes the relay poll its outbox every few ms; those polls look at that outbox
     // only, and must not starve the other one of its sweep when the wake signal is lost (Redis down).
     await dispatch(tenantA, 6);
-    const r = startRelay({ sql, sqs, queueUrlPrefix: prefix, sweepIntervalMs: 300, instance: 'relay-sweep', tenantInflightMax: 2, cappedPollMs: 10 });
-    relays.push(r);
+    relay(2, 'relay-sweep', { redis: undefined, sweepIntervalMs: 300 });
     await waitFor(async () => {
       const [s] = await sql`SELECT count(*)::int AS n FROM outbox_messages WHERE sent_at IS NOT NULL`;
       return s!.n === 2;
@@ -316,9 +315,16 @@ describe('fair share between tenants at the relay', () => {
     return inUnitOfWork(sql, actor, async (tx) => (await dispatcher.dispatchTask(tx, 'demo.any_payload', { s: '\uFFFF' }, { actor })).runId);
   }
 
-  async function succeeded(ids: readonly string[]): Promise<boolean> {
-    const [r] = await sql`SELECT count(*)::int AS n FROM task_runs WHERE run_id = ANY(${ids as string[]}::uuid[]) AND status = 'succeeded'`;
-    return r!.n === ids.length;
+  /** Waits until `workers` have finished every run of `ids`, then stops them. */
+  async function drainedBy(workers: FakeWorkers, ids: readonly string[]): Promise<void> {
+    try {
+      await waitFor(async () => {
+        const [r] = await sql`SELECT count(*)::int AS n FROM task_runs WHERE run_id = ANY(${ids as string[]}::uuid[]) AND status = 'succeeded'`;
+        return r!.n === ids.length;
+      }, 10_000, 20);
+    } finally {
+      await workers.stop();
+    }
   }
 
   it("a row the queue refuses does not keep its tenant's room: the tenant's later runs still go out (cap 1)", async () => {
@@ -326,14 +332,8 @@ describe('fair share between tenants at the relay', () => {
     // failing, it never entered the in-flight count, so the tenant's next runs waited for ever.
     const poison = await dispatchPoison(tenantA);
     const a = await dispatch(tenantA, 3);
-    const workers = fakeWorkers('default', 2, 5);
-    const r = startRelay({ sql, redis, sqs, queueUrlPrefix: prefix, sweepIntervalMs: 200, instance: 'relay-poison-own', tenantInflightMax: 1, cappedPollMs: 10 });
-    relays.push(r);
-    try {
-      await waitFor(() => succeeded(a), 10_000, 20);
-    } finally {
-      await workers.stop();
-    }
+    relay(1, 'relay-poison-own', { sweepIntervalMs: 200 });
+    await drainedBy(fakeWorkers('default', 2, 5), a);
     const [p] = await sql`SELECT sent_at, attempts FROM outbox_messages WHERE run_id = ${poison}`;
     expect(p!.sent_at).toBeNull();
     expect(p!.attempts).toBeGreaterThan(0);
@@ -344,14 +344,11 @@ describe('fair share between tenants at the relay', () => {
     // every pass: one bad payload of one tenant sent every other capped tenant to the sweep interval.
     await dispatchPoison(tenantB);
     const a = await dispatch(tenantA, 12);
-    const workers = fakeWorkers('default', 3, 5);
-    const r = startRelay({ sql, redis, sqs, queueUrlPrefix: prefix, sweepIntervalMs: 60_000, instance: 'relay-poison-other', tenantInflightMax: 2, cappedPollMs: 10 });
-    relays.push(r);
-    try {
-      await waitFor(() => succeeded(a), 10_000, 20);
-    } finally {
-      await workers.stop();
-    }
+    // Without A's wake signal: only the short polls may move A's rows after the first pass (the signal
+    // would end the relay's first wait whatever that pass reported).
+    await redis.del(OUTBOX_WAKE_KEY);
+    relay(2, 'relay-poison-other');
+    await drainedBy(fakeWorkers('default', 3, 5), a);
   });
 
   it('MessageGroupId is the tenant uid (platform runs: "platform") when configured, absent otherwise; the local server accepts it', async () => {
