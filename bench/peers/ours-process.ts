@@ -78,6 +78,7 @@ async function start(): Promise<void> {
       logger,
       workerInstance: instance,
       waitSeconds: Number(process.env.BENCH_SQS_WAIT_SECONDS ?? 2),
+      ...(process.env.BENCH_RECEIVE_LINGER_MS ? { receiveLingerMs: Number(process.env.BENCH_RECEIVE_LINGER_MS) } : {}),
       drainMs: 5_000,
       latestMigration: null,
       healthPort: null,

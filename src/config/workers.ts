@@ -14,6 +14,7 @@ import {
   DEFAULT_LOCAL_SCHEDULER_TICK_MS,
   DEFAULT_OUTBOX_RETENTION_MS,
   DEFAULT_RELAY_SWEEP_INTERVAL_MS,
+  DEFAULT_RECEIVE_LINGER_MS,
   DEFAULT_SCHEMA_POLL_INTERVAL_MS,
   DEFAULT_SQS_WAIT_SECONDS,
   DEFAULT_STOP_TIMEOUT_MS,
@@ -161,6 +162,8 @@ export const workersSchema = z
     SVC_SQS_FAIR_GROUPS: booleanFlag.default(true),
     /** Fair share (relay): how soon it looks again while the cap holds rows back, ms. Default 50. */
     SVC_RELAY_CAPPED_POLL_MS: ms(DEFAULT_CAPPED_POLL_MS),
+    /** How long a receive waits for half a queue's slots to be free, ms; 0 receives at the first free slot. Default 10. */
+    SVC_RECEIVE_LINGER_MS: integer(0, 1_000).default(DEFAULT_RECEIVE_LINGER_MS),
   })
   .superRefine((c, ctx) => {
     if (parsedOk(ctx, 'SVC_LOCAL_SCHEDULER', 'NODE_ENV') && c.SVC_LOCAL_SCHEDULER && c.NODE_ENV === 'production') {

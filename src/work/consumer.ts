@@ -5,10 +5,16 @@
 // again only once the whole batch is done, so one slow message would idle every other slot of the
 // queue. We use its hooks instead, and the SQS client directly where it cannot express what we need:
 // - `handleMessageBatch` starts each message in the background and returns at once, so the library
-//   polls again while work runs; `preReceiveMessageCallback` waits until the queue has as many free
-//   slots as the next batch asks for, and the batch size follows the free slots (updateOption). The
-//   messages this process holds for a queue therefore never exceed its slots (the sum of the
-//   concurrency of its units).
+//   polls again while work runs; `preReceiveMessageCallback` waits until the queue has a free slot,
+//   and each ReceiveMessage asks for as many messages as there are free slots when it goes out (the
+//   library builds its input before that wait, so the client we hand it sets the count at send
+//   time). The messages this process holds for a queue therefore never exceed its slots (the sum of
+//   the concurrency of its units).
+// - receive linger (issue 18): with fewer than half the slots free (and at most 10), the next receive
+//   waits up to `receiveLingerMs` for more to free. Under load a receive then carries several
+//   messages instead of one as each run ends: fewer ReceiveMessage calls, and the registrations of
+//   one batch share one statement (start-coalescer.ts). An idle or lightly loaded queue (half its
+//   slots free) receives at once, so pick-up latency does not pay the linger.
 // - the library never acknowledges (the handler returns undefined): the runner deletes, delays
 //   (ChangeMessageVisibility for backoff or a held key) or dead-letters each message itself, because
 //   the order of those steps against the database matters;
@@ -20,6 +26,7 @@
 import {
   ChangeMessageVisibilityCommand,
   DeleteMessageBatchCommand,
+  ReceiveMessageCommand,
   SendMessageCommand,
   type Message,
   type SQSClient,
@@ -33,6 +40,7 @@ import { backoffSeconds } from './backoff.ts';
 import { startHeartbeat } from './heartbeat.ts';
 import { runDelivery, type DeadLetterContext, type DeliveryPort, type RunnerDeps } from './runner.ts';
 import type { SlotLimit } from './slot-limit.ts';
+import { DEFAULT_RECEIVE_LINGER_MS } from '../config/limits.ts';
 import { RECEIVES_BEFORE_ATTRIBUTE, receivesBefore, sendBackOverTenantLimit, type TenantSlots } from './tenant-slots.ts';
 
 /** sqs-consumer (and SQS) receive at most 10 messages per call. */
@@ -61,6 +69,8 @@ export interface QueueConsumerOptions {
   releaseSignal: AbortSignal;
   /** How long an ack waits for others to share its DeleteMessageBatch call, ms. Default 2. */
   ackLingerMs?: number;
+  /** How long a receive waits for half the slots to be free, ms (SVC_RECEIVE_LINGER_MS); 0: at the first free slot. Default 10. */
+  receiveLingerMs?: number;
 }
 
 export interface QueueConsumer {
@@ -151,7 +161,10 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
   // at once (it never started), instead of staying invisible until the drain window ends.
   const stopped = new AbortController();
   const slotWaitSignal = AbortSignal.any([o.releaseSignal, stopped.signal]);
-  let nextBatch = Math.min(MAX_BATCH, o.slots);
+  const freeSlots = () => o.slots - inFlight;
+  // What a receive waits for, up to the linger: half the slots (at most one full batch) free.
+  const lingerTarget = Math.min(MAX_BATCH, Math.ceil(o.slots / 2));
+  const receiveLingerMs = o.receiveLingerMs ?? DEFAULT_RECEIVE_LINGER_MS;
   const log = o.logger.child({ queue: o.queue });
   // Wakes the poll waiting for free slots whenever a delivery settles or fetching stops.
   let slotFreed: (() => void) | undefined;
@@ -160,6 +173,23 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
     slotFreed = undefined;
     wake?.();
   };
+  /** Resolves at the next settle (or stop), or after `ms` when given. */
+  const nextFree = (ms?: number) =>
+    new Promise<void>((resolve) => {
+      const timer = ms === undefined ? undefined : setTimeout(resolve, ms);
+      slotFreed = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  // The client sqs-consumer receives with: ReceiveMessage asks for the slots free when it is sent
+  // (free slots only grow between the wait below and the send: only this poll adds work).
+  const receivingClient = {
+    send(command: Parameters<SQSClient['send']>[0], options?: Parameters<SQSClient['send']>[1]) {
+      if (command instanceof ReceiveMessageCommand) command.input.MaxNumberOfMessages = Math.max(1, Math.min(MAX_BATCH, freeSlots()));
+      return o.sqs.send(command, options);
+    },
+  } as unknown as SQSClient;
 
   const deleteMessage = createAckBatcher(o.sqs, o.queueUrl, o.ackLingerMs ?? 2);
   const changeVisibility = (message: Message, seconds: number) =>
@@ -237,8 +267,8 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
 
   const consumer = Consumer.create({
     queueUrl: o.queueUrl,
-    sqs: o.sqs,
-    batchSize: nextBatch,
+    sqs: receivingClient,
+    batchSize: Math.min(MAX_BATCH, o.slots),
     waitTimeSeconds: o.waitSeconds,
     visibilityTimeout: o.visibilitySeconds,
     messageSystemAttributeNames: ['ApproximateReceiveCount'],
@@ -247,10 +277,13 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
     shouldDeleteMessages: false,
     async preReceiveMessageCallback() {
       // Receive only what free slots can take (only this poll adds work, so free slots only grow meanwhile).
-      while (fetching && o.slots - inFlight < nextBatch) {
-        log.debug({ inFlight, nextBatch, slots: o.slots }, 'waiting for free slots before the next receive');
-        await new Promise<void>((resolve) => (slotFreed = resolve));
+      while (fetching && freeSlots() < 1) {
+        log.debug({ inFlight, slots: o.slots }, 'waiting for a free slot before the next receive');
+        await nextFree();
       }
+      // Then up to the linger for half the slots, so a busy queue receives in batches.
+      const lingerEnd = performance.now() + receiveLingerMs;
+      while (fetching && freeSlots() < lingerTarget && performance.now() < lingerEnd) await nextFree(lingerEnd - performance.now());
       if (!fetching) throw new StoppedFetching();
     },
     async handleMessageBatch(messages: Message[]) {
@@ -260,12 +293,9 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
           .catch((error: unknown) => log.error({ err: error }, 'delivery failed'))
           .finally(() => {
             inFlight--;
-            nextBatch = Math.max(1, Math.min(MAX_BATCH, o.slots - inFlight));
             notify();
           });
       }
-      nextBatch = Math.max(1, Math.min(MAX_BATCH, o.slots - inFlight));
-      consumer.updateOption('batchSize', nextBatch);
       return undefined;
     },
   });

@@ -43,6 +43,8 @@ export interface WorkerRuntimeOptions {
   heartbeatIntervalMs?: number;
   /** Long-polling wait, seconds. Default 20. */
   waitSeconds?: number;
+  /** How long a receive waits for half a queue's slots to be free, ms (SVC_RECEIVE_LINGER_MS). Default 10. */
+  receiveLingerMs?: number;
   /** Drain window of a shutdown, ms (SVC_STOP_TIMEOUT_MS minus 5000). Default 25000. */
   drainMs?: number;
   /** Idempotency lease margin over the unit timeout, ms. Default 30000. */
@@ -144,6 +146,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
       visibilitySeconds: o.visibilitySeconds?.[queue] ?? DEFAULT_VISIBILITY_SECONDS[queue],
       heartbeatIntervalMs: o.heartbeatIntervalMs ?? 20_000,
       waitSeconds: o.waitSeconds ?? 20,
+      receiveLingerMs: o.receiveLingerMs,
       // A queue without units still gets one slot, so messages for unknown units are dead-lettered.
       slots: slotsForQueues(units, [queue]),
       unitSlots,

@@ -1,0 +1,104 @@
+// Receive linger (issue 18): a busy queue receives in batches. With fewer than half its slots free,
+// the consumer's next ReceiveMessage waits up to SVC_RECEIVE_LINGER_MS for more to free and then asks
+// for every free slot; it never asks for more than are free, and the wait is bounded.
+// Real fauxqs, PostgreSQL and Redis; the SQS client handed to the runtime only records the
+// ReceiveMessage calls on their way to the real server.
+import { ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineTask, type WorkUnit } from '../../src/work/unit.ts';
+import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
+
+/** Handlers that run until the test opens their gate (or the run is aborted). */
+const gates = new Map<string, () => void>();
+
+const gatedTask = defineTask({
+  name: 'fixture.gated',
+  queue: 'bulk',
+  context: 'system',
+  concurrency: 4,
+  timeoutSeconds: 60,
+  payload: z.object({ key: z.string() }),
+  handler: async (p, run) => {
+    await new Promise<void>((resolve, reject) => {
+      gates.set(p.key, resolve);
+      run.signal.addEventListener('abort', () => reject(run.signal.reason as Error), { once: true });
+    });
+    return {};
+  },
+});
+
+const UNITS: ReadonlyMap<string, WorkUnit> = new Map([[gatedTask.name, gatedTask]]);
+
+let h: WorkHarness;
+
+beforeAll(async () => {
+  h = await workHarness({ units: UNITS });
+});
+afterAll(async () => h?.close());
+
+async function until(what: string, check: () => boolean, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+function open(key: string): void {
+  const resolve = gates.get(key);
+  if (!resolve) throw new Error(`no handler is waiting on ${key}`);
+  gates.delete(key);
+  resolve();
+}
+
+describe('receive linger', () => {
+  it('a busy queue waits (bounded) for half its slots before it receives, then asks for every free slot and never more', async () => {
+    const receives: Array<{ asked: number; at: number }> = [];
+    const recording = {
+      send(command: Parameters<SQSClient['send']>[0], options?: Parameters<SQSClient['send']>[1]) {
+        if (command instanceof ReceiveMessageCommand) receives.push({ asked: command.input.MaxNumberOfMessages ?? 1, at: performance.now() });
+        return h.sqs.send(command, options);
+      },
+    } as unknown as SQSClient;
+    const lingerMs = 1_500;
+    const runtime = await h.startWorkers({ queues: ['bulk'], sqs: recording, receiveLingerMs: lingerMs });
+    const runs = [];
+    for (let i = 0; i < 8; i++) runs.push(await h.dispatch('fixture.gated', { key: `k${i}` }));
+    await h.relay();
+    // The 4 slots fill; the other 4 messages wait in the queue.
+    await until('four handlers to run', () => gates.size === 4);
+    expect(runtime.inFlight()).toBe(4);
+    expect(Math.max(...receives.map((r) => r.asked))).toBeLessThanOrEqual(4);
+
+    // One slot frees: under half the slots (2 of 4), so no receive for one message goes out now...
+    let seen = receives.length;
+    open([...gates.keys()][0]!);
+    await until('the first run to settle', () => runtime.inFlight() === 3);
+    // ...and when a second frees inside the linger, the next receive asks for both.
+    open([...gates.keys()][0]!);
+    await until('a receive after two slots freed', () => receives.length > seen);
+    expect(receives[seen]!.asked).toBe(2);
+    await until('the two new handlers to run', () => gates.size === 4);
+
+    // One slot frees and nothing else: the receive still goes out, once the linger is over, for that one slot.
+    seen = receives.length;
+    const freedAt = performance.now();
+    open([...gates.keys()][0]!);
+    await until('a receive for the single free slot', () => receives.length > seen);
+    expect(receives[seen]!.asked).toBe(1);
+    expect(receives[seen]!.at - freedAt).toBeGreaterThanOrEqual(lingerMs);
+
+    // Everything drains.
+    const allSucceeded = async () => (await Promise.all(runs.map((r) => h.run(r.runId)))).every((r) => r?.status === 'succeeded');
+    const deadline = Date.now() + 15_000;
+    while (!(await allSucceeded())) {
+      if (Date.now() > deadline) throw new Error('timed out waiting for every run to succeed');
+      for (const key of [...gates.keys()]) open(key);
+      await sleep(20);
+    }
+    expect(Math.max(...receives.map((r) => r.asked))).toBeLessThanOrEqual(4);
+    await runtime.stop();
+  });
+});
