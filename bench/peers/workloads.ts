@@ -213,6 +213,8 @@ export async function steady(
   }
   const produced = (nowMs() - t0) / 1000;
   const used = cpu.end();
+  const parts = cpu.breakdown().map((b) => `${b.label}=${b.seconds.toFixed(2)}`);
+  ctx.log(`CPU_BREAKDOWN system=${adapter.name} workload=steady round=${round} jobs=${total} harness=${used.self.toFixed(2)} ${parts.join(' ')}`);
   await adapter.stopWorkers();
   const counts = await verify(adapter, ctx, tally, outcome.incomplete, 'steady');
   const measured = Array.from(tally.latencyMs.subarray(warmup));

@@ -64,7 +64,7 @@ describe('receive linger', () => {
     } as unknown as SQSClient;
     const lingerMs = 1_500;
     const runtime = await h.startWorkers({ queues: ['bulk'], sqs: recording, receiveLingerMs: lingerMs });
-    const runs = [];
+    const runs: Array<{ runId: string }> = [];
     for (let i = 0; i < 8; i++) runs.push(await h.dispatch('fixture.gated', { key: `k${i}` }));
     await h.relay();
     // The 4 slots fill; the other 4 messages wait in the queue.
