@@ -183,10 +183,14 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
       };
     });
   // The client sqs-consumer receives with: ReceiveMessage asks for the slots free when it is sent
-  // (free slots only grow between the wait below and the send: only this poll adds work).
+  // (free slots only grow between the wait below and the send: only this poll adds work). Matched by
+  // name too: a second copy of @aws-sdk/client-sqs under sqs-consumer would fail `instanceof`, and
+  // the receive would then ask for a full batch whatever the free slots.
   const receivingClient = {
     send(command: Parameters<SQSClient['send']>[0], options?: Parameters<SQSClient['send']>[1]) {
-      if (command instanceof ReceiveMessageCommand) command.input.MaxNumberOfMessages = Math.max(1, Math.min(MAX_BATCH, freeSlots()));
+      if (command instanceof ReceiveMessageCommand || command.constructor.name === ReceiveMessageCommand.name) {
+        (command.input as { MaxNumberOfMessages?: number }).MaxNumberOfMessages = Math.max(1, Math.min(MAX_BATCH, freeSlots()));
+      }
       return o.sqs.send(command, options);
     },
   } as unknown as SQSClient;

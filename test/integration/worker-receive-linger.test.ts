@@ -7,6 +7,11 @@ import { ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { captureLogger } from '../../src/logging/logger.ts';
+import { dlqUrl, queueUrl } from '../../src/queue/names.ts';
+import { createQueueConsumer } from '../../src/work/consumer.ts';
+import { StartCoalescer } from '../../src/work/runner.ts';
+import { SlotLimit } from '../../src/work/slot-limit.ts';
 import { defineTask, type WorkUnit } from '../../src/work/unit.ts';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 
@@ -100,5 +105,60 @@ describe('receive linger', () => {
     }
     expect(Math.max(...receives.map((r) => r.asked))).toBeLessThanOrEqual(4);
     await runtime.stop();
+  });
+
+  it('stopFetching during the linger ends the poll at once, with slots still busy, and no receive goes out', async () => {
+    const receives: number[] = [];
+    const recording = {
+      send(command: Parameters<SQSClient['send']>[0], options?: Parameters<SQSClient['send']>[1]) {
+        if (command instanceof ReceiveMessageCommand) receives.push(performance.now());
+        return h.sqs.send(command, options);
+      },
+    } as unknown as SQSClient;
+    // The consumer alone (the runtime's stop also waits for its runs, which would end any linger by
+    // freeing their slots): 4 slots, a linger far longer than the waits below.
+    const release = new AbortController();
+    const logger = captureLogger('debug').logger;
+    const consumer = createQueueConsumer({
+      sqs: recording,
+      queue: 'bulk',
+      queueUrl: queueUrl(h.queueUrlPrefix, 'bulk'),
+      dlqUrl: dlqUrl(h.queueUrlPrefix, 'bulk'),
+      visibilitySeconds: 2,
+      heartbeatIntervalMs: 500,
+      waitSeconds: 1,
+      slots: 4,
+      unitSlots: new Map([[gatedTask.name, new SlotLimit(4)]]),
+      runner: {
+        sql: h.sql,
+        redis: h.redis,
+        units: UNITS,
+        workerInstance: 'test-linger',
+        logger,
+        leaseMarginMs: 1_000,
+        retentionMs: 60_000,
+        backoff: { baseMs: 200, capMs: 1_000 },
+        releaseSignal: release.signal,
+        starts: new StartCoalescer(h.sql),
+      },
+      logger,
+      releaseSignal: release.signal,
+      receiveLingerMs: 60_000,
+    });
+    consumer.start();
+    const runs: Array<{ runId: string }> = [];
+    for (let i = 0; i < 3; i++) runs.push(await h.dispatch('fixture.gated', { key: `stop${i}` }));
+    await h.relay();
+    // 3 of 4 slots busy: under half free, so the next receive lingers for a second slot.
+    await until('three handlers to run', () => gates.size === 3 && consumer.inFlight === 3);
+    await until('the poll to be waiting', () => consumer.polling);
+    const stopAt = performance.now();
+    consumer.stopFetching();
+    await until('the poll to end while the three runs still hold their slots', () => !consumer.polling, 10_000);
+    expect(consumer.inFlight).toBe(3);
+    expect(receives.filter((at) => at > stopAt)).toEqual([]);
+    for (const key of [...gates.keys()]) open(key);
+    for (const r of runs) expect((await h.waitForStatus(r.runId, ['succeeded'])).status).toBe('succeeded');
+    await until('the runs to settle', () => consumer.inFlight === 0);
   });
 });
