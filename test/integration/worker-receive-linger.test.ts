@@ -58,15 +58,21 @@ function open(key: string): void {
   resolve();
 }
 
+/** The real client, recording each ReceiveMessage as it goes out: how many messages it asks for, and when. */
+function recordingReceives(): { receives: Array<{ asked: number; at: number }>; recording: SQSClient } {
+  const receives: Array<{ asked: number; at: number }> = [];
+  const recording = {
+    send(command: Parameters<SQSClient['send']>[0], options?: Parameters<SQSClient['send']>[1]) {
+      if (command instanceof ReceiveMessageCommand) receives.push({ asked: command.input.MaxNumberOfMessages ?? 1, at: performance.now() });
+      return h.sqs.send(command, options);
+    },
+  } as unknown as SQSClient;
+  return { receives, recording };
+}
+
 describe('receive linger', () => {
   it('a busy queue waits (bounded) for half its slots before it receives, then asks for every free slot and never more', async () => {
-    const receives: Array<{ asked: number; at: number }> = [];
-    const recording = {
-      send(command: Parameters<SQSClient['send']>[0], options?: Parameters<SQSClient['send']>[1]) {
-        if (command instanceof ReceiveMessageCommand) receives.push({ asked: command.input.MaxNumberOfMessages ?? 1, at: performance.now() });
-        return h.sqs.send(command, options);
-      },
-    } as unknown as SQSClient;
+    const { receives, recording } = recordingReceives();
     const lingerMs = 1_500;
     const runtime = await h.startWorkers({ queues: ['bulk'], sqs: recording, receiveLingerMs: lingerMs });
     const runs: Array<{ runId: string }> = [];
@@ -108,13 +114,7 @@ describe('receive linger', () => {
   });
 
   it('stopFetching during the linger ends the poll at once, with slots still busy, and no receive goes out', async () => {
-    const receives: number[] = [];
-    const recording = {
-      send(command: Parameters<SQSClient['send']>[0], options?: Parameters<SQSClient['send']>[1]) {
-        if (command instanceof ReceiveMessageCommand) receives.push(performance.now());
-        return h.sqs.send(command, options);
-      },
-    } as unknown as SQSClient;
+    const { receives, recording } = recordingReceives();
     // The consumer alone (the runtime's stop also waits for its runs, which would end any linger by
     // freeing their slots): 4 slots, a linger far longer than the waits below.
     const release = new AbortController();
@@ -156,7 +156,7 @@ describe('receive linger', () => {
     consumer.stopFetching();
     await until('the poll to end while the three runs still hold their slots', () => !consumer.polling, 10_000);
     expect(consumer.inFlight).toBe(3);
-    expect(receives.filter((at) => at > stopAt)).toEqual([]);
+    expect(receives.filter((r) => r.at > stopAt)).toEqual([]);
     for (const key of [...gates.keys()]) open(key);
     for (const r of runs) expect((await h.waitForStatus(r.runId, ['succeeded'])).status).toBe('succeeded');
     await until('the runs to settle', () => consumer.inFlight === 0);
