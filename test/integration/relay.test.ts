@@ -255,6 +255,33 @@ describe('relay', () => {
     expect(t).toEqual({ n: 120, runs: 120 });
   });
 
+  it('R-OBX-05 R-OBX-14 a mark that fails after the send commits nothing: the row stays pending with no sent event, the pass fails, the next pass sends it again', async () => {
+    // The relay's marks (sent_at, then the `sent` trail rows) commit together or not at all: a failure in
+    // the second must roll back the first, and must reach the caller (the relay logs and retries).
+    const [runId] = await dispatchMany(1);
+    await sql.unsafe(`CREATE FUNCTION relay_test_refuse_sent() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF NEW.event = 'sent' THEN RAISE EXCEPTION 'sent refused by the test'; END IF; RETURN NEW; END $$`);
+    await sql.unsafe('CREATE TRIGGER relay_test_refuse_sent BEFORE INSERT ON task_run_events FOR EACH ROW EXECUTE FUNCTION relay_test_refuse_sent()');
+    try {
+      await expect(relayPass(sql, sqs, prefix)).rejects.toThrow('sent refused by the test');
+      const [row] = await sql`SELECT sent_at FROM outbox_messages WHERE run_id = ${runId!}`;
+      expect(row!.sent_at).toBeNull();
+      const [events] = await sql`SELECT count(*)::int AS n FROM task_run_events WHERE run_id = ${runId!} AND event = 'sent'`;
+      expect(events!.n).toBe(0);
+    } finally {
+      await sql.unsafe('DROP TRIGGER relay_test_refuse_sent ON task_run_events');
+      await sql.unsafe('DROP FUNCTION relay_test_refuse_sent()');
+    }
+    expect(await relayPass(sql, sqs, prefix)).toEqual({ sent: 1, failed: 0, full: false });
+    const [row] = await sql`SELECT sent_at FROM outbox_messages WHERE run_id = ${runId!}`;
+    expect(row!.sent_at).not.toBeNull();
+    const [events] = await sql`SELECT count(*)::int AS n FROM task_run_events WHERE run_id = ${runId!} AND event = 'sent'`;
+    expect(events!.n).toBe(1);
+    // Sent twice (once before the failed mark), the same envelope both times.
+    const bodies = await drain('default', 2);
+    expect(bodies.map((b) => JSON.parse(b).run_id)).toEqual([runId, runId]);
+  });
+
   it('R-OBX-16 a resend after a lost mark carries the same run_id and envelope', async () => {
     const [runId] = await dispatchMany(1);
     await relayPass(sql, sqs, prefix);
