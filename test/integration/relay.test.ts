@@ -255,7 +255,7 @@ describe('relay', () => {
     expect(t).toEqual({ n: 120, runs: 120 });
   });
 
-  it('R-OBX-05 R-OBX-14 a mark that fails after the send commits nothing: the row stays pending with no sent event, the pass fails, the next pass sends it again', async () => {
+  it('R-OBX-13 sent_at and the sent trail row commit together: a mark that fails after the send commits nothing, the pass fails, the next pass sends the row again', async () => {
     // The relay's marks (sent_at, then the `sent` trail rows) commit together or not at all: a failure in
     // the second must roll back the first, and must reach the caller (the relay logs and retries).
     const [runId] = await dispatchMany(1);
