@@ -18,6 +18,7 @@ import { transitionRun } from '../../src/work/run-store.ts';
 import { inFlightByGroup, selectFairRows } from '../../src/work/tenant-inflight.ts';
 import { createTenant, workDatabase } from './work-tables-support.ts';
 import { testDispatcher } from './work-test-units.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 let db: TestDatabase;
 let sql: Sql;
@@ -104,15 +105,6 @@ async function dispatch(tenantId: string, n: number, first = 0): Promise<string[
   );
 }
 
-async function waitFor(check: () => Promise<boolean>, timeoutMs: number, stepMs = 10): Promise<void> {
-  const started = performance.now();
-  while (performance.now() - started < timeoutMs) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, stepMs));
-  }
-  throw new Error(`condition not met within ${timeoutMs} ms`);
-}
-
 interface FakeWorkers {
   /** Receives per run id. */
   receives: Map<string, number>;
@@ -192,7 +184,7 @@ describe('fair share between tenants at the relay', () => {
     await waitFor(async () => {
       const [r] = await sql`SELECT count(*)::int AS n FROM task_runs WHERE run_id = ANY(${dispatched}::uuid[]) AND status = 'succeeded'`;
       return r!.n === dispatched.length;
-    }, 30_000, 20);
+    }, 30_000, { stepMs: 20 });
     sampling = false;
     await sampler;
     await workers.stop();
@@ -212,7 +204,7 @@ describe('fair share between tenants at the relay', () => {
     const a = await dispatch(tenantA, 40);
     const b = await dispatch(tenantB, 5);
     relay(3, 'relay-order');
-    await waitFor(async () => workers.receives.size === 45, 30_000, 20);
+    await waitFor(async () => workers.receives.size === 45, 30_000, { stepMs: 20 });
     await workers.stop();
     const sent = await sql`SELECT o.run_id, o.tenant_id::text AS tenant FROM outbox_messages o
       JOIN task_run_events e ON e.run_id = o.run_id AND e.event = 'sent' ORDER BY e.id`;
@@ -321,7 +313,7 @@ describe('fair share between tenants at the relay', () => {
       await waitFor(async () => {
         const [r] = await sql`SELECT count(*)::int AS n FROM task_runs WHERE run_id = ANY(${ids as string[]}::uuid[]) AND status = 'succeeded'`;
         return r!.n === ids.length;
-      }, 10_000, 20);
+      }, 10_000, { stepMs: 20 });
     } finally {
       await workers.stop();
     }

@@ -15,6 +15,7 @@ import { provisionQueues } from '../../src/queue/provision.ts';
 import { relayPass, startRelay, type Relay } from '../../src/work/relay.ts';
 import { createTenantMember, workDatabase } from './work-tables-support.ts';
 import { testDispatcher } from './work-test-units.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 let db: TestDatabase;
 let sql: Sql;
@@ -94,15 +95,6 @@ async function pendingCount(): Promise<number> {
   return Number(r!.n);
 }
 
-async function waitFor(check: () => Promise<boolean>, timeoutMs: number, stepMs = 10): Promise<number> {
-  const started = performance.now();
-  while (performance.now() - started < timeoutMs) {
-    if (await check()) return performance.now() - started;
-    await new Promise((r) => setTimeout(r, stepMs));
-  }
-  throw new Error(`condition not met within ${timeoutMs} ms`);
-}
-
 /** Receives (and deletes) messages until `expected` arrived or the queue stays empty for a second. */
 async function drain(queue: QueueName, expected: number): Promise<string[]> {
   const url = queueUrl(prefix, queue);
@@ -125,7 +117,7 @@ async function relayListening(): Promise<void> {
   await waitFor(async () => {
     const clients = await redis.client('LIST') as string;
     return clients.split('\n').some((line) => line.includes('name=svc-relay-wake') && line.includes('cmd=blpop'));
-  }, 5_000, 20);
+  }, 5_000, { stepMs: 20 });
 }
 
 describe('relay', () => {
@@ -134,7 +126,7 @@ describe('relay', () => {
     await relayListening();
     const started = performance.now();
     const [runId] = await dispatchMany(1, { signal: redis });
-    await waitFor(async () => (await pendingCount()) === 0, 2_000, 5);
+    await waitFor(async () => (await pendingCount()) === 0, 2_000, { stepMs: 5 });
     const elapsed = performance.now() - started;
     expect(elapsed).toBeLessThan(500);
     const bodies = await drain('default', 1);

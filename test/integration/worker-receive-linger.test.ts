@@ -4,7 +4,6 @@
 // Real fauxqs, PostgreSQL and Redis; the SQS client handed to the runtime only records the
 // ReceiveMessage calls on their way to the real server.
 import { ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { captureLogger } from '../../src/logging/logger.ts';
@@ -14,6 +13,7 @@ import { StartCoalescer } from '../../src/work/runner.ts';
 import { SlotLimit } from '../../src/work/slot-limit.ts';
 import { defineTask, type WorkUnit } from '../../src/work/unit.ts';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 /** Handlers that run until the test opens their gate (or the run is aborted). */
 const gates = new Map<string, () => void>();
@@ -43,14 +43,6 @@ beforeAll(async () => {
 });
 afterAll(async () => h?.close());
 
-async function until(what: string, check: () => boolean, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
-}
-
 function open(key: string): void {
   const resolve = gates.get(key);
   if (!resolve) throw new Error(`no handler is waiting on ${key}`);
@@ -79,36 +71,39 @@ describe('receive linger', () => {
     for (let i = 0; i < 8; i++) runs.push(await h.dispatch('fixture.gated', { key: `k${i}` }));
     await h.relay();
     // The 4 slots fill; the other 4 messages wait in the queue.
-    await until('four handlers to run', () => gates.size === 4);
+    await waitFor(() => gates.size === 4, 15_000, { what: 'four handlers to run' });
     expect(runtime.inFlight()).toBe(4);
     expect(Math.max(...receives.map((r) => r.asked))).toBeLessThanOrEqual(4);
 
     // One slot frees: under half the slots (2 of 4), so no receive for one message goes out now...
     let seen = receives.length;
     open([...gates.keys()][0]!);
-    await until('the first run to settle', () => runtime.inFlight() === 3);
+    await waitFor(() => runtime.inFlight() === 3, 15_000, { what: 'the first run to settle' });
     // ...and when a second frees inside the linger, the next receive asks for both.
     open([...gates.keys()][0]!);
-    await until('a receive after two slots freed', () => receives.length > seen);
+    await waitFor(() => receives.length > seen, 15_000, { what: 'a receive after two slots freed' });
     expect(receives[seen]!.asked).toBe(2);
-    await until('the two new handlers to run', () => gates.size === 4);
+    await waitFor(() => gates.size === 4, 15_000, { what: 'the two new handlers to run' });
 
     // One slot frees and nothing else: the receive still goes out, once the linger is over, for that one slot.
     seen = receives.length;
     const freedAt = performance.now();
     open([...gates.keys()][0]!);
-    await until('a receive for the single free slot', () => receives.length > seen);
+    await waitFor(() => receives.length > seen, 15_000, { what: 'a receive for the single free slot' });
     expect(receives[seen]!.asked).toBe(1);
     expect(receives[seen]!.at - freedAt).toBeGreaterThanOrEqual(lingerMs);
 
     // Everything drains.
     const allSucceeded = async () => (await Promise.all(runs.map((r) => h.run(r.runId)))).every((r) => r?.status === 'succeeded');
-    const deadline = Date.now() + 15_000;
-    while (!(await allSucceeded())) {
-      if (Date.now() > deadline) throw new Error('timed out waiting for every run to succeed');
-      for (const key of [...gates.keys()]) open(key);
-      await sleep(20);
-    }
+    await waitFor(
+      async () => {
+        if (await allSucceeded()) return true;
+        for (const key of [...gates.keys()]) open(key);
+        return false;
+      },
+      15_000,
+      { stepMs: 20, what: 'every run to succeed' },
+    );
     expect(Math.max(...receives.map((r) => r.asked))).toBeLessThanOrEqual(4);
     await runtime.stop();
   });
@@ -150,15 +145,15 @@ describe('receive linger', () => {
     for (let i = 0; i < 3; i++) runs.push(await h.dispatch('fixture.gated', { key: `stop${i}` }));
     await h.relay();
     // 3 of 4 slots busy: under half free, so the next receive lingers for a second slot.
-    await until('three handlers to run', () => gates.size === 3 && consumer.inFlight === 3);
-    await until('the poll to be waiting', () => consumer.polling);
+    await waitFor(() => gates.size === 3 && consumer.inFlight === 3, 15_000, { what: 'three handlers to run' });
+    await waitFor(() => consumer.polling, 15_000, { what: 'the poll to be waiting' });
     const stopAt = performance.now();
     consumer.stopFetching();
-    await until('the poll to end while the three runs still hold their slots', () => !consumer.polling, 10_000);
+    await waitFor(() => !consumer.polling, 10_000, { what: 'the poll to end while the three runs still hold their slots' });
     expect(consumer.inFlight).toBe(3);
     expect(receives.filter((r) => r.at > stopAt)).toEqual([]);
     for (const key of [...gates.keys()]) open(key);
     for (const r of runs) expect((await h.waitForStatus(r.runId, ['succeeded'])).status).toBe('succeeded');
-    await until('the runs to settle', () => consumer.inFlight === 0);
+    await waitFor(() => consumer.inFlight === 0, 15_000, { what: 'the runs to settle' });
   });
 });
