@@ -159,7 +159,9 @@ async function appendTrailEventAt(tx: TxSql, scope: RunScope, e: TrailEventInput
       ? tx`clock_timestamp()`
       : e.occurredAt === 'run_finished'
         ? tx`(SELECT COALESCE(finished_at, clock_timestamp()) FROM ${tx(RUN_TABLE[scope])} WHERE run_id = ${e.runId})`
-        : tx`${e.occurredAt}::timestamptz`;
+        : // Sent as text: a timestamptz parameter goes through postgres.js's Date serializer, which
+          // rounds to the millisecond and could order this event before the one it follows.
+          tx`${e.occurredAt}::text::timestamptz`;
   const detail = tx.json((e.detail ?? {}) as never);
   if (tenantId === null) {
     await tx`INSERT INTO ${tx(TRAIL_TABLE[scope])} (run_id, event, attempt, receive_count, queue, worker_instance, error_code, error_type, detail, occurred_at)

@@ -60,6 +60,20 @@ describe('worker failures', () => {
     });
   });
 
+  it('R-TRL-05 R-TRL-08 a rolled-back attempt keeps its started at the database clock\'s instant, to the microsecond, after its received', async () => {
+    // The `started` of a rolled-back attempt is written again after the rollback, with the instant the
+    // claim read from the database clock. A millisecond rounding of that instant (a Date on the way)
+    // could order it before its own `received` when both fall in the same millisecond.
+    const { runId } = await h.dispatch('fixture.effect', { key: 'started-instant', fail: 'permanent' });
+    await h.relay();
+    await h.waitForStatus(runId, ['failed']);
+    const [started] = await h.sql<{ exact: boolean; after_received: boolean; at: string; claimed: string }[]>`
+      SELECT s.occurred_at = (s.detail->>'startedAt')::timestamptz AS exact, s.occurred_at::text AS at, s.detail->>'startedAt' AS claimed,
+             s.occurred_at >= (SELECT occurred_at FROM platform_task_run_events WHERE run_id = s.run_id AND event = 'received' AND attempt = 1) AS after_received
+        FROM platform_task_run_events s WHERE s.run_id = ${runId} AND s.event = 'started'`;
+    expect(started, `started at ${started?.at}, claimed at ${started?.claimed}`).toMatchObject({ exact: true, after_received: true });
+  });
+
   it('R-WRK-06 a message for an unknown unit fails with UNIT_NOT_REGISTERED, comes back with backoff and is dead-lettered after five receives', async () => {
     // A run written by a newer API for a unit these workers do not know.
     const runId = randomUUID();
