@@ -69,6 +69,11 @@ export function minimumPoolSize(slots: number): number {
 
 /** Task names: at most 64 characters. */
 export const TASK_NAME_MAX_LENGTH = 64;
+/**
+ * Most runs in one group commit (a unit with `groupCommit`): one receive's worth. Its handlers run one
+ * after another, so a larger group would hold its first runs' slots longer for little gain.
+ */
+export const GROUP_COMMIT_MAX_RUNS = 10;
 /** Run `outcome` and trail `detail`: JSON objects of at most 2048 bytes. */
 export const RUN_JSON_MAX_BYTES = 2048;
 /** Idempotency `outcome`: JSON object of at most 4096 bytes. */

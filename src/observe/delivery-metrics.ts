@@ -3,7 +3,7 @@
 // only when registered in this process ('unregistered' otherwise), so a stray message cannot add
 // series.
 import type { DeliveryResult } from '../work/runner.ts';
-import { deliveries, runDuration, runPickup, runsFinished } from './metrics.ts';
+import { deliveries, groupCommitRuns, runDuration, runPickup, runsFinished } from './metrics.ts';
 
 /** The run facts the metrics need (RunRow has them). */
 export interface ObservedRun {
@@ -31,4 +31,9 @@ export function recordRunStarted(run: ObservedRun, attempt: number): void {
 export function recordRunFinished(run: ObservedRun, status: 'succeeded' | 'failed'): void {
   runsFinished.inc({ unit: run.name, queue: run.queue, status });
   if (run.startedAt) runDuration.observe({ unit: run.name, queue: run.queue }, Math.max(0, (Date.now() - run.startedAt.getTime()) / 1000));
+}
+
+/** One group commit started with `runs` deliveries of `unit` (a registered unit: only those group). */
+export function recordGroupCommit(unit: string, runs: number): void {
+  groupCommitRuns.observe({ unit }, runs);
 }

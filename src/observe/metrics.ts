@@ -37,6 +37,14 @@ export const runPickup = new Histogram({
   registers: [metricsRegistry],
 });
 
+export const groupCommitRuns = new Histogram({
+  name: 'svc_group_commit_runs',
+  help: 'Runs per effect transaction of a unit with groupCommit (1: the delivery had its transaction to itself).',
+  labelNames: ['unit'] as const,
+  buckets: [1, 2, 3, 4, 5, 6, 8, 10],
+  registers: [metricsRegistry],
+});
+
 export const deliveries = new Counter({
   name: 'svc_deliveries_total',
   help: 'Queue deliveries by result: succeeded, replayed, retrying, failed, held, released, settled.',

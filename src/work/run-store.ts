@@ -550,3 +550,95 @@ export async function finishDelivery(tx: TxSql, scope: RunScope, f: DeliveryFini
       SELECT ${notRunning} FROM platform_task_runs r WHERE r.run_id = ${f.runId} AND NOT EXISTS (SELECT 1 FROM run)`;
   return rows.length === 1;
 }
+
+/** One member of finishDeliveries: a DeliveryFinish of the group, with its `started` instant when it is written only now. */
+export interface GroupFinish extends Omit<DeliveryFinish, 'tenantId' | 'ledger' | 'queue' | 'workerInstance'> {
+  key: Buffer;
+  /** The claim's instant: `started` is written with this occurred_at (a claim of claimFreshKeys); null: already written. */
+  startedAt: string | null;
+}
+
+/**
+ * finishDelivery for the members of a group commit (one tenant or platform, one unit, one worker):
+ * ONE statement marks every key `completed`, moves every run `running` → `succeeded` and appends each
+ * run's `started` (at its claim's instant, when not written yet) and `succeeded`. The run rows must be
+ * locked by the caller and still `running`; if one is not, the statement fails on purpose (as
+ * finishDelivery's) and the transaction aborts. The conditions on the keys and run ids are written
+ * as `= ANY(array)` so PostgreSQL reads them through the indexes (a join on unnest() turned into a
+ * scan as the tables grew: 1 ms → 12 ms per call).
+ */
+export async function finishDeliveries(
+  tx: TxSql,
+  scope: RunScope,
+  group: { tenantId: string | null; queue: string; workerInstance: string; retentionMs: number },
+  members: readonly GroupFinish[],
+): Promise<void> {
+  const tenantId = checkTenant(scope, group.tenantId);
+  const retention = group.retentionMs / 1000;
+  const ids = members.map((m) => m.runId);
+  const keys = members.map((m) => m.key.toString('hex'));
+  const outcomes = members.map((m) => JSON.stringify(m.outcome));
+  const attempts = members.map((m) => m.attempt);
+  const receives = members.map((m) => m.receiveCount);
+  const started = members.map((m) => m.startedAt);
+  const notRunning = tx`('run ' || m.run_id::text || ' is no longer running: its finish is refused')::int`;
+  const input = tx`
+      at AS MATERIALIZED (SELECT clock_timestamp() AS t),
+      m AS MATERIALIZED (
+        SELECT * FROM unnest(${ids}::uuid[], ${keys}::text[], ${outcomes}::text[], ${attempts}::int[], ${receives}::int[], ${started}::text[])
+                   WITH ORDINALITY AS m(run_id, key_hex, outcome, attempt, receive_count, started_at, ord))`;
+  if (scope === 'tenant') {
+    await tx`
+      WITH ${input},
+      k AS (
+        UPDATE idempotency_keys ik SET status = 'completed', outcome = m.outcome::jsonb,
+               expires_at = clock_timestamp() + make_interval(secs => ${retention}), updated_at = clock_timestamp()
+          FROM m
+         WHERE ik.tenant_id = ${tenantId} AND ik.idempotency_key = ANY(ARRAY(SELECT decode(key_hex, 'hex') FROM m))
+           AND ik.idempotency_key = decode(m.key_hex, 'hex')),
+      run AS (
+        UPDATE task_runs r SET status = 'succeeded', progress = 100::smallint, outcome = m.outcome::jsonb,
+               finished_at = (SELECT t FROM at), updated_at = clock_timestamp()
+          FROM m
+         WHERE r.run_id = ANY(${ids}::uuid[]) AND r.run_id = m.run_id AND r.tenant_id = ${tenantId} AND r.status = 'running'
+        RETURNING r.run_id),
+      ev AS (
+        INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance, occurred_at)
+        SELECT m.run_id, ${tenantId}, e.event, m.attempt, m.receive_count, ${group.queue}, ${group.workerInstance},
+               CASE e.event WHEN 'started' THEN m.started_at::timestamptz ELSE (SELECT t FROM at) END
+          FROM run JOIN m USING (run_id) CROSS JOIN (VALUES (1, 'started'), (2, 'succeeded')) AS e(n, event)
+         WHERE e.event = 'succeeded' OR m.started_at IS NOT NULL
+         ORDER BY m.ord, e.n)
+      SELECT ${notRunning} FROM m WHERE NOT EXISTS (SELECT 1 FROM run WHERE run.run_id = m.run_id)`;
+  } else {
+    await tx`
+      WITH ${input},
+      k AS (
+        UPDATE platform_idempotency_keys ik SET status = 'completed', outcome = m.outcome::jsonb,
+               expires_at = clock_timestamp() + make_interval(secs => ${retention}), updated_at = clock_timestamp()
+          FROM m
+         WHERE ik.idempotency_key = ANY(ARRAY(SELECT decode(key_hex, 'hex') FROM m)) AND ik.idempotency_key = decode(m.key_hex, 'hex')),
+      run AS (
+        UPDATE platform_task_runs r SET status = 'succeeded', progress = 100::smallint, outcome = m.outcome::jsonb,
+               finished_at = (SELECT t FROM at), updated_at = clock_timestamp()
+          FROM m
+         WHERE r.run_id = ANY(${ids}::uuid[]) AND r.run_id = m.run_id AND r.status = 'running'
+        RETURNING r.run_id),
+      ev AS (
+        INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance, occurred_at)
+        SELECT m.run_id, e.event, m.attempt, m.receive_count, ${group.queue}, ${group.workerInstance},
+               CASE e.event WHEN 'started' THEN m.started_at::timestamptz ELSE (SELECT t FROM at) END
+          FROM run JOIN m USING (run_id) CROSS JOIN (VALUES (1, 'started'), (2, 'succeeded')) AS e(n, event)
+         WHERE e.event = 'succeeded' OR m.started_at IS NOT NULL
+         ORDER BY m.ord, e.n)
+      SELECT ${notRunning} FROM m WHERE NOT EXISTS (SELECT 1 FROM run WHERE run.run_id = m.run_id)`;
+  }
+}
+
+/** Locks a run row of a group member after its handler (FOR NO KEY UPDATE) and tells whether it is still `running`. */
+export async function lockRunningRun(tx: TxSql, scope: RunScope, key: RunKey): Promise<boolean> {
+  const tenantId = checkTenant(scope, key.tenantId);
+  const [row] = await tx<{ status: string }[]>`
+    SELECT status FROM ${tx(RUN_TABLE[scope])} WHERE run_id = ${key.runId} ${tenantId ? tx`AND tenant_id = ${tenantId}` : tx``} FOR NO KEY UPDATE`;
+  return row?.status === 'running';
+}

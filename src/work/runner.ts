@@ -13,6 +13,10 @@
 // transaction never holds the run row locked while the handler runs, so `progress()` commits in its
 // own short transaction.
 //
+// A unit with `groupCommit` runs the effect transactions of the deliveries that reach execution
+// together as one (delivery/group-commit.ts, delivery/group-execution.ts): one claim and one finish
+// statement for the group, each handler in its own savepoint.
+//
 // The runner knows nothing of SQS: the consumer passes a DeliveryPort that deletes, delays or
 // dead-letters the message.
 import { checkDelivery } from './delivery/checks.ts';
@@ -22,10 +26,18 @@ import { deliver } from './delivery/execution.ts';
 export { fitDetail, ReleasedOnShutdown } from './delivery/context.ts';
 export type { DeadLetterContext, Delivery, DeliveryPort, DeliveryResult, RunnerDeps } from './delivery/context.ts';
 export { StartCoalescer } from './delivery/start-coalescer.ts';
+export { GroupCommits } from './delivery/group-commit.ts';
 
 /** Processes one delivery end to end. Never throws for a unit's failure; throws only if the database is unreachable. */
 export async function runDelivery(deps: RunnerDeps, delivery: Delivery, port: DeliveryPort): Promise<DeliveryResult> {
-  const checked = await checkDelivery(deps, delivery, port);
+  // A forming group commit waits for the deliveries still in their checks (delivery/group-commit.ts).
+  const leaveChecks = deps.groups.enterChecks();
+  let checked;
+  try {
+    checked = await checkDelivery(deps, delivery, port);
+  } finally {
+    leaveChecks();
+  }
   if (checked.kind === 'settled') return checked.result;
   return deliver(checked.context, checked.early, checked.gate, checked.payload, checked.leaseMs);
 }

@@ -104,6 +104,12 @@ interface CommonOptions<S extends z.ZodType> {
   idempotencyKey?: (payload: z.output<S>) => string;
   /** Receives and backoff of transient failures; default 5 receives, SVC_BACKOFF_* with full jitter. */
   retry?: RetryPolicy;
+  /**
+   * Runs of this unit (same tenant) that reach execution together share one effect transaction and one
+   * commit, each handler in its own savepoint, one after another: for handlers that finish in
+   * milliseconds (README "Group commit"). Default false.
+   */
+  groupCommit?: boolean;
   handler: UnitHandler<z.output<S>>;
 }
 
@@ -133,6 +139,8 @@ interface UnitBase<S extends z.ZodType = z.ZodType> {
   idempotencyKey: ((payload: never) => string) | null;
   /** null: the runtime's defaults. */
   retry: RetryPolicy | null;
+  /** Several runs may share one effect transaction (src/work/delivery/group-commit.ts). */
+  groupCommit: boolean;
   handler: UnitHandler<never>;
 }
 
@@ -170,6 +178,7 @@ export function defineTask<S extends z.ZodType>(options: TaskOptions<S>): TaskUn
     payload: options.payload,
     idempotencyKey: (options.idempotencyKey as UnitBase['idempotencyKey']) ?? null,
     retry: options.retry ?? null,
+    groupCommit: options.groupCommit ?? false,
     handler: options.handler as UnitHandler<never>,
   };
 }
@@ -188,6 +197,7 @@ export function defineSubscriber<S extends z.ZodType>(options: SubscriberOptions
     payload: options.payload,
     idempotencyKey: (options.idempotencyKey as UnitBase['idempotencyKey']) ?? null,
     retry: options.retry ?? null,
+    groupCommit: options.groupCommit ?? false,
     handler: options.handler as UnitHandler<never>,
   };
 }
@@ -225,6 +235,7 @@ export function unitProblems(unit: WorkUnit): string[] {
   if (!Number.isInteger(unit.timeoutSeconds) || unit.timeoutSeconds < 1 || unit.timeoutSeconds > 43_200) {
     problems.push('timeoutSeconds must be a whole number from 1 to 43200');
   }
+  if (typeof unit.groupCommit !== 'boolean') problems.push('groupCommit must be true or false');
   if (typeof unit.handler !== 'function') problems.push('handler must be a function');
   if (!unit.payload || typeof (unit.payload as { safeParse?: unknown }).safeParse !== 'function') {
     problems.push('payload must be a zod schema');

@@ -16,7 +16,7 @@ import { defaultInstanceLabel } from './dispatch.ts';
 import { startHealthServer, type HealthServer, type HealthState } from './health-server.ts';
 import { watchRedis } from '../kv/redis-health.ts';
 import { startRelay, type Relay } from './relay.ts';
-import { StartCoalescer, type RunnerDeps } from './runner.ts';
+import { GroupCommits, StartCoalescer, type RunnerDeps } from './runner.ts';
 import { startLocalScheduler, type LocalScheduler } from './scheduler.ts';
 import { schemaHolds } from './schema-gate.ts';
 import { SlotLimit } from './slot-limit.ts';
@@ -135,6 +135,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
     // A cancel is seen within one heartbeat interval (src/work/operate/cancel-watch.ts).
     cancelCheckIntervalMs: o.heartbeatIntervalMs,
     starts: new StartCoalescer(o.sql),
+    groups: new GroupCommits(),
   };
 
   const consumers: QueueConsumer[] = o.queues.map((queue) =>

@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { captureLogger } from '../../src/logging/logger.ts';
 import { dlqUrl, queueUrl } from '../../src/queue/names.ts';
 import { createQueueConsumer } from '../../src/work/consumer.ts';
-import { StartCoalescer } from '../../src/work/runner.ts';
+import { GroupCommits, StartCoalescer } from '../../src/work/runner.ts';
 import { SlotLimit } from '../../src/work/slot-limit.ts';
 import { defineTask, type WorkUnit } from '../../src/work/unit.ts';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
@@ -135,6 +135,7 @@ describe('receive linger', () => {
         backoff: { baseMs: 200, capMs: 1_000 },
         releaseSignal: release.signal,
         starts: new StartCoalescer(h.sql),
+        groups: new GroupCommits(),
       },
       logger,
       releaseSignal: release.signal,

@@ -75,6 +75,14 @@ describe('unit definitions', () => {
     const sub = defineSubscriber({ name: 'demo.sub', event: { type: 'demo.happened', version: 0 }, queue: 'critical', payload: z.object({}), handler: noop });
     expect(unitProblems(sub)).toEqual(['event.version must be a whole number of at least 1']);
   });
+
+  it('groupCommit is off unless a unit turns it on, and only true or false is accepted', () => {
+    expect(defineTask({ name: 'demo.plain', queue: 'default', payload: z.object({}), handler: noop }).groupCommit).toBe(false);
+    const grouped = defineSubscriber({ name: 'demo.fast', event: { type: 'demo.happened', version: 1 }, queue: 'bulk', groupCommit: true, payload: z.object({}), handler: noop });
+    expect(grouped.groupCommit).toBe(true);
+    expect(unitProblems(grouped)).toEqual([]);
+    expect(unitProblems({ ...grouped, groupCommit: 'yes' as never })).toEqual(['groupCommit must be true or false']);
+  });
 });
 
 describe('slot limit', () => {

@@ -13,6 +13,7 @@ import type { Envelope } from '../envelope.ts';
 import { releaseGate, type LedgerScope } from '../idempotency.ts';
 import { appendTrailEvent, type ActorSettings, type RunRow, type RunScope, type TrailEventName } from '../run-store.ts';
 import type { WorkUnit } from '../unit.ts';
+import type { GroupCommits } from './group-commit.ts';
 import type { StartCoalescer } from './start-coalescer.ts';
 
 export interface Delivery {
@@ -65,6 +66,8 @@ export interface RunnerDeps {
   cancelCheckIntervalMs?: number;
   /** This runtime's registration coalescer (one per worker runtime, shared by its consumers). */
   starts: StartCoalescer;
+  /** This runtime's forming group commits (units with `groupCommit`). */
+  groups: GroupCommits;
 }
 
 export type DeliveryResult = 'succeeded' | 'replayed' | 'retrying' | 'failed' | 'held' | 'released' | 'settled';

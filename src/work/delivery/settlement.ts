@@ -1,19 +1,27 @@
-// Stage 4 of a delivery that did not succeed: settlement. A transient failure schedules a retry with
-// backoff, a permanent one (or the last receive) fails the run and dead-letters its message, a release
-// on shutdown puts the run back in the queue, and a delivery that did not execute is settled by what
-// its registration found. A settlement never overrides another delivery's (RunMovedOn).
+// Stage 4 of a delivery: settlement. A success has its result copied to Redis and its message
+// deleted; a transient failure schedules a retry with backoff, a permanent one (or the last receive)
+// fails the run and dead-letters its message, a release on shutdown puts the run back in the queue,
+// and a delivery that did not execute is settled by what its registration found. A settlement never
+// overrides another delivery's (RunMovedOn).
 import { recordRunFinished } from '../../observe/delivery-metrics.ts';
 import { inUnitOfWork } from '../../db/unit-of-work.ts';
 import type { TxSql } from '../../db/client.ts';
 import { retryDelaySeconds } from '../backoff.ts';
-import { failKey, readKey, recordGateResult } from '../idempotency.ts';
+import { failKey, readKey, recordGateResult, recordGateResultAndEvict } from '../idempotency.ts';
+import { runStatusKey } from '../../kv/keys.ts';
+import { signalOutbox } from '../../kv/wake.ts';
+import { traceStage } from '../../observe/work-tracing.ts';
+import { classifyFailure } from '../unit-errors.ts';
+import type { UnitOutcome } from '../unit.ts';
 import { FINAL_RUN_STATUSES, readRun, transitionRun, type RunRow } from '../run-store.ts';
 import {
   cacheTtlOf,
   deadLetterContext,
   evict,
+  HeldElsewhere,
   ledgerScope,
   releaseOwnGate,
+  ReleasedOnShutdown,
   RunMovedOn,
   trail,
   type DeliveryContext,
@@ -24,6 +32,52 @@ import type { Registration } from './registration.ts';
 import { wasCancelled } from '../operate/cancel-run.ts';
 import { failedOutcome } from '../operate/failure-outcome.ts';
 import { finalDeliveryNote } from '../operate/final-delivery.ts';
+
+/**
+ * After the effect committed: the relay is woken once if the handler wrote follow-ups, the result is
+ * copied to Redis with the status cache evicted (`evicted`: the eviction sent at registration), and
+ * the message is deleted.
+ */
+export async function settleSuccess(
+  c: DeliveryContext,
+  run: RunRow,
+  done: { outcome: UnitOutcome; replayed: boolean; wroteFollowUps: boolean },
+  evicted: Promise<void>,
+): Promise<DeliveryResult> {
+  if (!done.replayed && done.wroteFollowUps) await signalOutbox(c.deps.redis); // after commit, once per attempt
+  await evicted;
+  await recordGateResultAndEvict(c.deps.redis, runStatusKey(c.envelope.run_id), c.gateKey, c.fingerprint, done.outcome, cacheTtlOf(c.deps));
+  await c.port.ack();
+  recordRunFinished(run, 'succeeded'); // svc_runs_finished_total, svc_run_duration_seconds (src/observe)
+  return done.replayed ? 'replayed' : 'succeeded';
+}
+
+/**
+ * An executing attempt whose effect rolled back (`error` is why; `reason`, when set, is the abort
+ * reason of its signal, which wins: a statement cancelled by our own deadline reports as a query
+ * error). A key held by another execution waits its turn, a release puts the run back in the queue,
+ * anything else is a failure of the attempt.
+ */
+export async function settleExecuted(
+  c: DeliveryContext,
+  run: RunRow,
+  attempt: number,
+  error: unknown,
+  reason: unknown,
+  startedAt: string | null,
+  leaseMs: number,
+): Promise<DeliveryResult> {
+  if (error instanceof HeldElsewhere) {
+    await releaseOwnGate(c);
+    await c.port.retryAfter(Math.max(1, Math.ceil(leaseMs / 1000)));
+    return 'held';
+  }
+  if (error instanceof ReleasedOnShutdown || reason instanceof ReleasedOnShutdown) {
+    return traceStage('settlement', c.envelope.name, () => release(c, run, attempt, startedAt)); // span (src/observe)
+  }
+  const cause = reason ?? error;
+  return traceStage('settlement', c.envelope.name, () => settleFailure(c, run, classifyFailure(cause), startedAt, attempt)); // span (src/observe)
+}
 
 /** Settles a delivery that did not execute (finished run, held key, replay, early failure, no run). */
 export async function settleRegistration(c: DeliveryContext, registration: Registration, early: Failure | null): Promise<DeliveryResult> {

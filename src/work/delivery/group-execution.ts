@@ -1,0 +1,216 @@
+// Stage 3 for a group commit (group-commit.ts): several deliveries of one unit, tenant and actor in
+// ONE effect transaction, with every guarantee of a delivery that has the transaction to itself:
+//
+// - Each member's effect, `started` and `succeeded` commit together (the finish writes both rows for
+//   every member, `started` at its claim's instant) or not at all.
+// - A member whose handler fails, times out or is cancelled rolls back to its own savepoint; its
+//   fresh claim is taken back (its ledger row deleted, as a rollback would) and it settles after the
+//   commit exactly as a rolled-back attempt does (`started` with `effect: rolled_back`, then
+//   `retry_scheduled` or `failed`). Its neighbours commit.
+// - After its handler, a member locks its run row and checks it is still `running`, before releasing
+//   its savepoint: the group's finish is never refused for one run (an operator's cancel that lands
+//   later waits for the commit and finds the run succeeded).
+// - Nothing cancels a member's statement from outside (the backend is shared with its neighbours):
+//   a timeout or a cancel aborts `run.signal`, and the transaction's statement_timeout (the unit's
+//   timeout) bounds a statement that ignores it. A release on shutdown releases the whole group.
+// - If a statement of the group itself fails (the claim, the finish, the COMMIT), every member's
+//   effect rolls back and each settles as a failed attempt, as one delivery would.
+import type { TxSql } from '../../db/client.ts';
+import { DEFAULT_HEARTBEAT_INTERVAL_MS } from '../../config/limits.ts';
+import { recordRunStarted } from '../../observe/delivery-metrics.ts';
+import { traceStage } from '../../observe/work-tracing.ts';
+import { watchForCancel } from '../operate/cancel-watch.ts';
+import { advisoryKeyOf, claimExistingKey, claimFreshKeys, unclaimFreshKey, type GateState } from '../idempotency.ts';
+import { finishDeliveries, lockRunningRun } from '../run-store.ts';
+import { UnitTimedOut } from '../unit-errors.ts';
+import type { UnitOutcome } from '../unit.ts';
+import { actOnClaim } from './claim.ts';
+import { actorSettingsOf, evict, ledgerScope, ReleasedOnShutdown, RunMovedOn, type DeliveryContext, type DeliveryResult, type RunnerDeps } from './context.ts';
+import { cancelStatement, type EffectBackend } from './execution.ts';
+import { callHandler } from './handler-call.ts';
+import { register, type Registration } from './registration.ts';
+import { settleExecuted, settleRegistration, settleSuccess } from './settlement.ts';
+
+export interface GroupMember {
+  c: DeliveryContext;
+  gate: GateState;
+  payload: unknown;
+  leaseMs: number;
+  resolve(result: DeliveryResult): void;
+  reject(error: unknown): void;
+}
+
+interface MemberState {
+  m: GroupMember;
+  registration?: Registration;
+  registrationError?: { error: unknown };
+  evicted: Promise<void>;
+  controller: AbortController;
+  /** This member's key had no ledger row: claimed by the group's claim statement. */
+  fresh?: { attempt: number; claimedAt: string };
+  /** The instant of this attempt's `started` once its turn came (for settlement), else null. */
+  startedAt: string | null;
+  done?: { outcome: UnitOutcome; replayed: boolean; wroteFollowUps: boolean; startedToWrite: string | null };
+  failure?: { error: unknown; reason: unknown };
+}
+
+type Executing = MemberState & { registration: Extract<Registration, { kind: 'execute' }> };
+
+/** Runs one group (2 to GROUP_COMMIT_MAX_RUNS members) and settles each member with its own result. Never rejects. */
+export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Promise<void> {
+  const first = members[0]!.c;
+  const { scope, tenantId } = first;
+  const unit = first.unit!;
+  const timeoutMs = unit.timeoutSeconds * 1000;
+  const leaseMs = members[0]!.leaseMs;
+  const states: MemberState[] = members.map((m) => ({ m, evicted: Promise.resolve(), controller: new AbortController(), startedAt: null }));
+  let backend: EffectBackend | null = null;
+  let released = false;
+  const onRelease = () => {
+    released = true;
+    for (const s of states) s.controller.abort(new ReleasedOnShutdown());
+    // The whole group goes back to the queue: cancelling its current statement hurts no neighbour.
+    if (backend) cancelStatement(deps.sql, backend).catch((error: unknown) => first.log.warn({ err: error }, 'could not cancel the statement of a released group'));
+  };
+  if (deps.releaseSignal?.aborted) released = true;
+  else deps.releaseSignal?.addEventListener('abort', onRelease, { once: true });
+  let groupError: { error: unknown } | null = null;
+  try {
+    const result = await deps.sql.begin(async (tx) => {
+      const settings = actorSettingsOf(first.actor);
+      const keys = states.map((s) => advisoryKeyOf(s.m.c.key!));
+      const [opened] = await tx<{ locked: boolean[]; pid: number; xact_start: string }[]>`
+        SELECT set_config('app.tenant_id', ${settings.tenantId}, true), set_config('app.user_id', ${settings.userId}, true),
+               set_config('app.process', ${settings.process}, true), set_config('statement_timeout', ${String(timeoutMs)}, true),
+               array(SELECT pg_try_advisory_xact_lock(k) FROM unnest(${keys}::bigint[]) WITH ORDINALITY AS t(k, o) ORDER BY o) AS locked,
+               pg_backend_pid() AS pid, (extract(epoch FROM now()) * 1000000)::int8::text AS xact_start`;
+      backend = { pid: opened!.pid, xactStart: opened!.xact_start };
+      // The members register as ordinary deliveries do; the start coalescer makes it one statement.
+      await Promise.all(
+        states.map(async (s, i) => {
+          try {
+            s.registration = await traceStage('registration', unit.name, () => register(s.m.c, null, s.m.gate, opened!.locked[i] === true, leaseMs)); // span (src/observe)
+          } catch (error) {
+            s.registrationError = { error };
+          }
+        }),
+      );
+      const executing = states.filter((s): s is Executing => s.registration?.kind === 'execute');
+      for (const s of executing) {
+        recordRunStarted(s.registration.run, s.registration.attempt); // svc_run_pickup_seconds (src/observe)
+        s.evicted = evict(s.m.c);
+      }
+      if (executing.length === 0) return null;
+      if (released) throw new ReleasedOnShutdown();
+      const claimed = await claimFreshKeys(tx, ledgerScope(first), executing.map((s) => ({ key: s.m.c.key!, fingerprint: s.m.c.fingerprint! })), leaseMs);
+      for (const s of executing) s.fresh = claimed.get(s.m.c.key!.toString('hex'));
+      for (const [n, s] of executing.entries()) {
+        if (released) throw new ReleasedOnShutdown();
+        await executeMember(tx, s, `group_member_${n}`);
+      }
+      const finishing = executing.filter((s) => s.done && !s.done.replayed);
+      if (finishing.length === 0) return null;
+      // Not awaited: COMMIT goes out right behind it; a failure aborts the transaction and is observed below.
+      const finished = finishDeliveries(
+        tx,
+        scope,
+        { tenantId, queue: finishing[0]!.registration.run.queue, workerInstance: deps.workerInstance, retentionMs: deps.retentionMs },
+        finishing.map((s) => ({
+          runId: s.registration.run.runId,
+          key: s.m.c.key!,
+          attempt: s.registration.attempt,
+          receiveCount: s.m.c.delivery.receiveCount,
+          outcome: s.done!.outcome,
+          startedAt: s.done!.startedToWrite,
+        })),
+      );
+      finished.catch(() => {});
+      return { finished };
+    });
+    if (result) await result.finished;
+  } catch (error) {
+    groupError = { error };
+  }
+  deps.releaseSignal?.removeEventListener('abort', onRelease);
+  await Promise.all(states.map((s) => settleMember(s, groupError, leaseMs)));
+
+  /**
+   * One member's turn: its savepoint, its claim when not fresh, its handler, its run row locked, its
+   * savepoint released (not awaited: it goes out with the next member's SAVEPOINT). Kept unreleased,
+   * the savepoints would nest and the group's finish would run in the last member's subtransaction;
+   * measured, that was no cheaper (bench/results/hot-path-levers-2026-11-24.md, seventh session).
+   */
+  async function executeMember(tx: TxSql, s: Executing, savepoint: string): Promise<void> {
+    const { c } = s.m;
+    const { run, attempt, scheduledFor } = s.registration;
+    const opened = tx.unsafe(`SAVEPOINT ${savepoint}`);
+    opened.catch(() => {}); // awaited below; sent in the same write as the member's first statement
+    // The deadline starts with the member's turn, not with its group.
+    const timer = setTimeout(() => s.controller.abort(new UnitTimedOut(unit.name, unit.timeoutSeconds)), timeoutMs);
+    const watch = watchForCancel({
+      sql: deps.sql,
+      scope,
+      run: { runId: run.runId, tenantId },
+      intervalMs: deps.cancelCheckIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS,
+      onCancel: (reason) => s.controller.abort(reason),
+      onError: (error) => c.log.warn({ err: error }, 'could not check whether the run was cancelled'),
+    });
+    try {
+      let startedToWrite: string | null = null;
+      if (s.fresh) {
+        s.startedAt = startedToWrite = s.fresh.claimedAt;
+      } else {
+        await opened;
+        const claim = await claimExistingKey(tx, ledgerScope(c), c.key!, c.fingerprint!, leaseMs);
+        const replay = await actOnClaim(tx, c, run, attempt, claim);
+        if (replay) {
+          s.done = { outcome: replay.replayed, replayed: true, wroteFollowUps: false, startedToWrite: null };
+          tx.unsafe(`RELEASE SAVEPOINT ${savepoint}`).catch(() => {}); // a failure aborts the transaction: the COMMIT reports it
+          return;
+        }
+        // As a fresh claim's, this attempt's `started` is written by the group's finish, at this instant.
+        const [clock] = await tx<{ at: string }[]>`SELECT clock_timestamp()::text AS at`;
+        s.startedAt = startedToWrite = clock!.at;
+      }
+      const { outcome, followUps } = await callHandler(c, tx, { run, attempt, scheduledFor, payload: s.m.payload, signal: s.controller.signal });
+      await opened;
+      if (!(await lockRunningRun(tx, scope, { runId: run.runId, tenantId }))) throw new RunMovedOn();
+      tx.unsafe(`RELEASE SAVEPOINT ${savepoint}`).catch(() => {}); // as above; sent with the next member's SAVEPOINT
+      s.done = { outcome, replayed: false, wroteFollowUps: followUps.wrote(), startedToWrite };
+    } catch (error) {
+      s.failure = { error, reason: s.controller.signal.aborted ? s.controller.signal.reason : undefined };
+      if (released) throw error; // the whole group goes back to the queue
+      // This member's effect (and a take-over of its key) rolls back alone; a fresh claim is taken back.
+      await tx.unsafe(`ROLLBACK TO SAVEPOINT ${savepoint}`);
+      if (s.fresh) await unclaimFreshKey(tx, ledgerScope(c), c.key!);
+    } finally {
+      clearTimeout(timer);
+      watch.stop();
+    }
+  }
+}
+
+/** Settles one member after the group's transaction ended: `groupError` set means it rolled back as a whole. */
+async function settleMember(s: MemberState, groupError: { error: unknown } | null, leaseMs: number): Promise<void> {
+  const { c } = s.m;
+  try {
+    // A registration that failed (or never ran, the group failing first) is retried by the consumer, as one delivery's would be.
+    if (s.registrationError) throw s.registrationError.error;
+    if (!s.registration) throw groupError!.error;
+    if (s.registration.kind !== 'execute') {
+      const registration = s.registration;
+      s.m.resolve(await traceStage('settlement', c.envelope.name, () => settleRegistration(c, registration, null))); // span (src/observe)
+      return;
+    }
+    const { run, attempt } = s.registration;
+    await s.evicted;
+    if (!groupError && s.done) {
+      s.m.resolve(await settleSuccess(c, run, s.done, Promise.resolve()));
+      return;
+    }
+    const own = s.failure ?? { error: groupError!.error, reason: s.controller.signal.aborted ? s.controller.signal.reason : undefined };
+    s.m.resolve(await settleExecuted(c, run, attempt, own.error, own.reason, s.startedAt, leaseMs));
+  } catch (error) {
+    s.m.reject(error);
+  }
+}

@@ -1,0 +1,317 @@
+// Group commit (unit option `groupCommit`, src/work/delivery/group-commit.ts) on real PostgreSQL,
+// Redis and SQS: the runs of one receive share one effect transaction, and every guarantee of a run
+// with its own transaction holds for each member under faults: a member's failure, timeout or cancel
+// rolls back its effect alone; a failure at COMMIT and a release on shutdown take the whole group; a
+// duplicate in the same receive goes alone; a key with an existing ledger row is taken over in the
+// member's savepoint.
+//
+// The messages are relayed before the workers start, so the first receive holds all of them and they
+// reach execution in the same event-loop turn. Which transaction a handler ran in is observed from
+// inside it (txid_current(), the top-level transaction even inside the member's savepoint): equal
+// ids prove the runs shared one transaction.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { DeleteMessageCommand, ReceiveMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
+import { queueUrl } from '../../src/queue/names.ts';
+import { metricsRegistry } from '../../src/observe/metrics.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { idempotencyGateKey } from '../../src/kv/keys.ts';
+import { cancelRunNow } from '../../src/work/operate/cancel-run.ts';
+import { fingerprintOf, idempotencyKeyOf } from '../../src/work/idempotency.ts';
+import { TransientFailure, ValidationFailure } from '../../src/work/unit-errors.ts';
+import { defineTask, type WorkUnit } from '../../src/work/unit.ts';
+import type { WorkerRuntime } from '../../src/work/worker-runtime.ts';
+import { causalProblems } from '../fixtures/trail-causality.ts';
+import { events, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
+import { waitFor } from '../support/wait-for.ts';
+import { createTenant } from './work-tables-support.ts';
+
+const payload = z.object({
+  key: z.string().min(1),
+  sleepMs: z.number().int().min(0).optional(),
+  fail: z.enum(['transient', 'permanent']).optional(),
+  /** Fail and sleep only on attempt 1. */
+  firstAttemptOnly: z.boolean().optional(),
+});
+
+/** The top-level transaction each handler call ran in, by key and attempt (this process runs the units). */
+const handlerTx = new Map<string, string>();
+
+const handler = async (p: z.infer<typeof payload>, run: Parameters<WorkUnit['handler']>[1]) => {
+  const [row] = await run.transaction<{ txid: string }[]>`
+    INSERT INTO group_effects (run_id, key, attempt) VALUES (${run.runId}, ${p.key}, ${run.attempt}) RETURNING txid::text`;
+  handlerTx.set(`${p.key}#${run.attempt}`, row!.txid);
+  const now = !p.firstAttemptOnly || run.attempt === 1;
+  if (p.sleepMs && now) await sleep(p.sleepMs, undefined, { signal: run.signal });
+  if (p.fail && now) {
+    if (p.fail === 'transient') throw new TransientFailure('FIXTURE_TRANSIENT', 'the fixture fails transiently');
+    throw new ValidationFailure('the fixture fails permanently');
+  }
+  return { key: p.key, attempt: run.attempt };
+};
+
+const groupTenant = defineTask({ name: 'fixture.group_tenant', queue: 'bulk', context: 'tenant', concurrency: 10, timeoutSeconds: 2, groupCommit: true, payload, handler });
+const groupSystem = defineTask({ name: 'fixture.group_system', queue: 'bulk', context: 'system', concurrency: 10, timeoutSeconds: 2, groupCommit: true, payload, handler });
+const UNITS: ReadonlyMap<string, WorkUnit> = new Map([groupTenant, groupSystem].map((u) => [u.name, u]));
+
+let h: WorkHarness;
+let tenantId: string;
+
+beforeAll(async () => {
+  h = await workHarness({ units: UNITS });
+  tenantId = await createTenant(h.sql);
+  // txid: the top-level transaction of the insert, also inside a savepoint.
+  await h.sql`CREATE TABLE group_effects (run_id uuid NOT NULL, key text NOT NULL, attempt int NOT NULL, txid bigint NOT NULL DEFAULT txid_current())`;
+  // A deferred check that fails at COMMIT for the first attempt of keys starting with `commitfail`.
+  await h.sql`CREATE FUNCTION group_effects_commit_check() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF NEW.key LIKE 'commitfail%' AND NEW.attempt = 1 THEN RAISE EXCEPTION 'the fixture refuses this commit'; END IF;
+      RETURN NULL;
+    END $$`;
+  await h.sql`CREATE CONSTRAINT TRIGGER group_effects_commit_check AFTER INSERT ON group_effects
+                DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION group_effects_commit_check()`;
+});
+afterAll(async () => h?.close());
+
+const tenantActor = () => ({ kind: 'system' as const, tenantId, label: 'test' });
+
+/**
+ * A stopped runtime aborts its long poll, but the queue may keep the aborted request waiting and hand
+ * it the next messages (they come back only after the visibility timeout). Sends a marker and
+ * receives it back: once this test's own receive gets it, no abandoned poll is left to take messages.
+ */
+async function fenceAbandonedPolls(): Promise<void> {
+  const url = queueUrl(h.queueUrlPrefix, 'bulk');
+  await waitFor(
+    async () => {
+      const marker = `fence-${Math.random()}`;
+      await h.sqs.send(new SendMessageCommand({ QueueUrl: url, MessageBody: marker }));
+      const got = await h.sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1 }));
+      for (const m of got.Messages ?? []) await h.sqs.send(new DeleteMessageCommand({ QueueUrl: url, ReceiptHandle: m.ReceiptHandle! }));
+      return (got.Messages ?? []).some((m) => m.Body === marker);
+    },
+    20_000,
+    { stepMs: 0, what: 'no abandoned receive left on the queue' },
+  );
+}
+
+/** Dispatches the payloads (tenant runs unless `system`), relays them in one pass, then starts the workers: one receive takes them all. */
+async function receivedTogether(payloads: Array<z.input<typeof payload>>, options: { system?: boolean; drainMs?: number } = {}): Promise<{ runIds: string[]; runtime: WorkerRuntime }> {
+  await fenceAbandonedPolls();
+  const runIds: string[] = [];
+  for (const p of payloads) {
+    const { runId } = options.system ? await h.dispatch('fixture.group_system', p) : await h.dispatch('fixture.group_tenant', p, tenantActor());
+    runIds.push(runId);
+  }
+  await h.relay();
+  const runtime = await h.startWorkers({ queues: ['bulk'], ...(options.drainMs ? { drainMs: options.drainMs } : {}) });
+  return { runIds, runtime };
+}
+
+async function effectsOf(key: string): Promise<Array<{ attempt: number; txid: string }>> {
+  return h.sql<{ attempt: number; txid: string }[]>`SELECT attempt, txid::text AS txid FROM group_effects WHERE key = ${key} ORDER BY attempt`;
+}
+
+/** svc_group_commit_runs of a unit: its observations (transactions) and their sum (runs). */
+async function groupMetric(unit: string): Promise<{ count: number; sum: number }> {
+  const metric = await metricsRegistry.getSingleMetric('svc_group_commit_runs')!.get();
+  const of = (name: string) => metric.values.find((v) => (v as { metricName?: string }).metricName === name && v.labels.unit === unit)?.value ?? 0;
+  return { count: of('svc_group_commit_runs_count'), sum: of('svc_group_commit_runs_sum') };
+}
+
+/** The transaction that wrote a run's `started` and `succeeded` rows (as txid_current() reports it). */
+async function trailTx(runId: string): Promise<string[]> {
+  const rows = await h.sql<{ x: string }[]>`
+    SELECT xmin::text AS x FROM task_run_events WHERE run_id = ${runId} AND event IN ('started', 'succeeded')
+    UNION ALL SELECT xmin::text FROM platform_task_run_events WHERE run_id = ${runId} AND event IN ('started', 'succeeded')`;
+  // txid_current() is the xid with its epoch above 32 bits (0 in a fresh cluster).
+  const [epoch] = await h.sql<{ e: string }[]>`SELECT (txid_current() >> 32)::text AS e`;
+  return rows.map((r) => String((BigInt(epoch!.e) << 32n) + BigInt(r.x)));
+}
+
+/**
+ * Each run has exactly one effect, committed in one transaction with its `started` and `succeeded`,
+ * and a causal trail; returns the transactions the effects committed in.
+ */
+async function expectEachCommittedOnce(runIds: string[], keys: string[]): Promise<Set<string>> {
+  const txids = new Set<string>();
+  for (const [i, runId] of runIds.entries()) {
+    const effects = await effectsOf(keys[i]!);
+    expect(effects).toHaveLength(1);
+    txids.add(effects[0]!.txid);
+    expect(await trailTx(runId)).toEqual([effects[0]!.txid, effects[0]!.txid]);
+    expect((await causalProblems(h.sql, runId)).problems).toEqual([]);
+  }
+  return txids;
+}
+
+describe('group commit', () => {
+  it('R-UNT-09 R-IDM-08 R-IDM-12 R-TRL-08 runs received together commit in one transaction, each with its own effect, started and succeeded', async () => {
+    const keys = ['g-ok-1', 'g-ok-2', 'g-ok-3', 'g-ok-4', 'g-ok-5', 'g-ok-6'];
+    const metricBefore = await groupMetric('fixture.group_tenant');
+    const { runIds, runtime } = await receivedTogether(keys.map((key) => ({ key })));
+    for (const runId of runIds) expect((await h.waitForStatus(runId, ['succeeded', 'failed'])).status).toBe('succeeded');
+    await runtime.stop();
+    const txids = await expectEachCommittedOnce(runIds, keys);
+    for (const [i, runId] of runIds.entries()) {
+      expect((await h.run(runId))!).toMatchObject({ attempts: 1, outcome: { key: keys[i], attempt: 1 } });
+      expect(events(await h.trail(runId)).filter((e) => e !== 'sent')).toEqual(['queued', 'received', 'started', 'succeeded']);
+      const key = idempotencyKeyOf('fixture.group_tenant', runId);
+      const [ledger] = await h.sql`SELECT status, attempt, outcome FROM idempotency_keys WHERE tenant_id = ${tenantId} AND idempotency_key = ${key}`;
+      expect(ledger).toMatchObject({ status: 'completed', attempt: 1, outcome: { key: keys[i], attempt: 1 } });
+      const cached = await h.redis!.get(idempotencyGateKey('tenant', tenantId, key.toString('hex')));
+      expect(JSON.parse(cached!)).toMatchObject({ s: 'c', o: { key: keys[i], attempt: 1 } });
+    }
+    // Six runs, fewer transactions: the runs of the receive shared them, as svc_group_commit_runs reports.
+    expect(txids.size).toBeLessThan(keys.length);
+    const metricAfter = await groupMetric('fixture.group_tenant');
+    expect(metricAfter.sum - metricBefore.sum).toBe(keys.length);
+    expect(metricAfter.count - metricBefore.count).toBe(txids.size);
+  });
+
+  it('R-UNT-09 R-IDM-08 R-TRL-08 platform runs share one transaction too, each with its effect, started and succeeded', async () => {
+    const keys = ['g-sys-1', 'g-sys-2', 'g-sys-3', 'g-sys-4'];
+    const { runIds, runtime } = await receivedTogether(keys.map((key) => ({ key })), { system: true });
+    for (const runId of runIds) expect((await h.waitForStatus(runId, ['succeeded', 'failed'])).status).toBe('succeeded');
+    await runtime.stop();
+    const txids = await expectEachCommittedOnce(runIds, keys);
+    for (const runId of runIds) {
+      const [ledger] = await h.sql`SELECT status, attempt FROM platform_idempotency_keys WHERE idempotency_key = ${idempotencyKeyOf('fixture.group_system', runId)}`;
+      expect(ledger).toMatchObject({ status: 'completed', attempt: 1 });
+    }
+    expect(txids.size).toBeLessThan(keys.length);
+  });
+
+  it('R-WRK-04 R-UNT-09 a member that fails transiently rolls back its effect alone: its neighbours commit, it retries and succeeds once', async () => {
+    const keys = ['g-tf-ok-1', 'g-tf-fail', 'g-tf-ok-2', 'g-tf-ok-3'];
+    const { runIds, runtime } = await receivedTogether(keys.map((key) => ({ key, ...(key === 'g-tf-fail' ? { fail: 'transient' as const, firstAttemptOnly: true } : {}) })));
+    for (const runId of runIds) expect((await h.waitForStatus(runId, ['succeeded', 'failed'])).status).toBe('succeeded');
+    await runtime.stop();
+    // The failing handler ran in the same transaction as a neighbour that committed.
+    const failedIn = handlerTx.get('g-tf-fail#1');
+    const neighbours = await Promise.all(['g-tf-ok-1', 'g-tf-ok-2', 'g-tf-ok-3'].map(effectsOf));
+    expect(neighbours.every((e) => e.length === 1 && e[0]!.attempt === 1)).toBe(true);
+    expect(neighbours.some((e) => e[0]!.txid === failedIn)).toBe(true);
+    // Its own first effect rolled back; the retry's committed, once.
+    expect((await effectsOf('g-tf-fail')).map((e) => e.attempt)).toEqual([2]);
+    const failing = runIds[1]!;
+    expect((await h.run(failing))!.attempts).toBe(2);
+    const trail = (await h.trail(failing)).filter((t) => t.event !== 'sent');
+    expect(events(trail)).toEqual(['queued', 'received', 'started', 'retry_scheduled', 'received', 'started', 'succeeded']);
+    expect(trail[2]).toMatchObject({ attempt: 1, detail: { effect: 'rolled_back' } });
+    expect((await causalProblems(h.sql, failing)).problems).toEqual([]);
+    const [ledger] = await h.sql`SELECT status, attempt FROM idempotency_keys WHERE tenant_id = ${tenantId} AND idempotency_key = ${idempotencyKeyOf('fixture.group_tenant', failing)}`;
+    expect(ledger).toMatchObject({ status: 'completed', attempt: 2 });
+  });
+
+  it('R-WRK-03 a member that fails permanently is failed and dead-lettered alone; its neighbours commit', async () => {
+    const keys = ['g-pf-ok-1', 'g-pf-fail', 'g-pf-ok-2'];
+    const { runIds, runtime } = await receivedTogether(keys.map((key) => ({ key, ...(key === 'g-pf-fail' ? { fail: 'permanent' as const } : {}) })));
+    const statuses = await Promise.all(runIds.map(async (id) => (await h.waitForStatus(id, ['succeeded', 'failed'])).status));
+    expect(statuses).toEqual(['succeeded', 'failed', 'succeeded']);
+    await h.waitForEvent(runIds[1]!, 'dead_lettered');
+    await runtime.stop();
+    const neighbours = await Promise.all(['g-pf-ok-1', 'g-pf-ok-2'].map(effectsOf));
+    expect(neighbours.map((e) => e.length)).toEqual([1, 1]);
+    expect(neighbours.some((e) => e[0]!.txid === handlerTx.get('g-pf-fail#1'))).toBe(true);
+    expect(await effectsOf('g-pf-fail')).toEqual([]);
+    expect(events(await h.trail(runIds[1]!)).filter((e) => e !== 'sent')).toEqual(['queued', 'received', 'started', 'failed', 'dead_lettered']);
+    const dead = await h.drainDlq('bulk');
+    expect(dead.map((d) => JSON.parse(d.body).run_id)).toContain(runIds[1]);
+  });
+
+  it('R-WRK-04 a member past its deadline is aborted and retried; its neighbours commit in the same transaction', async () => {
+    const keys = ['g-to-ok-1', 'g-to-slow', 'g-to-ok-2'];
+    const { runIds, runtime } = await receivedTogether(keys.map((key) => ({ key, ...(key === 'g-to-slow' ? { sleepMs: 10_000, firstAttemptOnly: true } : {}) })));
+    for (const runId of runIds) expect((await h.waitForStatus(runId, ['succeeded', 'failed'])).status).toBe('succeeded');
+    await runtime.stop();
+    const neighbours = await Promise.all(['g-to-ok-1', 'g-to-ok-2'].map(effectsOf));
+    expect(neighbours.some((e) => e.length === 1 && e[0]!.txid === handlerTx.get('g-to-slow#1'))).toBe(true);
+    expect((await effectsOf('g-to-slow')).map((e) => e.attempt)).toEqual([2]);
+    const trail = (await h.trail(runIds[1]!)).filter((t) => t.event !== 'sent');
+    expect(trail.find((t) => t.event === 'retry_scheduled')).toMatchObject({ attempt: 1, error_code: 'UNIT_TIMED_OUT' });
+  });
+
+  it('R-UNT-09 an operator cancel of a member aborts it alone: its effect rolls back, no retry, its neighbours commit', async () => {
+    const keys = ['g-cx-ok-1', 'g-cx-slow', 'g-cx-ok-2'];
+    const { runIds, runtime } = await receivedTogether(keys.map((key) => ({ key, ...(key === 'g-cx-slow' ? { sleepMs: 1_800 } : {}) })));
+    await waitFor(() => handlerTx.has('g-cx-slow#1'), 10_000, { what: 'the slow member’s handler started' });
+    expect(await cancelRunNow(h.sql, { runId: runIds[1]!, by: 'alice', reason: 'wrong customer' })).toMatchObject({ result: 'cancelled', previousStatus: 'running' });
+    const statuses = await Promise.all(runIds.map(async (id) => (await h.waitForStatus(id, ['succeeded', 'failed'])).status));
+    expect(statuses).toEqual(['succeeded', 'failed', 'succeeded']);
+    // Settled: the cancel's settlement stands, the message is acknowledged, not retried.
+    await waitFor(() => /the run left running under this delivery/.test(h.logs()), 10_000, { what: 'the cancelled member settled' });
+    await runtime.stop();
+    expect(await effectsOf('g-cx-slow')).toEqual([]);
+    expect((await h.run(runIds[1]!))).toMatchObject({ attempts: 1, outcome: { error: { code: 'CANCELLED' } } });
+    expect(events(await h.trail(runIds[1]!)).filter((e) => e !== 'sent')).toEqual(['queued', 'received', 'failed']);
+    const neighbours = await Promise.all(['g-cx-ok-1', 'g-cx-ok-2'].map(effectsOf));
+    expect(neighbours.some((e) => e.length === 1 && e[0]!.txid === handlerTx.get('g-cx-slow#1'))).toBe(true);
+  });
+
+  it('R-UNT-09 R-WRK-04 a COMMIT that fails rolls back every member: each retries and commits its effect once', async () => {
+    const keys = ['g-cf-ok-1', 'commitfail-g', 'g-cf-ok-2'];
+    const { runIds, runtime } = await receivedTogether(keys.map((key) => ({ key })));
+    for (const runId of runIds) expect((await h.waitForStatus(runId, ['succeeded', 'failed'], 30_000)).status).toBe('succeeded');
+    await runtime.stop();
+    // All three ran in the refused transaction...
+    const refused = handlerTx.get('commitfail-g#1');
+    expect(['g-cf-ok-1#1', 'g-cf-ok-2#1'].map((k) => handlerTx.get(k))).toEqual([refused, refused]);
+    for (const [i, runId] of runIds.entries()) {
+      // ...so none of its effects is left, and each run's retry committed exactly one.
+      expect((await effectsOf(keys[i]!)).map((e) => e.attempt)).toEqual([2]);
+      const trail = (await h.trail(runId)).filter((t) => t.event !== 'sent');
+      expect(events(trail)).toEqual(['queued', 'received', 'started', 'retry_scheduled', 'received', 'started', 'succeeded']);
+      expect(trail[2]).toMatchObject({ attempt: 1, detail: { effect: 'rolled_back' } });
+      expect((await causalProblems(h.sql, runId)).problems).toEqual([]);
+    }
+  });
+
+  it('R-WRK-09 a release on shutdown releases the whole group: every member back to the queue, no effect, each runs once later', async () => {
+    const keys = ['g-rl-1', 'g-rl-slow', 'g-rl-2'];
+    const { runIds, runtime } = await receivedTogether(
+      keys.map((key) => ({ key, ...(key === 'g-rl-slow' ? { sleepMs: 1_900, firstAttemptOnly: true } : {}) })),
+      { drainMs: 200 },
+    );
+    await waitFor(() => handlerTx.has('g-rl-slow#1'), 10_000, { what: 'the slow member’s handler started' });
+    await runtime.stop();
+    for (const [i, runId] of runIds.entries()) {
+      expect((await h.run(runId))!.status).toBe('queued');
+      expect(events(await h.trail(runId))).toContain('released_on_shutdown');
+      expect(await effectsOf(keys[i]!)).toEqual([]);
+    }
+    const next = await h.startWorkers({ queues: ['bulk'] });
+    for (const runId of runIds) expect((await h.waitForStatus(runId, ['succeeded', 'failed'])).status).toBe('succeeded');
+    await next.stop();
+    for (const key of keys) expect(await effectsOf(key)).toHaveLength(1);
+  });
+
+  it('R-IDM-11 R-OBX-16 a duplicate of a member in the same receive does not join its group: one effect', async () => {
+    const first = await h.dispatch('fixture.group_tenant', { key: 'g-dup', sleepMs: 300 }, tenantActor());
+    await h.sendRaw('bulk', first.envelope);
+    const { runIds, runtime } = await receivedTogether([{ key: 'g-dup-ok-1' }, { key: 'g-dup-ok-2' }]);
+    for (const runId of [first.runId, ...runIds]) expect((await h.waitForStatus(runId, ['succeeded', 'failed'])).status).toBe('succeeded');
+    await h.waitForReceives(first.runId, 2, 15_000);
+    await runtime.stop();
+    expect(await effectsOf('g-dup')).toHaveLength(1);
+    expect((await h.trail(first.runId)).filter((t) => t.event === 'started')).toHaveLength(1);
+  });
+
+  it('R-IDM-09 a member whose key already has a ledger row (a failed attempt) takes it over in its savepoint and commits with the group', async () => {
+    const taken = await h.dispatch('fixture.group_tenant', { key: 'g-take' }, tenantActor());
+    const key = idempotencyKeyOf('fixture.group_tenant', taken.runId);
+    await h.sql`INSERT INTO idempotency_keys (tenant_id, idempotency_key, request_fingerprint, status, expires_at)
+                VALUES (${tenantId}, ${key}, ${fingerprintOf(taken.envelope.payload)}, 'failed_retryable', now() + interval '1 hour')`;
+    const { runIds, runtime } = await receivedTogether([{ key: 'g-take-ok-1' }, { key: 'g-take-ok-2' }]);
+    for (const runId of [taken.runId, ...runIds]) expect((await h.waitForStatus(runId, ['succeeded', 'failed'])).status).toBe('succeeded');
+    await runtime.stop();
+    const effects = await effectsOf('g-take');
+    expect(effects).toHaveLength(1);
+    expect(await trailTx(taken.runId)).toEqual([effects[0]!.txid, effects[0]!.txid]);
+    const [ledger] = await h.sql`SELECT status, attempt FROM idempotency_keys WHERE tenant_id = ${tenantId} AND idempotency_key = ${key}`;
+    expect(ledger).toMatchObject({ status: 'completed', attempt: 2 });
+    expect(events(await h.trail(taken.runId)).filter((e) => e !== 'sent')).toEqual(['queued', 'received', 'started', 'succeeded']);
+    const neighbours = await Promise.all(['g-take-ok-1', 'g-take-ok-2'].map(effectsOf));
+    expect(neighbours.some((e) => e[0]!.txid === effects[0]!.txid)).toBe(true);
+  });
+});
