@@ -15,6 +15,7 @@ import {
   DEFAULT_OUTBOX_RETENTION_MS,
   DEFAULT_RELAY_SWEEP_INTERVAL_MS,
   DEFAULT_RECEIVE_LINGER_MS,
+  DEFAULT_ACK_LINGER_MS,
   DEFAULT_SCHEMA_POLL_INTERVAL_MS,
   DEFAULT_SQS_WAIT_SECONDS,
   DEFAULT_STOP_TIMEOUT_MS,
@@ -164,6 +165,8 @@ export const workersSchema = z
     SVC_RELAY_CAPPED_POLL_MS: ms(DEFAULT_CAPPED_POLL_MS),
     /** How long a receive waits for half a queue's slots to be free, ms; 0 receives at the first free slot. Default 10. */
     SVC_RECEIVE_LINGER_MS: integer(0, 1_000).default(DEFAULT_RECEIVE_LINGER_MS),
+    /** How long a settled message's delete waits for others to share its DeleteMessageBatch call, ms; 0: at once. Default 20. */
+    SVC_ACK_LINGER_MS: integer(0, 1_000).default(DEFAULT_ACK_LINGER_MS),
   })
   .superRefine((c, ctx) => {
     if (parsedOk(ctx, 'SVC_LOCAL_SCHEDULER', 'NODE_ENV') && c.SVC_LOCAL_SCHEDULER && c.NODE_ENV === 'production') {

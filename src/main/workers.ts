@@ -73,6 +73,7 @@ export async function run(args: string[]): Promise<number> {
     heartbeatIntervalMs: config.SVC_HEARTBEAT_INTERVAL_MS,
     waitSeconds: config.SVC_SQS_WAIT_SECONDS,
     receiveLingerMs: config.SVC_RECEIVE_LINGER_MS,
+    ackLingerMs: config.SVC_ACK_LINGER_MS,
     drainMs: config.drainMs,
     leaseMarginMs: config.SVC_IDEMPOTENCY_LEASE_MARGIN_MS,
     retentionMs: config.SVC_IDEMPOTENCY_RETENTION_MS,

@@ -8,8 +8,8 @@
 //   polls again while work runs; `preReceiveMessageCallback` waits until the queue has a free slot,
 //   and each ReceiveMessage asks for as many messages as there are free slots when it goes out (the
 //   library builds its input before that wait, so the client we hand it sets the count at send
-//   time). The messages this process holds for a queue therefore never exceed its slots (the sum of
-//   the concurrency of its units).
+//   time). The messages this process is working on for a queue therefore never exceed its slots (the
+//   sum of the concurrency of its units); settled messages waiting for their delete hold none.
 // - receive linger (issue 18): with fewer than half the slots free (and at most 10), the next receive
 //   waits up to `receiveLingerMs` for more to free. Under load a receive then carries several
 //   messages instead of one as each run ends: fewer ReceiveMessage calls, and the registrations of
@@ -20,9 +20,12 @@
 //   the order of those steps against the database matters;
 // - our own heartbeat instead of the library's `heartbeatInterval`, so a final visibility change
 //   (backoff, release) never races an extension still in flight (see heartbeat.ts).
-// - deletes go out as DeleteMessageBatch: an ack waits at most `ackLingerMs` for others to share its
-//   call (10 per call), so settled messages cost ~0.1 SQS call each instead of one. Each ack still
-//   resolves only once its own entry is deleted, and rejects when its entry failed.
+// - deletes go out as DeleteMessageBatch: an ack waits at most `ackLingerMs` (SVC_ACK_LINGER_MS) for
+//   others to share its call (10 per call), so settled messages cost ~0.1 SQS call each instead of
+//   one. The delivery gives its slot back as its ack begins (it has settled: nothing of it runs any
+//   more), so the linger never holds a slot; the delivery still counts as in flight (a drain waits for
+//   it) until its own entry is deleted, and its ack rejects when that entry failed. A crash inside the
+//   linger only brings the message back after its visibility timeout, where the ledger replays it.
 import {
   ChangeMessageVisibilityCommand,
   DeleteMessageBatchCommand,
@@ -40,7 +43,7 @@ import { backoffSeconds } from './backoff.ts';
 import { startHeartbeat } from './heartbeat.ts';
 import { runDelivery, type DeadLetterContext, type DeliveryPort, type RunnerDeps } from './runner.ts';
 import type { SlotLimit } from './slot-limit.ts';
-import { DEFAULT_RECEIVE_LINGER_MS } from '../config/limits.ts';
+import { DEFAULT_ACK_LINGER_MS, DEFAULT_RECEIVE_LINGER_MS } from '../config/limits.ts';
 import { RECEIVES_BEFORE_ATTRIBUTE, receivesBefore, sendBackOverTenantLimit, type TenantSlots } from './tenant-slots.ts';
 
 /** sqs-consumer (and SQS) receive at most 10 messages per call. */
@@ -67,7 +70,7 @@ export interface QueueConsumerOptions {
   logger: Logger;
   /** Aborted at the end of the drain window: deliveries not finished go back to the queue. */
   releaseSignal: AbortSignal;
-  /** How long an ack waits for others to share its DeleteMessageBatch call, ms. Default 2. */
+  /** How long an ack waits for others to share its DeleteMessageBatch call, ms (SVC_ACK_LINGER_MS). Default 20. */
   ackLingerMs?: number;
   /** How long a receive waits for half the slots to be free, ms (SVC_RECEIVE_LINGER_MS); 0: at the first free slot. Default 10. */
   receiveLingerMs?: number;
@@ -157,11 +160,14 @@ export function createAckBatcher(sqs: SQSClient, queueUrl: string, lingerMs: num
 export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
   let fetching = false;
   let inFlight = 0;
+  // Slots held: a delivery gives its slot back once it has settled, before its delete (batched, see
+  // ackLingerMs) has gone out; `inFlight` still counts it until the delete is done (the drain waits).
+  let holding = 0;
   // Aborted by stopFetching: a message still waiting for its unit's slot then goes back to the queue
   // at once (it never started), instead of staying invisible until the drain window ends.
   const stopped = new AbortController();
   const slotWaitSignal = AbortSignal.any([o.releaseSignal, stopped.signal]);
-  const freeSlots = () => o.slots - inFlight;
+  const freeSlots = () => o.slots - holding;
   // What a receive waits for, up to the linger: half the slots (at most one full batch) free.
   const lingerTarget = Math.min(MAX_BATCH, Math.ceil(o.slots / 2));
   const receiveLingerMs = o.receiveLingerMs ?? DEFAULT_RECEIVE_LINGER_MS;
@@ -195,11 +201,11 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
     },
   } as unknown as SQSClient;
 
-  const deleteMessage = createAckBatcher(o.sqs, o.queueUrl, o.ackLingerMs ?? 2);
+  const deleteMessage = createAckBatcher(o.sqs, o.queueUrl, o.ackLingerMs ?? DEFAULT_ACK_LINGER_MS);
   const changeVisibility = (message: Message, seconds: number) =>
     o.sqs.send(new ChangeMessageVisibilityCommand({ QueueUrl: o.queueUrl, ReceiptHandle: message.ReceiptHandle!, VisibilityTimeout: seconds }));
 
-  async function handle(message: Message): Promise<void> {
+  async function handle(message: Message, giveBack: () => void): Promise<void> {
     if (!fetching) {
       // Received by a poll that was already under way when the drain began: give it back untouched.
       await changeVisibility(message, 0).catch(() => {});
@@ -214,9 +220,12 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
     });
     // Receives spent before the message went back over a tenant limit still count (tenant-slots.ts).
     const receiveCount = (Number(message.Attributes?.ApproximateReceiveCount ?? '1') || 1) + receivesBefore(message);
+    let giveBackSlot = giveBack;
     const port: DeliveryPort = {
       async ack() {
         await heartbeat.stop();
+        // Settled: the slot is free for the next receive while the delete waits for its batch.
+        giveBackSlot();
         await deleteMessage(message.ReceiptHandle!);
       },
       async retryAfter(seconds: number) {
@@ -252,6 +261,14 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
       await port.retryAfter(0).catch(() => {});
       return;
     }
+    let held = true;
+    giveBackSlot = () => {
+      if (!held) return;
+      held = false;
+      slot?.release();
+      if (tenantSlot) o.tenantSlots!.release(tenantSlot);
+      giveBack();
+    };
     try {
       const unit = peekUnitName(message.Body);
       const result = await traceDelivery(o.queue, unit, message.Body ?? '', () =>
@@ -263,8 +280,7 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
       log.error({ err: error, messageId: message.MessageId }, 'delivery could not be processed; it will be retried');
       await port.retryAfter(backoffSeconds(receiveCount, o.runner.backoff)).catch(() => {});
     } finally {
-      slot?.release();
-      if (tenantSlot) o.tenantSlots!.release(tenantSlot);
+      giveBackSlot();
       await heartbeat.stop();
     }
   }
@@ -292,10 +308,19 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
     },
     async handleMessageBatch(messages: Message[]) {
       inFlight += messages.length;
+      holding += messages.length;
       for (const message of messages) {
-        void handle(message)
+        let held = true;
+        const giveBack = () => {
+          if (!held) return;
+          held = false;
+          holding--;
+          notify();
+        };
+        void handle(message, giveBack)
           .catch((error: unknown) => log.error({ err: error }, 'delivery failed'))
           .finally(() => {
+            giveBack();
             inFlight--;
             notify();
           });

@@ -45,6 +45,8 @@ export interface WorkerRuntimeOptions {
   waitSeconds?: number;
   /** How long a receive waits for half a queue's slots to be free, ms (SVC_RECEIVE_LINGER_MS). Default 10. */
   receiveLingerMs?: number;
+  /** How long a settled message's delete waits for others to share its DeleteMessageBatch call, ms (SVC_ACK_LINGER_MS). Default 20. */
+  ackLingerMs?: number;
   /** Drain window of a shutdown, ms (SVC_STOP_TIMEOUT_MS minus 5000). Default 25000. */
   drainMs?: number;
   /** Idempotency lease margin over the unit timeout, ms. Default 30000. */
@@ -148,6 +150,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
       heartbeatIntervalMs: o.heartbeatIntervalMs ?? 20_000,
       waitSeconds: o.waitSeconds ?? 20,
       receiveLingerMs: o.receiveLingerMs,
+      ackLingerMs: o.ackLingerMs,
       // A queue without units still gets one slot, so messages for unknown units are dead-lettered.
       slots: slotsForQueues(units, [queue]),
       unitSlots,

@@ -3,7 +3,7 @@
 // for every free slot; it never asks for more than are free, and the wait is bounded.
 // Real fauxqs, PostgreSQL and Redis; the SQS client handed to the runtime only records the
 // ReceiveMessage calls on their way to the real server.
-import { ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { captureLogger } from '../../src/logging/logger.ts';
@@ -50,16 +50,18 @@ function open(key: string): void {
   resolve();
 }
 
-/** The real client, recording each ReceiveMessage as it goes out: how many messages it asks for, and when. */
-function recordingReceives(): { receives: Array<{ asked: number; at: number }>; recording: SQSClient } {
+/** The real client, recording each ReceiveMessage as it goes out (how many messages it asks for, and when) and each deleted entry. */
+function recordingReceives(): { receives: Array<{ asked: number; at: number }>; deleted: string[]; recording: SQSClient } {
   const receives: Array<{ asked: number; at: number }> = [];
+  const deleted: string[] = [];
   const recording = {
     send(command: Parameters<SQSClient['send']>[0], options?: Parameters<SQSClient['send']>[1]) {
       if (command instanceof ReceiveMessageCommand) receives.push({ asked: command.input.MaxNumberOfMessages ?? 1, at: performance.now() });
+      if (command instanceof DeleteMessageBatchCommand) deleted.push(...(command.input.Entries ?? []).map((e) => e.ReceiptHandle!));
       return h.sqs.send(command, options);
     },
   } as unknown as SQSClient;
-  return { receives, recording };
+  return { receives, deleted, recording };
 }
 
 describe('receive linger', () => {
@@ -105,6 +107,27 @@ describe('receive linger', () => {
       { stepMs: 20, what: 'every run to succeed' },
     );
     expect(Math.max(...receives.map((r) => r.asked))).toBeLessThanOrEqual(4);
+    await runtime.stop();
+  });
+
+  it('a settled delivery gives its slot back while its delete waits for SVC_ACK_LINGER_MS, and stays in flight until the delete', async () => {
+    const { deleted, recording } = recordingReceives();
+    // A visibility far past the linger: the heartbeat has stopped once a delivery settles.
+    const runtime = await h.startWorkers({ queues: ['bulk'], sqs: recording, receiveLingerMs: 0, ackLingerMs: 5_000, visibilitySeconds: { bulk: 60 } });
+    const runs: Array<{ runId: string }> = [];
+    for (let i = 0; i < 5; i++) runs.push(await h.dispatch('fixture.gated', { key: `ack${i}` }));
+    await h.relay();
+    await waitFor(() => gates.size === 4, 15_000, { what: 'the four slots to fill' });
+    // One run settles: its delete waits for the linger, but its slot takes the fifth message at once.
+    const first = [...gates.keys()][0]!;
+    open(first);
+    await waitFor(() => gates.size === 4 && !gates.has(first), 4_000, { what: 'the fifth message to run in the freed slot before the delete' });
+    expect(deleted).toEqual([]);
+    expect(runtime.inFlight()).toBe(5);
+    // Every run ends, and every message is deleted: nothing is left for the drain.
+    for (const key of [...gates.keys()]) open(key);
+    for (const r of runs) expect((await h.waitForStatus(r.runId, ['succeeded'])).status).toBe('succeeded');
+    await waitFor(() => deleted.length === 5 && runtime.inFlight() === 0, 15_000, { what: 'every delete to go out' });
     await runtime.stop();
   });
 

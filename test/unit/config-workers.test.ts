@@ -49,6 +49,13 @@ describe('workers configuration', () => {
     for (const bad of ['-1', '1001', '2.5', 'soon']) expect(problems({ ...base, SVC_RECEIVE_LINGER_MS: bad }).map((x) => x.variable)).toEqual(['SVC_RECEIVE_LINGER_MS']);
   });
 
+  it('SVC_ACK_LINGER_MS is a whole number of ms from 0 (delete at once) to 1000, default 20', () => {
+    expect(workersConfig(base).SVC_ACK_LINGER_MS).toBe(20);
+    expect(workersConfig({ ...base, SVC_ACK_LINGER_MS: '0' }).SVC_ACK_LINGER_MS).toBe(0);
+    expect(workersConfig({ ...base, SVC_ACK_LINGER_MS: '1000' }).SVC_ACK_LINGER_MS).toBe(1000);
+    for (const bad of ['-1', '1001', '2.5', 'soon']) expect(problems({ ...base, SVC_ACK_LINGER_MS: bad }).map((x) => x.variable)).toEqual(['SVC_ACK_LINGER_MS']);
+  });
+
   it('R-SCH-01 SVC_LOCAL_SCHEDULER=true is refused when NODE_ENV=production', () => {
     expect(workersConfig({ ...base, SVC_LOCAL_SCHEDULER: 'true' }).SVC_LOCAL_SCHEDULER).toBe(true);
     expect(workersConfig({ ...base, SVC_LOCAL_SCHEDULER: 'false', NODE_ENV: 'production' }).SVC_LOCAL_SCHEDULER).toBe(false);
