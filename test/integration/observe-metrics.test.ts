@@ -6,6 +6,7 @@ import { readOutboxBacklog, readQueueDepths, startBacklogSampler } from '../../s
 import { redisFallback } from '../../src/observe/redis-fallback.ts';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import { parseSamples, sampleValue, scrape } from '../support/prometheus-text.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 let h: WorkHarness;
 let metricsUrl: string;
@@ -29,14 +30,21 @@ describe('workers /metrics', () => {
     await h.waitForStatus(ok.runId, ['succeeded']);
     expect((await h.waitForStatus(retried.runId, ['succeeded'], 30_000)).attempts).toBe(2);
     await h.waitForStatus(failed.runId, ['failed']);
-    // The delivery counter moves once the message is settled: wait for the failed run's last step.
+    // The delivery counter moves once the message is settled, after its delete (which lingers for
+    // SVC_ACK_LINGER_MS to share a batch): wait until each of the four deliveries is counted, then
+    // check that nothing was counted twice.
     await h.waitForEvent(failed.runId, 'dead_lettered');
-    let after = await scrape(metricsUrl);
-    for (let i = 0; i < 100 && sampleValue(after, 'svc_deliveries_total', { ...unit, result: 'failed' }) === sampleValue(before, 'svc_deliveries_total', { ...unit, result: 'failed' }); i++) {
-      await new Promise((r) => setTimeout(r, 50));
-      after = await scrape(metricsUrl);
-    }
+    let after = '';
     const delta = (name: string, labels: Record<string, string> = {}) => sampleValue(after, name, labels) - sampleValue(before, name, labels);
+    const expected = { succeeded: 2, retrying: 1, failed: 1 };
+    await waitFor(
+      async () => {
+        after = await scrape(metricsUrl);
+        return Object.entries(expected).every(([result, n]) => delta('svc_deliveries_total', { ...unit, result }) >= n);
+      },
+      5_000,
+      { stepMs: 50, what: 'the four deliveries to be counted' },
+    );
 
     expect(delta('svc_deliveries_total', { ...unit, result: 'succeeded' })).toBe(2);
     expect(delta('svc_deliveries_total', { ...unit, result: 'retrying' })).toBe(1);
@@ -66,12 +74,17 @@ describe('workers /metrics', () => {
     const second = await h.dispatch('fixture.business_key', { key: 'metrics-order' });
     await h.relay();
     await h.waitForStatus(second.runId, ['succeeded']);
-    let after = await scrape(metricsUrl);
-    for (let i = 0; i < 100 && sampleValue(after, 'svc_deliveries_total', { ...keyed, result: 'replayed' }) === sampleValue(before, 'svc_deliveries_total', { ...keyed, result: 'replayed' }); i++) {
-      await new Promise((r) => setTimeout(r, 50));
-      after = await scrape(metricsUrl);
-    }
+    // Each delivery is counted after its (lingering) delete: wait for both, then check the exact counts.
+    let after = '';
     const delta = (name: string, labels: Record<string, string>) => sampleValue(after, name, labels) - sampleValue(before, name, labels);
+    await waitFor(
+      async () => {
+        after = await scrape(metricsUrl);
+        return ['succeeded', 'replayed'].every((result) => delta('svc_deliveries_total', { ...keyed, result }) >= 1);
+      },
+      5_000,
+      { stepMs: 50, what: 'both deliveries to be counted' },
+    );
     expect(delta('svc_deliveries_total', { ...keyed, result: 'succeeded' })).toBe(1);
     expect(delta('svc_deliveries_total', { ...keyed, result: 'replayed' })).toBe(1);
     expect(delta('svc_runs_finished_total', { ...keyed, status: 'succeeded' })).toBe(2);
