@@ -28,9 +28,18 @@ export async function actOnClaim(tx: TxSql, c: DeliveryContext, run: RunRow, att
   return null;
 }
 
+/**
+ * The database clock's instant as text, to the microsecond: the `started` instant of a claim that
+ * took over an existing ledger row (a rolled-back attempt's `started` is rewritten with it).
+ */
+export async function claimInstant(tx: TxSql): Promise<string> {
+  const [clock] = await tx<{ at: string }[]>`SELECT clock_timestamp()::text AS at`;
+  return clock!.at;
+}
+
 /** Writes `started` now (a claim that took over an existing ledger row) and returns its instant. */
 export async function startNow(tx: TxSql, c: DeliveryContext, run: RunRow, attempt: number): Promise<string> {
-  const [clock] = await tx<{ at: string }[]>`SELECT clock_timestamp()::text AS at`;
+  const at = await claimInstant(tx);
   await trail(tx, c, run, 'started', attempt);
-  return clock!.at;
+  return at;
 }

@@ -24,7 +24,7 @@ import { advisoryKeyOf, claimExistingKey, claimFreshKeys, unclaimFreshKey, type 
 import { finishDeliveries, lockRunningRun } from '../run-store.ts';
 import { UnitTimedOut } from '../unit-errors.ts';
 import type { UnitOutcome } from '../unit.ts';
-import { actOnClaim } from './claim.ts';
+import { actOnClaim, claimInstant } from './claim.ts';
 import { actorSettingsOf, evict, ledgerScope, ReleasedOnShutdown, RunMovedOn, type DeliveryContext, type DeliveryResult, type RunnerDeps } from './context.ts';
 import { cancelStatement, type EffectBackend } from './execution.ts';
 import { callHandler } from './handler-call.ts';
@@ -169,8 +169,7 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
           return;
         }
         // As a fresh claim's, this attempt's `started` is written by the group's finish, at this instant.
-        const [clock] = await tx<{ at: string }[]>`SELECT clock_timestamp()::text AS at`;
-        s.startedAt = startedToWrite = clock!.at;
+        s.startedAt = startedToWrite = await claimInstant(tx);
       }
       const { outcome, followUps } = await callHandler(c, tx, { run, attempt, scheduledFor, payload: s.m.payload, signal: s.controller.signal });
       await opened;
