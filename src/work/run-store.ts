@@ -642,3 +642,13 @@ export async function lockRunningRun(tx: TxSql, scope: RunScope, key: RunKey): P
     SELECT status FROM ${tx(RUN_TABLE[scope])} WHERE run_id = ${key.runId} ${tenantId ? tx`AND tenant_id = ${tenantId}` : tx``} FOR NO KEY UPDATE`;
   return row?.status === 'running';
 }
+
+/** Locks the run rows of group members that wrote nothing (FOR NO KEY UPDATE, in run_id order) and returns those still `running`. */
+export async function lockRunningRuns(tx: TxSql, scope: RunScope, tenantIdOf: string | null, runIds: readonly string[]): Promise<Set<string>> {
+  const tenantId = checkTenant(scope, tenantIdOf);
+  const rows = await tx<{ run_id: string; status: string }[]>`
+    SELECT run_id::text AS run_id, status FROM ${tx(RUN_TABLE[scope])}
+     WHERE run_id = ANY(${runIds}::uuid[]) ${tenantId ? tx`AND tenant_id = ${tenantId}` : tx``}
+     ORDER BY run_id FOR NO KEY UPDATE`;
+  return new Set(rows.filter((r) => r.status === 'running').map((r) => r.run_id));
+}

@@ -50,9 +50,36 @@ const handler = async (p: z.infer<typeof payload>, run: Parameters<WorkUnit['han
   return { key: p.key, attempt: run.attempt };
 };
 
+/**
+ * A handler that sends no statement: a member that pays for no savepoint. `hold` keeps it running
+ * until the test lets it go (holds.get(key)), bounded by its own timer.
+ */
+const quietPayload = z.object({ key: z.string().min(1), hold: z.boolean().optional() });
+const quietDone = new Set<string>();
+const holds = new Map<string, () => void>();
+const groupQuiet = defineTask({
+  name: 'fixture.group_quiet',
+  queue: 'bulk',
+  context: 'tenant',
+  concurrency: 10,
+  timeoutSeconds: 10,
+  groupCommit: true,
+  payload: quietPayload,
+  async handler(p, run) {
+    if (p.hold) {
+      await new Promise<void>((resolve) => {
+        holds.set(p.key, resolve);
+        setTimeout(resolve, 8_000).unref();
+      });
+    }
+    quietDone.add(`${p.key}#${run.attempt}`);
+    return { key: p.key, attempt: run.attempt };
+  },
+});
+
 const groupTenant = defineTask({ name: 'fixture.group_tenant', queue: 'bulk', context: 'tenant', concurrency: 10, timeoutSeconds: 2, groupCommit: true, payload, handler });
 const groupSystem = defineTask({ name: 'fixture.group_system', queue: 'bulk', context: 'system', concurrency: 10, timeoutSeconds: 2, groupCommit: true, payload, handler });
-const UNITS: ReadonlyMap<string, WorkUnit> = new Map([groupTenant, groupSystem].map((u) => [u.name, u]));
+const UNITS: ReadonlyMap<string, WorkUnit> = new Map([groupTenant, groupSystem, groupQuiet].map((u) => [u.name, u]));
 
 let h: WorkHarness;
 let tenantId: string;
@@ -96,11 +123,12 @@ async function fenceAbandonedPolls(): Promise<void> {
 }
 
 /** Dispatches the payloads (tenant runs unless `system`), relays them in one pass, then starts the workers: one receive takes them all. */
-async function receivedTogether(payloads: Array<z.input<typeof payload>>, options: { system?: boolean; drainMs?: number } = {}): Promise<{ runIds: string[]; runtime: WorkerRuntime }> {
+async function receivedTogether(payloads: Array<z.input<typeof payload>>, options: { system?: boolean; quiet?: boolean; drainMs?: number } = {}): Promise<{ runIds: string[]; runtime: WorkerRuntime }> {
   await fenceAbandonedPolls();
   const runIds: string[] = [];
   for (const p of payloads) {
-    const { runId } = options.system ? await h.dispatch('fixture.group_system', p) : await h.dispatch('fixture.group_tenant', p, tenantActor());
+    const unit = options.quiet ? 'fixture.group_quiet' : 'fixture.group_tenant';
+    const { runId } = options.system ? await h.dispatch('fixture.group_system', p) : await h.dispatch(unit, p, tenantActor());
     runIds.push(runId);
   }
   await h.relay();
@@ -315,5 +343,54 @@ describe('group commit', () => {
     expect(events(await h.trail(taken.runId)).filter((e) => e !== 'sent')).toEqual(['queued', 'received', 'started', 'succeeded']);
     const neighbours = await Promise.all(['g-take-ok-1', 'g-take-ok-2'].map(effectsOf));
     expect(neighbours.some((e) => e[0]!.txid === effects[0]!.txid)).toBe(true);
+  });
+
+  it('R-UNT-09 R-IDM-08 R-TRL-08 members whose handler sends no statement commit in one transaction, each with its started and succeeded', async () => {
+    const keys = ['g-q-1', 'g-q-2', 'g-q-3', 'g-q-4'];
+    const { runIds, runtime } = await receivedTogether(keys.map((key) => ({ key })), { quiet: true });
+    for (const runId of runIds) expect((await h.waitForStatus(runId, ['succeeded', 'failed'])).status).toBe('succeeded');
+    await runtime.stop();
+    const txids = new Set<string>();
+    for (const [i, runId] of runIds.entries()) {
+      const [started, succeeded] = await trailTx(runId);
+      expect(started).toBe(succeeded);
+      txids.add(started!);
+      expect((await h.run(runId))!).toMatchObject({ attempts: 1, outcome: { key: keys[i], attempt: 1 } });
+      expect(events(await h.trail(runId)).filter((e) => e !== 'sent')).toEqual(['queued', 'received', 'started', 'succeeded']);
+      const [ledger] = await h.sql`SELECT status, attempt FROM idempotency_keys WHERE tenant_id = ${tenantId} AND idempotency_key = ${idempotencyKeyOf('fixture.group_quiet', runId)}`;
+      expect(ledger).toMatchObject({ status: 'completed', attempt: 1 });
+      expect((await causalProblems(h.sql, runId)).problems).toEqual([]);
+    }
+    expect(txids.size).toBeLessThan(keys.length);
+  });
+
+  it('R-UNT-09 R-IDM-09 a cancel that lands after the handler of a member that sent no statement leaves it out of the finish: no succeeded, its claim taken back, its neighbours commit', async () => {
+    // g-qc-done finishes its handler first; g-qc-hold keeps the group open while the operator cancels g-qc-done.
+    const keys = ['g-qc-done', 'g-qc-hold', 'g-qc-ok'];
+    const { runIds, runtime } = await receivedTogether(
+      keys.map((key) => ({ key, ...(key === 'g-qc-hold' ? { hold: true } : {}) })),
+      { quiet: true },
+    );
+    await waitFor(() => holds.has('g-qc-hold'), 10_000, { what: 'the holding member’s handler started' });
+    expect(quietDone.has('g-qc-done#1')).toBe(true); // it ran before the holder, in the same group
+    expect(await cancelRunNow(h.sql, { runId: runIds[0]!, by: 'alice', reason: 'wrong customer' })).toMatchObject({ result: 'cancelled', previousStatus: 'running' });
+    holds.get('g-qc-hold')!();
+    const statuses = await Promise.all(runIds.map(async (id) => (await h.waitForStatus(id, ['succeeded', 'failed'])).status));
+    expect(statuses).toEqual(['failed', 'succeeded', 'succeeded']);
+    await waitFor(() => /the run left running under this delivery/.test(h.logs()), 10_000, { what: 'the cancelled member settled' });
+    await runtime.stop();
+    // The cancel stands: no succeeded row, no second attempt, and its fresh claim is gone from the ledger.
+    expect(await h.run(runIds[0]!)).toMatchObject({ status: 'failed', attempts: 1, outcome: { error: { code: 'CANCELLED' } } });
+    expect(events(await h.trail(runIds[0]!)).filter((e) => e !== 'sent')).toEqual(['queued', 'received', 'failed']);
+    const ledger = await h.sql`SELECT status FROM idempotency_keys WHERE tenant_id = ${tenantId} AND idempotency_key = ${idempotencyKeyOf('fixture.group_quiet', runIds[0]!)}`;
+    expect(ledger).toEqual([]);
+    // The neighbours were not rolled back with it: one attempt each, both in one transaction.
+    const [hold, ok] = [await trailTx(runIds[1]!), await trailTx(runIds[2]!)];
+    expect(hold).toHaveLength(2);
+    expect(new Set([...hold, ...ok]).size).toBe(1);
+    for (const runId of runIds.slice(1)) {
+      expect((await h.run(runId))!.attempts).toBe(1);
+      expect((await causalProblems(h.sql, runId)).problems).toEqual([]);
+    }
   });
 });

@@ -21,7 +21,7 @@ import { recordRunStarted } from '../../observe/delivery-metrics.ts';
 import { traceStage } from '../../observe/work-tracing.ts';
 import { watchForCancel } from '../operate/cancel-watch.ts';
 import { advisoryKeyOf, claimExistingKey, claimFreshKeys, unclaimFreshKey, type GateState } from '../idempotency.ts';
-import { finishDeliveries, lockRunningRun } from '../run-store.ts';
+import { finishDeliveries, lockRunningRun, lockRunningRuns } from '../run-store.ts';
 import { UnitTimedOut } from '../unit-errors.ts';
 import type { UnitOutcome } from '../unit.ts';
 import { actOnClaim, claimInstant } from './claim.ts';
@@ -50,7 +50,8 @@ interface MemberState {
   fresh?: { attempt: number; claimedAt: string };
   /** The instant of this attempt's `started` once its turn came (for settlement), else null. */
   startedAt: string | null;
-  done?: { outcome: UnitOutcome; replayed: boolean; wroteFollowUps: boolean; startedToWrite: string | null };
+  /** `unchecked`: the handler sent no statement, so no savepoint was opened and the run row is not locked yet. */
+  done?: { outcome: UnitOutcome; replayed: boolean; wroteFollowUps: boolean; startedToWrite: string | null; unchecked: boolean };
   failure?: { error: unknown; reason: unknown };
 }
 
@@ -108,6 +109,8 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
         if (released) throw new ReleasedOnShutdown();
         await executeMember(tx, s, `group_member_${n}`);
       }
+      const unwritten = executing.filter((s) => s.done?.unchecked === true);
+      if (unwritten.length > 0) await checkUnwrittenMembers(tx, unwritten);
       const finishing = executing.filter((s) => s.done && !s.done.replayed);
       if (finishing.length === 0) return null;
       // Not awaited: COMMIT goes out right behind it; a failure aborts the transaction and is observed below.
@@ -135,16 +138,25 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
   await Promise.all(states.map((s) => settleMember(s, groupError, leaseMs)));
 
   /**
-   * One member's turn: its savepoint, its claim when not fresh, its handler, its run row locked, its
-   * savepoint released (not awaited: it goes out with the next member's SAVEPOINT). Kept unreleased,
-   * the savepoints would nest and the group's finish would run in the last member's subtransaction;
-   * measured, that was no cheaper (bench/results/hot-path-levers-2026-11-24.md, seventh session).
+   * One member's turn: its claim when not fresh, its handler, and, once the handler has sent a
+   * statement, its own savepoint. The savepoint opens just before the handler's first statement (or,
+   * for a take-over of an existing key, before its claim): a handler that sends nothing has nothing of
+   * its own to roll back, so it pays for no savepoint, and its run row is checked after the last
+   * handler, in one statement with the other such members' (checkUnwrittenMembers). A member with a
+   * savepoint locks its run row after its handler and releases its savepoint (not awaited: it goes out
+   * with the next member's first statement). Kept unreleased, the savepoints would nest and the group's
+   * finish would run in the last member's subtransaction; measured, that was no cheaper
+   * (bench/results/hot-path-levers-2026-11-24.md, seventh session).
    */
   async function executeMember(tx: TxSql, s: Executing, savepoint: string): Promise<void> {
     const { c } = s.m;
     const { run, attempt, scheduledFor } = s.registration;
-    const opened = tx.unsafe(`SAVEPOINT ${savepoint}`);
-    opened.catch(() => {}); // awaited below; sent in the same write as the member's first statement
+    let opened: Promise<unknown> | null = null;
+    const openSavepoint = () => {
+      opened = tx.unsafe(`SAVEPOINT ${savepoint}`);
+      opened.catch(() => {}); // awaited below; sent in the same write as the statement that needed it
+    };
+    if (!s.fresh) openSavepoint();
     // The deadline starts with the member's turn, not with its group.
     const timer = setTimeout(() => s.controller.abort(new UnitTimedOut(unit.name, unit.timeoutSeconds)), timeoutMs);
     const watch = watchForCancel({
@@ -164,27 +176,54 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
         const claim = await claimExistingKey(tx, ledgerScope(c), c.key!, c.fingerprint!, leaseMs);
         const replay = await actOnClaim(tx, c, run, attempt, claim);
         if (replay) {
-          s.done = { outcome: replay.replayed, replayed: true, wroteFollowUps: false, startedToWrite: null };
+          s.done = { outcome: replay.replayed, replayed: true, wroteFollowUps: false, startedToWrite: null, unchecked: false };
           tx.unsafe(`RELEASE SAVEPOINT ${savepoint}`).catch(() => {}); // a failure aborts the transaction: the COMMIT reports it
           return;
         }
         // As a fresh claim's, this attempt's `started` is written by the group's finish, at this instant.
         s.startedAt = startedToWrite = await claimInstant(tx);
       }
-      const { outcome, followUps } = await callHandler(c, tx, { run, attempt, scheduledFor, payload: s.m.payload, signal: s.controller.signal });
+      const { outcome, followUps } = await callHandler(c, tx, {
+        run,
+        attempt,
+        scheduledFor,
+        payload: s.m.payload,
+        signal: s.controller.signal,
+        beforeFirstStatement: opened ? undefined : openSavepoint,
+      });
+      if (!opened) {
+        s.done = { outcome, replayed: false, wroteFollowUps: followUps.wrote(), startedToWrite, unchecked: true };
+        return;
+      }
       await opened;
       if (!(await lockRunningRun(tx, scope, { runId: run.runId, tenantId }))) throw new RunMovedOn();
-      tx.unsafe(`RELEASE SAVEPOINT ${savepoint}`).catch(() => {}); // as above; sent with the next member's SAVEPOINT
-      s.done = { outcome, replayed: false, wroteFollowUps: followUps.wrote(), startedToWrite };
+      tx.unsafe(`RELEASE SAVEPOINT ${savepoint}`).catch(() => {}); // as above; sent with the next member's first statement
+      s.done = { outcome, replayed: false, wroteFollowUps: followUps.wrote(), startedToWrite, unchecked: false };
     } catch (error) {
       s.failure = { error, reason: s.controller.signal.aborted ? s.controller.signal.reason : undefined };
       if (released) throw error; // the whole group goes back to the queue
       // This member's effect (and a take-over of its key) rolls back alone; a fresh claim is taken back.
-      await tx.unsafe(`ROLLBACK TO SAVEPOINT ${savepoint}`);
+      if (opened) await tx.unsafe(`ROLLBACK TO SAVEPOINT ${savepoint}`);
       if (s.fresh) await unclaimFreshKey(tx, ledgerScope(c), c.key!);
     } finally {
       clearTimeout(timer);
       watch.stop();
+    }
+  }
+
+  /**
+   * The members whose handler sent no statement, after the last handler: their run rows locked in one
+   * statement (FOR NO KEY UPDATE, as a member with a savepoint locks its own). A run no longer `running`
+   * (an operator's cancel landed after its handler) is left out of the finish: it wrote nothing, so only
+   * its fresh claim is taken back. A cancel that lands later waits for the commit and finds the run succeeded.
+   */
+  async function checkUnwrittenMembers(tx: TxSql, unwritten: Executing[]): Promise<void> {
+    const running = await lockRunningRuns(tx, scope, tenantId, unwritten.map((s) => s.registration.run.runId));
+    for (const s of unwritten) {
+      if (running.has(s.registration.run.runId)) continue;
+      s.done = undefined;
+      s.failure = { error: new RunMovedOn(), reason: s.controller.signal.aborted ? s.controller.signal.reason : undefined };
+      if (s.fresh) await unclaimFreshKey(tx, ledgerScope(s.m.c), s.m.c.key!);
     }
   }
 }

@@ -22,6 +22,8 @@ export interface HandlerCall {
   payload: unknown;
   /** Aborted by the attempt's deadline, a release on shutdown or an operator's cancel. */
   signal: AbortSignal;
+  /** Called once, just before the handler's first statement on `run.transaction` (or a follow-up's) is sent. */
+  beforeFirstStatement?: () => void;
 }
 
 export interface HandlerResult {
@@ -38,7 +40,7 @@ export interface HandlerResult {
 export async function callHandler(c: DeliveryContext, tx: TxSql, call: HandlerCall): Promise<HandlerResult> {
   const unit = c.unit as WorkUnit;
   const { run, attempt } = call;
-  const guarded = guardRunTransaction(tx);
+  const guarded = guardRunTransaction(tx, call.beforeFirstStatement);
   const close = () => guarded.close();
   call.signal.addEventListener('abort', close, { once: true });
   try {

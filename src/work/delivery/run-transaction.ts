@@ -48,11 +48,14 @@ function isTemplateCall(args: unknown[]): boolean {
 /** Members of a postgres.js transaction that send a statement (the rest build values and identifiers). */
 const SENDING = new Set<PropertyKey>(['unsafe', 'file', 'savepoint', 'notify', 'prepare', 'begin', 'reserve']);
 
-function guard(tx: TxSql, isOpen: () => boolean): TxSql {
+function guard(tx: TxSql, isOpen: () => boolean, sending: () => void): TxSql {
   return new Proxy(tx, {
     apply(target, thisArg, args: unknown[]) {
       // tx`...` is a statement; tx('name') or tx(rows, ...columns) only builds a fragment.
-      if (isTemplateCall(args) && !isOpen()) return refusedQuery();
+      if (isTemplateCall(args)) {
+        if (!isOpen()) return refusedQuery();
+        sending();
+      }
       return Reflect.apply(target as unknown as (...a: unknown[]) => unknown, thisArg, args);
     },
     get(target, property, receiver) {
@@ -61,11 +64,12 @@ function guard(tx: TxSql, isOpen: () => boolean): TxSql {
       const member = value as (...a: unknown[]) => unknown;
       return (...args: unknown[]) => {
         if (!isOpen()) return refusedQuery();
+        sending();
         if (property === 'savepoint') {
           // The savepoint's own `sql` is guarded by the same flag.
           const fnAt = typeof args[0] === 'function' ? 0 : 1;
           const fn = args[fnAt] as ((sp: TxSql) => unknown) | undefined;
-          if (typeof fn === 'function') args[fnAt] = (sp: TxSql) => fn(guard(sp, isOpen));
+          if (typeof fn === 'function') args[fnAt] = (sp: TxSql) => fn(guard(sp, isOpen, sending));
         }
         return member.apply(target, args);
       };
@@ -73,11 +77,22 @@ function guard(tx: TxSql, isOpen: () => boolean): TxSql {
   });
 }
 
-export function guardRunTransaction(tx: TxSql): RunTransactionGuard {
+/**
+ * `beforeFirstStatement` runs once, synchronously, just before the handler's first statement is built:
+ * a group member opens its savepoint there (group-execution.ts), so a handler that sends nothing pays
+ * for none. Statements on one connection run in the order they are sent, so the savepoint comes first.
+ */
+export function guardRunTransaction(tx: TxSql, beforeFirstStatement?: () => void): RunTransactionGuard {
   let open = true;
+  let sent = false;
   const isOpen = () => open;
+  const sending = () => {
+    if (sent) return;
+    sent = true;
+    beforeFirstStatement?.();
+  };
   return {
-    tx: guard(tx, isOpen),
+    tx: guard(tx, isOpen, sending),
     get open() {
       return open;
     },
