@@ -556,23 +556,31 @@ export interface GroupFinish extends Omit<DeliveryFinish, 'tenantId' | 'ledger' 
   key: Buffer;
   /** The claim's instant: `started` is written with this occurred_at (a claim of claimFreshKeys); null: already written. */
   startedAt: string | null;
+  /**
+   * The member wrote nothing in the transaction and its key was claimed fresh by it, and its run row
+   * is not locked yet: if the run is no longer `running` (a cancel landed after its handler), it is
+   * left out and its claim deleted, instead of the whole statement failing.
+   */
+  mayLeave: boolean;
 }
 
 /**
  * finishDelivery for the members of a group commit (one tenant or platform, one unit, one worker):
- * ONE statement marks every key `completed`, moves every run `running` → `succeeded` and appends each
- * run's `started` (at its claim's instant, when not written yet) and `succeeded`. The run rows must be
- * locked by the caller and still `running`; if one is not, the statement fails on purpose (as
- * finishDelivery's) and the transaction aborts. The conditions on the keys and run ids are written
- * as `= ANY(array)` so PostgreSQL reads them through the indexes (a join on unnest() turned into a
- * scan as the tables grew: 1 ms → 12 ms per call).
+ * ONE statement moves every run `running` → `succeeded`, marks its key `completed` and appends its
+ * `started` (at its claim's instant, when not written yet) and `succeeded`. A member whose run row the
+ * caller locked must still be `running`; if one is not, the statement fails on purpose (as
+ * finishDelivery's) and the transaction aborts. A member that `mayLeave` is left out when its run moved
+ * on (its fresh claim deleted, as a rollback of its attempt would): returns the run ids left out. The
+ * update of a run row locks it, so a cancel that lands later waits for the commit and finds the run
+ * succeeded. The conditions on the keys and run ids are written as `= ANY(array)` so PostgreSQL reads
+ * them through the indexes (a join on unnest() turned into a scan as the tables grew: 1 ms → 12 ms per call).
  */
 export async function finishDeliveries(
   tx: TxSql,
   scope: RunScope,
   group: { tenantId: string | null; queue: string; workerInstance: string; retentionMs: number },
   members: readonly GroupFinish[],
-): Promise<void> {
+): Promise<Set<string>> {
   const tenantId = checkTenant(scope, group.tenantId);
   const retention = group.retentionMs / 1000;
   const ids = members.map((m) => m.runId);
@@ -581,27 +589,34 @@ export async function finishDeliveries(
   const attempts = members.map((m) => m.attempt);
   const receives = members.map((m) => m.receiveCount);
   const started = members.map((m) => m.startedAt);
-  const notRunning = tx`('run ' || m.run_id::text || ' is no longer running: its finish is refused')::int`;
+  const mayLeave = members.map((m) => (m.mayLeave ? 'true' : 'false')); // text: postgres.js sends a boolean[] parameter as one boolean
+  const notRunning = tx`CASE WHEN m.may_leave THEN 0 ELSE ('run ' || m.run_id::text || ' is no longer running: its finish is refused')::int END`;
   const input = tx`
       at AS MATERIALIZED (SELECT clock_timestamp() AS t),
       m AS MATERIALIZED (
-        SELECT * FROM unnest(${ids}::uuid[], ${keys}::text[], ${outcomes}::text[], ${attempts}::int[], ${receives}::int[], ${started}::text[])
-                   WITH ORDINALITY AS m(run_id, key_hex, outcome, attempt, receive_count, started_at, ord))`;
+        SELECT run_id, key_hex, outcome, attempt, receive_count, started_at, may_leave::boolean AS may_leave, ord
+          FROM unnest(${ids}::uuid[], ${keys}::text[], ${outcomes}::text[], ${attempts}::int[], ${receives}::int[], ${started}::text[], ${mayLeave}::text[])
+               WITH ORDINALITY AS u(run_id, key_hex, outcome, attempt, receive_count, started_at, may_leave, ord))`;
+  let left: { run_id: string }[];
   if (scope === 'tenant') {
-    await tx`
+    left = await tx<{ run_id: string }[]>`
       WITH ${input},
-      k AS (
-        UPDATE idempotency_keys ik SET status = 'completed', outcome = m.outcome::jsonb,
-               expires_at = clock_timestamp() + make_interval(secs => ${retention}), updated_at = clock_timestamp()
-          FROM m
-         WHERE ik.tenant_id = ${tenantId} AND ik.idempotency_key = ANY(ARRAY(SELECT decode(key_hex, 'hex') FROM m))
-           AND ik.idempotency_key = decode(m.key_hex, 'hex')),
       run AS (
         UPDATE task_runs r SET status = 'succeeded', progress = 100::smallint, outcome = m.outcome::jsonb,
                finished_at = (SELECT t FROM at), updated_at = clock_timestamp()
           FROM m
          WHERE r.run_id = ANY(${ids}::uuid[]) AND r.run_id = m.run_id AND r.tenant_id = ${tenantId} AND r.status = 'running'
         RETURNING r.run_id),
+      k AS (
+        UPDATE idempotency_keys ik SET status = 'completed', outcome = m.outcome::jsonb,
+               expires_at = clock_timestamp() + make_interval(secs => ${retention}), updated_at = clock_timestamp()
+          FROM run JOIN m USING (run_id)
+         WHERE ik.tenant_id = ${tenantId} AND ik.idempotency_key = ANY(ARRAY(SELECT decode(key_hex, 'hex') FROM m))
+           AND ik.idempotency_key = decode(m.key_hex, 'hex')),
+      gone AS (
+        DELETE FROM idempotency_keys ik USING m
+         WHERE ik.tenant_id = ${tenantId} AND ik.idempotency_key = ANY(ARRAY(SELECT decode(key_hex, 'hex') FROM m))
+           AND ik.idempotency_key = decode(m.key_hex, 'hex') AND m.may_leave AND NOT EXISTS (SELECT 1 FROM run WHERE run.run_id = m.run_id)),
       ev AS (
         INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance, occurred_at)
         SELECT m.run_id, ${tenantId}, e.event, m.attempt, m.receive_count, ${group.queue}, ${group.workerInstance},
@@ -609,21 +624,25 @@ export async function finishDeliveries(
           FROM run JOIN m USING (run_id) CROSS JOIN (VALUES (1, 'started'), (2, 'succeeded')) AS e(n, event)
          WHERE e.event = 'succeeded' OR m.started_at IS NOT NULL
          ORDER BY m.ord, e.n)
-      SELECT ${notRunning} FROM m WHERE NOT EXISTS (SELECT 1 FROM run WHERE run.run_id = m.run_id)`;
+      SELECT m.run_id::text AS run_id, ${notRunning} AS refused FROM m WHERE NOT EXISTS (SELECT 1 FROM run WHERE run.run_id = m.run_id)`;
   } else {
-    await tx`
+    left = await tx<{ run_id: string }[]>`
       WITH ${input},
-      k AS (
-        UPDATE platform_idempotency_keys ik SET status = 'completed', outcome = m.outcome::jsonb,
-               expires_at = clock_timestamp() + make_interval(secs => ${retention}), updated_at = clock_timestamp()
-          FROM m
-         WHERE ik.idempotency_key = ANY(ARRAY(SELECT decode(key_hex, 'hex') FROM m)) AND ik.idempotency_key = decode(m.key_hex, 'hex')),
       run AS (
         UPDATE platform_task_runs r SET status = 'succeeded', progress = 100::smallint, outcome = m.outcome::jsonb,
                finished_at = (SELECT t FROM at), updated_at = clock_timestamp()
           FROM m
          WHERE r.run_id = ANY(${ids}::uuid[]) AND r.run_id = m.run_id AND r.status = 'running'
         RETURNING r.run_id),
+      k AS (
+        UPDATE platform_idempotency_keys ik SET status = 'completed', outcome = m.outcome::jsonb,
+               expires_at = clock_timestamp() + make_interval(secs => ${retention}), updated_at = clock_timestamp()
+          FROM run JOIN m USING (run_id)
+         WHERE ik.idempotency_key = ANY(ARRAY(SELECT decode(key_hex, 'hex') FROM m)) AND ik.idempotency_key = decode(m.key_hex, 'hex')),
+      gone AS (
+        DELETE FROM platform_idempotency_keys ik USING m
+         WHERE ik.idempotency_key = ANY(ARRAY(SELECT decode(key_hex, 'hex') FROM m)) AND ik.idempotency_key = decode(m.key_hex, 'hex')
+           AND m.may_leave AND NOT EXISTS (SELECT 1 FROM run WHERE run.run_id = m.run_id)),
       ev AS (
         INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance, occurred_at)
         SELECT m.run_id, e.event, m.attempt, m.receive_count, ${group.queue}, ${group.workerInstance},
@@ -631,8 +650,9 @@ export async function finishDeliveries(
           FROM run JOIN m USING (run_id) CROSS JOIN (VALUES (1, 'started'), (2, 'succeeded')) AS e(n, event)
          WHERE e.event = 'succeeded' OR m.started_at IS NOT NULL
          ORDER BY m.ord, e.n)
-      SELECT ${notRunning} FROM m WHERE NOT EXISTS (SELECT 1 FROM run WHERE run.run_id = m.run_id)`;
+      SELECT m.run_id::text AS run_id, ${notRunning} AS refused FROM m WHERE NOT EXISTS (SELECT 1 FROM run WHERE run.run_id = m.run_id)`;
   }
+  return new Set(left.map((r) => r.run_id));
 }
 
 /** Locks a run row of a group member after its handler (FOR NO KEY UPDATE) and tells whether it is still `running`. */
@@ -641,14 +661,4 @@ export async function lockRunningRun(tx: TxSql, scope: RunScope, key: RunKey): P
   const [row] = await tx<{ status: string }[]>`
     SELECT status FROM ${tx(RUN_TABLE[scope])} WHERE run_id = ${key.runId} ${tenantId ? tx`AND tenant_id = ${tenantId}` : tx``} FOR NO KEY UPDATE`;
   return row?.status === 'running';
-}
-
-/** Locks the run rows of group members that wrote nothing (FOR NO KEY UPDATE, in run_id order) and returns those still `running`. */
-export async function lockRunningRuns(tx: TxSql, scope: RunScope, tenantIdOf: string | null, runIds: readonly string[]): Promise<Set<string>> {
-  const tenantId = checkTenant(scope, tenantIdOf);
-  const rows = await tx<{ run_id: string; status: string }[]>`
-    SELECT run_id::text AS run_id, status FROM ${tx(RUN_TABLE[scope])}
-     WHERE run_id = ANY(${runIds}::uuid[]) ${tenantId ? tx`AND tenant_id = ${tenantId}` : tx``}
-     ORDER BY run_id FOR NO KEY UPDATE`;
-  return new Set(rows.filter((r) => r.status === 'running').map((r) => r.run_id));
 }

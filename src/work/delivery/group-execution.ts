@@ -21,7 +21,7 @@ import { recordRunStarted } from '../../observe/delivery-metrics.ts';
 import { traceStage } from '../../observe/work-tracing.ts';
 import { watchForCancel } from '../operate/cancel-watch.ts';
 import { advisoryKeyOf, claimExistingKey, claimFreshKeys, unclaimFreshKey, type GateState } from '../idempotency.ts';
-import { finishDeliveries, lockRunningRun, lockRunningRuns } from '../run-store.ts';
+import { finishDeliveries, lockRunningRun } from '../run-store.ts';
 import { UnitTimedOut } from '../unit-errors.ts';
 import type { UnitOutcome } from '../unit.ts';
 import { actOnClaim, claimInstant } from './claim.ts';
@@ -50,7 +50,7 @@ interface MemberState {
   fresh?: { attempt: number; claimedAt: string };
   /** The instant of this attempt's `started` once its turn came (for settlement), else null. */
   startedAt: string | null;
-  /** `unchecked`: the handler sent no statement, so no savepoint was opened and the run row is not locked yet. */
+  /** `unchecked`: the handler sent no statement, so no savepoint was opened and the run row is not locked before the finish. */
   done?: { outcome: UnitOutcome; replayed: boolean; wroteFollowUps: boolean; startedToWrite: string | null; unchecked: boolean };
   failure?: { error: unknown; reason: unknown };
 }
@@ -109,8 +109,6 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
         if (released) throw new ReleasedOnShutdown();
         await executeMember(tx, s, `group_member_${n}`);
       }
-      const unwritten = executing.filter((s) => s.done?.unchecked === true);
-      if (unwritten.length > 0) await checkUnwrittenMembers(tx, unwritten);
       const finishing = executing.filter((s) => s.done && !s.done.replayed);
       if (finishing.length === 0) return null;
       // Not awaited: COMMIT goes out right behind it; a failure aborts the transaction and is observed below.
@@ -125,12 +123,21 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
           receiveCount: s.m.c.delivery.receiveCount,
           outcome: s.done!.outcome,
           startedAt: s.done!.startedToWrite,
+          mayLeave: s.done!.unchecked,
         })),
       );
       finished.catch(() => {});
       return { finished };
     });
-    if (result) await result.finished;
+    if (result) {
+      // A member that wrote nothing and whose run moved on before the finish was left out of it.
+      const left = await result.finished;
+      for (const s of states) {
+        if (s.registration?.kind !== 'execute' || !left.has(s.registration.run.runId)) continue;
+        s.done = undefined;
+        s.failure = { error: new RunMovedOn(), reason: s.controller.signal.aborted ? s.controller.signal.reason : undefined };
+      }
+    }
   } catch (error) {
     groupError = { error };
   }
@@ -142,7 +149,7 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
    * statement, its own savepoint. The savepoint opens just before the handler's first statement (or,
    * for a take-over of an existing key, before its claim): a handler that sends nothing has nothing of
    * its own to roll back, so it pays for no savepoint, and its run row is checked after the last
-   * handler, in one statement with the other such members' (checkUnwrittenMembers). A member with a
+   * handler, by the group's finish, which leaves it out if the run moved on. A member with a
    * savepoint locks its run row after its handler and releases its savepoint (not awaited: it goes out
    * with the next member's first statement). Kept unreleased, the savepoints would nest and the group's
    * finish would run in the last member's subtransaction; measured, that was no cheaper
@@ -208,22 +215,6 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
     } finally {
       clearTimeout(timer);
       watch.stop();
-    }
-  }
-
-  /**
-   * The members whose handler sent no statement, after the last handler: their run rows locked in one
-   * statement (FOR NO KEY UPDATE, as a member with a savepoint locks its own). A run no longer `running`
-   * (an operator's cancel landed after its handler) is left out of the finish: it wrote nothing, so only
-   * its fresh claim is taken back. A cancel that lands later waits for the commit and finds the run succeeded.
-   */
-  async function checkUnwrittenMembers(tx: TxSql, unwritten: Executing[]): Promise<void> {
-    const running = await lockRunningRuns(tx, scope, tenantId, unwritten.map((s) => s.registration.run.runId));
-    for (const s of unwritten) {
-      if (running.has(s.registration.run.runId)) continue;
-      s.done = undefined;
-      s.failure = { error: new RunMovedOn(), reason: s.controller.signal.aborted ? s.controller.signal.reason : undefined };
-      if (s.fresh) await unclaimFreshKey(tx, ledgerScope(s.m.c), s.m.c.key!);
     }
   }
 }
