@@ -1,6 +1,6 @@
 // Every Redis key the service uses, in one place.
 
-/** List the API and dispatchers push onto after commit; the relay blocks on it (BLPOP). */
+/** List the API and dispatchers push onto after commit; the relay blocks on it (BLMPOP, src/kv/wake.ts). */
 export const OUTBOX_WAKE_KEY = 'svc:outbox:wake';
 
 /** Cached status of one run, as served by GET /task-runs/{runId}. */

@@ -60,12 +60,13 @@ export async function afterCommit<T>(redis: Redis | undefined, committed: Promis
 
 /**
  * Blocks on the wake list for at most `timeoutSeconds` (fractions allowed). Needs a connection of its
- * own, since BLPOP holds it. Resolves true on a signal (and clears the others: one pass serves them
- * all), false on timeout; rejects when Redis is unavailable.
+ * own, since the blocking pop holds it. Resolves true on a signal, false on timeout; rejects when Redis
+ * is unavailable. BLMPOP (Redis 7) pops every signal of the list at once (the list never holds more
+ * than WAKE_LIST_MAX): one pass serves them all, and clearing them costs no second round trip before
+ * the pass (BLPOP then DEL did, on the path of every steady run). A signal pushed after the pop stays
+ * for the next wait, so the rows it announces are never left to the sweep.
  */
 export async function waitForWake(blocking: Redis, timeoutSeconds: number): Promise<boolean> {
-  const popped = await blocking.blpop(OUTBOX_WAKE_KEY, timeoutSeconds);
-  if (popped === null) return false;
-  await blocking.del(OUTBOX_WAKE_KEY);
-  return true;
+  const popped = await blocking.blmpop(timeoutSeconds, 1, OUTBOX_WAKE_KEY, 'LEFT', 'COUNT', WAKE_LIST_MAX);
+  return popped !== null;
 }

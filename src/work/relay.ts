@@ -26,7 +26,7 @@ export const DEFAULT_SWEEP_INTERVAL_MS = 5_000;
 export const DEFAULT_RELAY_BATCH_SIZE = 100;
 /** Who the relay's units of work act as (app.process = relay). */
 export const RELAY_ACTOR: Actor = { kind: 'system', label: 'relay' };
-/** Longest BLPOP, so a lost connection or a stop is noticed quickly. */
+/** Longest blocking pop (BLMPOP), so a lost connection or a stop is noticed quickly. */
 const WAKE_BLOCK_SECONDS = 1;
 /** Parallel SendMessageBatch calls within one pass. */
 const SEND_CONCURRENCY = 4;
@@ -233,7 +233,7 @@ export interface RelayOptions extends RelayPassOptions {
 
 /**
  * waitForWake bounded by `boundMs` on the caller's clock: a hung Redis (frozen, black-holed) never
- * answers the BLPOP, and the relay must not wait for it past its sweep.
+ * answers the blocking pop, and the relay must not wait for it past its sweep.
  */
 async function boundedWake(blocking: Redis, blockSeconds: number, boundMs: number): Promise<'woken' | 'timeout' | 'failed' | 'hung'> {
   let timer: NodeJS.Timeout | undefined;
@@ -265,9 +265,9 @@ export function startRelay(options: RelayOptions): Relay {
     fairGroups: options.fairGroups ?? false,
   };
   const cappedPollMs = options.cappedPollMs ?? DEFAULT_CAPPED_POLL_MS;
-  // BLPOP holds its connection, so the relay blocks on a connection of its own (never auto-pipelined,
-  // even when the workers' connection it is duplicated from is: a command batched behind a BLPOP waits).
-  // BLPOP outlives the client's command timeout by design, so this connection has none: the wait
+  // The blocking pop (BLMPOP) holds its connection, so the relay blocks on a connection of its own (never auto-pipelined,
+  // even when the workers' connection it is duplicated from is: a command batched behind it waits).
+  // It outlives the client's command timeout by design, so this connection has none: the wait
   // below bounds it instead, and the sweep never waits behind it.
   const blocking = options.redis?.duplicate({ connectionName: 'svc-relay-wake', enableAutoPipelining: false, commandTimeout: undefined });
   const wakeTimeoutMs = options.wakeTimeoutMs ?? 500;
@@ -307,7 +307,7 @@ export function startRelay(options: RelayOptions): Relay {
         if (woke === 'timeout') continue;
         redisFallback('outbox_wake_wait');
         if (woke === 'hung') {
-          // Redis took the BLPOP and never answered: drop the connection (its pending commands fail)
+          // Redis took the blocking pop and never answered: drop the connection (its pending commands fail)
           // and reconnect; the sweep keeps its clock meanwhile.
           log.warn({ waitedMs: blockSeconds * 1000 + wakeTimeoutMs }, 'the wake signal wait got no answer: reconnecting; the sweep carries on');
           blocking.disconnect(true);
@@ -354,7 +354,7 @@ export function startRelay(options: RelayOptions): Relay {
       if (stopping) return loop;
       stopping = true;
       interrupt?.();
-      // Disconnecting rejects a pending BLPOP at once.
+      // Disconnecting rejects a pending blocking pop at once.
       blocking?.disconnect();
       await loop;
       await backlog.stop();

@@ -8,7 +8,8 @@ import type { Sql } from '../../src/db/client.ts';
 import { inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
 import { createRedis } from '../../src/kv/client.ts';
 import { freePort } from '../../src/kv/redis-server.ts';
-import { afterCommit } from '../../src/kv/wake.ts';
+import { afterCommit, signalOutbox, waitForWake, WAKE_LIST_MAX } from '../../src/kv/wake.ts';
+import { OUTBOX_WAKE_KEY } from '../../src/kv/keys.ts';
 import { createSqsClient } from '../../src/queue/client.ts';
 import { queueUrl, type QueueName } from '../../src/queue/names.ts';
 import { provisionQueues } from '../../src/queue/provision.ts';
@@ -112,11 +113,11 @@ async function drain(queue: QueueName, expected: number): Promise<string[]> {
   return bodies;
 }
 
-/** Waits until the relay's own Redis connection blocks on the wake list. */
+/** Waits until the relay's own Redis connection blocks on the wake list (BLMPOP, src/kv/wake.ts). */
 async function relayListening(): Promise<void> {
   await waitFor(async () => {
     const clients = await redis.client('LIST') as string;
-    return clients.split('\n').some((line) => line.includes('name=svc-relay-wake') && line.includes('cmd=blpop'));
+    return clients.split('\n').some((line) => line.includes('name=svc-relay-wake') && line.includes('cmd=blmpop'));
   }, 5_000, { stepMs: 20 });
 }
 
@@ -131,6 +132,28 @@ describe('relay', () => {
     expect(elapsed).toBeLessThan(500);
     const bodies = await drain('default', 1);
     expect(bodies.map((b) => JSON.parse(b).run_id)).toEqual([runId]);
+  });
+
+  it('R-OBX-10 one wake takes every signal waiting on svc:outbox:wake; a signal pushed after it wakes the next wait', async () => {
+    const blocking = redis.duplicate({ connectionName: 'relay-test-wake', enableAutoPipelining: false, commandTimeout: undefined });
+    try {
+      await redis.del(OUTBOX_WAKE_KEY);
+      for (let i = 0; i < 5; i++) expect(await signalOutbox(redis)).toBe(true);
+      expect(await waitForWake(blocking, 1)).toBe(true);
+      expect(await redis.llen(OUTBOX_WAKE_KEY)).toBe(0);
+      // The list is capped, so one pop always empties it.
+      for (let i = 0; i < WAKE_LIST_MAX + 4; i++) await signalOutbox(redis);
+      expect(await waitForWake(blocking, 1)).toBe(true);
+      expect(await redis.llen(OUTBOX_WAKE_KEY)).toBe(0);
+      expect(await waitForWake(blocking, 0.05)).toBe(false);
+      // A wait already blocking is woken by the next signal.
+      const waiting = waitForWake(blocking, 2);
+      await waitFor(async () => ((await redis.client('LIST')) as string).includes('name=relay-test-wake'), 2_000, { stepMs: 10 });
+      await signalOutbox(redis);
+      expect(await waiting).toBe(true);
+    } finally {
+      blocking.disconnect();
+    }
   });
 
   it('R-OBX-05 R-OBX-13 sets sent_at and writes the sent trail event; the message body is the envelope', async () => {
