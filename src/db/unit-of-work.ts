@@ -35,9 +35,25 @@ export async function applyActorContext(tx: TxSql, actor: Actor): Promise<void> 
                   set_config('app.process', ${processName}, true)`;
 }
 
+/**
+ * Runs `work` in one transaction under the actor's context. The context is not waited for: it goes out
+ * in the same write as the work's first statement, which PostgreSQL runs after it on the same
+ * connection, so a unit of work pays no round trip of its own for it. If setting it fails, the
+ * transaction is aborted: the work's statements fail and nothing commits, and the error reported is
+ * the context's own.
+ */
 export async function inUnitOfWork<T>(sql: Sql, actor: Actor, work: (tx: TxSql) => Promise<T>): Promise<T> {
   return sql.begin(async (tx) => {
-    await applyActorContext(tx, actor);
-    return work(tx);
+    const applied = applyActorContext(tx, actor);
+    applied.catch(() => {}); // awaited below, whichever way the work ends
+    let result: T;
+    try {
+      result = await work(tx);
+    } catch (error) {
+      await applied;
+      throw error;
+    }
+    await applied;
+    return result;
   }) as Promise<T>;
 }
