@@ -22,7 +22,7 @@ import { createRedis } from '../src/kv/client.ts';
 import { runStatusKey } from '../src/kv/keys.ts';
 import { createSqsClient } from '../src/queue/client.ts';
 import { queueUrl } from '../src/queue/names.ts';
-import { advisoryKeyOf, claimKeyAndStart, fingerprintOf, gateKeyOf, idempotencyKeyOf, recordGateResultAndEvict } from '../src/work/idempotency.ts';
+import { advisoryKeyOf, claimKeyAndStart, fingerprintOf, gateKeyOf, idempotencyKeyOf, recordGateResultsAndEvict } from '../src/work/idempotency.ts';
 import { relayPass } from '../src/work/relay.ts';
 import { finishDelivery, startDelivery } from '../src/work/run-store.ts';
 import { benchJob } from './fixtures/units/bench/job.task.ts';
@@ -130,7 +130,7 @@ export async function main(args: string[]): Promise<number> {
         const key = gateKeyOf('tenant', tenantId, idempotencyKeyOf(benchJob.name, runId));
         await redis.set(key, JSON.stringify({ s: 'p', t: randomUUID() }), 'PX', 90_000, 'NX');
         await redis.del(runStatusKey(runId));
-        await recordGateResultAndEvict(redis, runStatusKey(runId), key, fingerprintOf({ r: 0 }), {}, 86_400_000);
+        await recordGateResultsAndEvict(redis, [{ evictKey: runStatusKey(runId), gateKey: key, fingerprint: fingerprintOf({ r: 0 }), outcome: {} }], 86_400_000);
       };
       const drainQueue = async (expected: number) => {
         let got = 0;

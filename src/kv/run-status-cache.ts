@@ -27,11 +27,13 @@ export async function cacheRunStatus(redis: Redis, runId: string, status: string
   }
 }
 
-/** Called after every committed transition of a run. */
-export async function evictRunStatus(redis: Redis | undefined, runId: string): Promise<void> {
+/** Called after every committed transition of a run (or of several: one DEL for all of them). */
+export async function evictRunStatus(redis: Redis | undefined, runId: string | readonly string[]): Promise<void> {
   if (!redis) return;
+  const keys = typeof runId === 'string' ? [runStatusKey(runId)] : runId.map(runStatusKey);
+  if (keys.length === 0) return;
   try {
-    await redis.del(runStatusKey(runId));
+    await redis.del(...keys);
   } catch {
     redisFallback('run_status_evict');
     // If Redis is down nothing is cached there either; a stale entry expires within 5 s.

@@ -113,24 +113,29 @@ export async function recordGateResult(
   }
 }
 
+/** One committed result for recordGateResultsAndEvict: the run's cached status to evict, its gate to fill. */
+export interface GateResult {
+  evictKey: string;
+  gateKey: string | undefined;
+  fingerprint: Buffer | undefined;
+  outcome: LedgerOutcome;
+}
+
 /**
- * After the effect committed: evicts the run's cached status and copies the result into the gate, in
- * one pipelined round trip instead of two. Never throws (neither write is authoritative).
+ * After the effects committed: evicts each run's cached status and copies each result into its gate,
+ * all in one pipelined round trip (a group commit sends its members' together). Never throws (neither
+ * write is authoritative).
  */
-export async function recordGateResultAndEvict(
-  redis: Redis | undefined,
-  evictKey: string,
-  gateKey: string | undefined,
-  fingerprint: Buffer | undefined,
-  outcome: LedgerOutcome,
-  retentionMs: number,
-): Promise<void> {
-  if (!redis) return;
+export async function recordGateResultsAndEvict(redis: Redis | undefined, results: readonly GateResult[], retentionMs: number): Promise<void> {
+  if (!redis || results.length === 0) return;
   try {
-    const pipeline = redis.pipeline().del(evictKey);
-    if (gateKey && fingerprint) {
-      const value: GateValue = { s: 'c', f: fingerprint.toString('hex'), o: outcome };
-      pipeline.set(gateKey, JSON.stringify(value), 'PX', Math.max(1, Math.ceil(retentionMs)));
+    const pipeline = redis.pipeline();
+    for (const r of results) {
+      pipeline.del(r.evictKey);
+      if (r.gateKey && r.fingerprint) {
+        const value: GateValue = { s: 'c', f: r.fingerprint.toString('hex'), o: r.outcome };
+        pipeline.set(r.gateKey, JSON.stringify(value), 'PX', Math.max(1, Math.ceil(retentionMs)));
+      }
     }
     await pipeline.exec();
   } catch {

@@ -15,7 +15,7 @@ import { queueUrl } from '../../src/queue/names.ts';
 import { metricsRegistry } from '../../src/observe/metrics.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { idempotencyGateKey } from '../../src/kv/keys.ts';
+import { idempotencyGateKey, runStatusKey } from '../../src/kv/keys.ts';
 import { cancelRunNow } from '../../src/work/operate/cancel-run.ts';
 import { fingerprintOf, idempotencyKeyOf } from '../../src/work/idempotency.ts';
 import { TransientFailure, ValidationFailure } from '../../src/work/unit-errors.ts';
@@ -123,7 +123,10 @@ async function fenceAbandonedPolls(): Promise<void> {
 }
 
 /** Dispatches the payloads (tenant runs unless `system`), relays them in one pass, then starts the workers: one receive takes them all. */
-async function receivedTogether(payloads: Array<z.input<typeof payload>>, options: { system?: boolean; quiet?: boolean; drainMs?: number } = {}): Promise<{ runIds: string[]; runtime: WorkerRuntime }> {
+async function receivedTogether(
+  payloads: Array<z.input<typeof payload>>,
+  options: { system?: boolean; quiet?: boolean; drainMs?: number; beforeWorkers?: (runIds: string[]) => Promise<void> } = {},
+): Promise<{ runIds: string[]; runtime: WorkerRuntime }> {
   await fenceAbandonedPolls();
   const runIds: string[] = [];
   for (const p of payloads) {
@@ -132,6 +135,7 @@ async function receivedTogether(payloads: Array<z.input<typeof payload>>, option
     runIds.push(runId);
   }
   await h.relay();
+  await options.beforeWorkers?.(runIds);
   const runtime = await h.startWorkers({ queues: ['bulk'], ...(options.drainMs ? { drainMs: options.drainMs } : {}) });
   return { runIds, runtime };
 }
@@ -347,8 +351,13 @@ describe('group commit', () => {
 
   it('R-UNT-09 R-IDM-08 R-TRL-08 members whose handler sends no statement commit in one transaction, each with its started and succeeded', async () => {
     const keys = ['g-q-1', 'g-q-2', 'g-q-3', 'g-q-4'];
-    const { runIds, runtime } = await receivedTogether(keys.map((key) => ({ key })), { quiet: true });
+    // A stale cached status of each run (as a poller would have left it) must be evicted by the group.
+    const stale = async (runIds: string[]) => {
+      for (const runId of runIds) await h.redis!.set(runStatusKey(runId), '{"status":"queued"}', 'PX', 60_000);
+    };
+    const { runIds, runtime } = await receivedTogether(keys.map((key) => ({ key })), { quiet: true, beforeWorkers: stale });
     for (const runId of runIds) expect((await h.waitForStatus(runId, ['succeeded', 'failed'])).status).toBe('succeeded');
+    await waitFor(async () => (await h.redis!.exists(...runIds.map(runStatusKey))) === 0, 5_000, { what: 'every stale cached status evicted' });
     await runtime.stop();
     const txids = new Set<string>();
     for (const [i, runId] of runIds.entries()) {
@@ -357,8 +366,12 @@ describe('group commit', () => {
       txids.add(started!);
       expect((await h.run(runId))!).toMatchObject({ attempts: 1, outcome: { key: keys[i], attempt: 1 } });
       expect(events(await h.trail(runId)).filter((e) => e !== 'sent')).toEqual(['queued', 'received', 'started', 'succeeded']);
-      const [ledger] = await h.sql`SELECT status, attempt FROM idempotency_keys WHERE tenant_id = ${tenantId} AND idempotency_key = ${idempotencyKeyOf('fixture.group_quiet', runId)}`;
+      const key = idempotencyKeyOf('fixture.group_quiet', runId);
+      const [ledger] = await h.sql`SELECT status, attempt FROM idempotency_keys WHERE tenant_id = ${tenantId} AND idempotency_key = ${key}`;
       expect(ledger).toMatchObject({ status: 'completed', attempt: 1 });
+      // The group's one pipeline filled every member's gate with its result.
+      const cached = await h.redis!.get(idempotencyGateKey('tenant', tenantId, key.toString('hex')));
+      expect(JSON.parse(cached!)).toMatchObject({ s: 'c', o: { key: keys[i], attempt: 1 } });
       expect((await causalProblems(h.sql, runId)).problems).toEqual([]);
     }
     expect(txids.size).toBeLessThan(keys.length);

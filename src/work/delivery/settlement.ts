@@ -7,7 +7,7 @@ import { recordRunFinished } from '../../observe/delivery-metrics.ts';
 import { inUnitOfWork } from '../../db/unit-of-work.ts';
 import type { TxSql } from '../../db/client.ts';
 import { retryDelaySeconds } from '../backoff.ts';
-import { failKey, readKey, recordGateResult, recordGateResultAndEvict } from '../idempotency.ts';
+import { failKey, readKey, recordGateResult, recordGateResultsAndEvict, type GateResult } from '../idempotency.ts';
 import { runStatusKey } from '../../kv/keys.ts';
 import { signalOutbox } from '../../kv/wake.ts';
 import { traceStage } from '../../observe/work-tracing.ts';
@@ -43,13 +43,20 @@ export async function settleSuccess(
   run: RunRow,
   done: { outcome: UnitOutcome; replayed: boolean; wroteFollowUps: boolean },
   evicted: Promise<void>,
+  recorded?: Promise<void>,
 ): Promise<DeliveryResult> {
   if (!done.replayed && done.wroteFollowUps) await signalOutbox(c.deps.redis); // after commit, once per attempt
   await evicted;
-  await recordGateResultAndEvict(c.deps.redis, runStatusKey(c.envelope.run_id), c.gateKey, c.fingerprint, done.outcome, cacheTtlOf(c.deps));
+  // A group commit records its members' results together (recorded); a delivery alone records its own.
+  await (recorded ?? recordGateResultsAndEvict(c.deps.redis, [gateResultOf(c, done.outcome)], cacheTtlOf(c.deps)));
   await c.port.ack();
   recordRunFinished(run, 'succeeded'); // svc_runs_finished_total, svc_run_duration_seconds (src/observe)
   return done.replayed ? 'replayed' : 'succeeded';
+}
+
+/** What a committed success writes to Redis: its run's cached status evicted, its result in its gate. */
+export function gateResultOf(c: DeliveryContext, outcome: UnitOutcome): GateResult {
+  return { evictKey: runStatusKey(c.envelope.run_id), gateKey: c.gateKey, fingerprint: c.fingerprint, outcome };
 }
 
 /**
