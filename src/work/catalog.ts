@@ -75,11 +75,11 @@ export interface CatalogProblem {
   problem: string;
 }
 
-export class TasksCheckFailed extends Error {
-  readonly code = 'TASKS_CHECK_FAILED';
+export class TasksCheckFailed extends CodedError<'TASKS_CHECK_FAILED'> {
   readonly problems: CatalogProblem[];
   constructor(problems: CatalogProblem[]) {
-    super(`tasks:check found ${problems.length} problem(s):\n` + problems.map((p) => `  ${p.file}: ${p.problem}`).join('\n'));
+    super('TASKS_CHECK_FAILED', `tasks:check found ${problems.length} problem(s):\n` + problems.map((p) => `  ${p.file}: ${p.problem}`).join('\n'));
+    this.name = 'TasksCheckFailed';
     this.problems = problems;
   }
 }

@@ -6,6 +6,7 @@
 // Unit metadata comes from a lookup passed in (`resolve`, `subscribers`): the workers resolve from the
 // loaded unit definitions (with payload schemas), the API from tasks.json (without unit code).
 import os from 'node:os';
+import { CodedError } from '../errors/coded-error.ts';
 import { randomUUID } from 'node:crypto';
 import type { z, ZodType } from 'zod';
 import type { TxSql } from '../db/client.ts';
@@ -47,13 +48,12 @@ export type DispatchErrorCode =
   | 'DISPATCH_DELAY_INVALID'
   | 'DISPATCH_BATCH_INVALID';
 
-export class DispatchError extends Error {
-  readonly code: DispatchErrorCode;
+export class DispatchError extends CodedError<DispatchErrorCode> {
   /** Machine-readable facts for logs and error bodies; never payload values. */
   readonly details: Record<string, unknown>;
   constructor(code: DispatchErrorCode, message: string, details: Record<string, unknown> = {}, options?: ErrorOptions) {
-    super(message, options);
-    this.code = code;
+    super(code, message, options);
+    this.name = 'DispatchError';
     this.details = details;
   }
 }

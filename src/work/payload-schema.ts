@@ -5,6 +5,7 @@
 // `superRefine`) have no JSON Schema form and are dropped by zod: those still run in the worker, before
 // the handler; types with no JSON form at all (Date, bigint, Map, custom...) are refused by tasks:check.
 import { z, type ZodType } from 'zod';
+import { CodedError } from '../errors/coded-error.ts';
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 
 /** JSON Schema (draft 2020-12) of a payload, as emitted into tasks.json. */
@@ -19,8 +20,11 @@ export interface PayloadIssue {
 /** A payload check: the payload to write (possibly transformed) or the issues; never throws for bad input. */
 export type PayloadCheck = (payload: unknown) => { ok: true; value: unknown } | { ok: false; issues: PayloadIssue[] };
 
-export class PayloadSchemaUnrepresentable extends Error {
-  readonly code = 'PAYLOAD_SCHEMA_UNREPRESENTABLE';
+export class PayloadSchemaUnrepresentable extends CodedError<'PAYLOAD_SCHEMA_UNREPRESENTABLE'> {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('PAYLOAD_SCHEMA_UNREPRESENTABLE', message, options);
+    this.name = 'PayloadSchemaUnrepresentable';
+  }
 }
 
 /**

@@ -3,6 +3,7 @@
 // Evicting the cached run status after commit is the caller's job (src/kv/run-status-cache.ts).
 import type { Sql, TxSql } from '../db/client.ts';
 import type { QueueName } from '../queue/names.ts';
+import { CodedError } from '../errors/coded-error.ts';
 
 /** tenant: task_runs / task_run_events / outbox_messages; platform: the platform_* tables (platform and system tasks). */
 export type RunScope = 'tenant' | 'platform';
@@ -21,8 +22,11 @@ const RUN_TABLE = { tenant: 'task_runs', platform: 'platform_task_runs' } as con
 const TRAIL_TABLE = { tenant: 'task_run_events', platform: 'platform_task_run_events' } as const;
 export const OUTBOX_TABLE = { tenant: 'outbox_messages', platform: 'platform_outbox_messages' } as const;
 
-export class RunScopeError extends Error {
-  readonly code = 'RUN_SCOPE_INVALID';
+export class RunScopeError extends CodedError<'RUN_SCOPE_INVALID'> {
+  constructor(message: string) {
+    super('RUN_SCOPE_INVALID', message);
+    this.name = 'RunScopeError';
+  }
 }
 
 /** Tenant rows need a tenant id, platform rows must not have one: a programming error otherwise. */

@@ -2,6 +2,7 @@
 // number and `minute`, `hour` or `day` (singular for 1, plural otherwise). Scheduled moments are the
 // multiples of the interval since the Unix epoch, so every scheduler (in-process, cron, cloud) agrees on
 // which moment a firing belongs to and the database's unique (schedule_name, scheduled_for) holds.
+import { CodedError } from '../errors/coded-error.ts';
 
 export type RateUnit = 'minute' | 'hour' | 'day';
 
@@ -15,10 +16,10 @@ export interface ScheduleRate {
 const UNIT_MS: Record<RateUnit, number> = { minute: 60_000, hour: 3_600_000, day: 86_400_000 };
 const RATE = /^rate\((\d{1,6}) (minute|minutes|hour|hours|day|days)\)$/;
 
-export class InvalidScheduleExpression extends Error {
-  readonly code = 'SCHEDULE_INVALID';
+export class InvalidScheduleExpression extends CodedError<'SCHEDULE_INVALID'> {
   constructor(expression: string, reason: string) {
-    super(`invalid schedule '${expression}': ${reason}; write rate(<n> <unit>), e.g. rate(1 hour) or rate(5 minutes)`);
+    super('SCHEDULE_INVALID', `invalid schedule '${expression}': ${reason}; write rate(<n> <unit>), e.g. rate(1 hour) or rate(5 minutes)`);
+    this.name = 'InvalidScheduleExpression';
   }
 }
 
