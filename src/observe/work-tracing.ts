@@ -39,17 +39,11 @@ export function startRelaySendSpans(queue: string, envelopes: readonly unknown[]
   };
 }
 
-function peekTraceparent(body: string): string | undefined {
-  try {
-    const value = (JSON.parse(body) as { traceparent?: unknown }).traceparent;
-    return typeof value === 'string' ? value : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/** Runs one delivery inside a `deliver <unit>` consumer span continuing the envelope's trace; the span carries the result. */
-export function traceDelivery<R extends string>(queue: string, unit: string | undefined, body: string, deliver: () => Promise<R>): Promise<R> {
+/**
+ * Runs one delivery inside a `deliver <unit>` consumer span continuing the envelope's trace (its
+ * `traceparent`, read from the body the consumer parsed); the span carries the result.
+ */
+export function traceDelivery<R extends string>(queue: string, unit: string | undefined, traceparent: unknown, deliver: () => Promise<R>): Promise<R> {
   return inSpan(
     `deliver ${unit ?? 'message'}`,
     { 'svc.queue': queue, 'svc.unit': unit ?? '', 'messaging.operation.type': 'process' },
@@ -58,7 +52,7 @@ export function traceDelivery<R extends string>(queue: string, unit: string | un
       span.setAttribute('svc.delivery.result', result);
       return result;
     },
-    { parent: contextFromTraceparent(peekTraceparent(body)), kind: SpanKind.CONSUMER },
+    { parent: contextFromTraceparent(typeof traceparent === 'string' ? traceparent : undefined), kind: SpanKind.CONSUMER },
   );
 }
 

@@ -87,10 +87,15 @@ export interface QueueConsumer {
   readonly polling: boolean;
 }
 
-function peekUnitName(body: string | undefined): string | undefined {
+/**
+ * The message body parsed as JSON, once per message: the unit's slot, the tenant's share, the trace and
+ * the envelope's checks all read this one value. undefined when the body is not JSON (the checks then
+ * dead-letter it as malformed).
+ */
+function parseBody(body: string | undefined): { name?: unknown; traceparent?: unknown } | undefined {
   try {
-    const name = (JSON.parse(body ?? '') as { name?: unknown }).name;
-    return typeof name === 'string' ? name : undefined;
+    const json: unknown = JSON.parse(body ?? '');
+    return typeof json === 'object' && json !== null ? json : undefined;
   } catch {
     return undefined;
   }
@@ -245,7 +250,9 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
     };
     // The tenant's share of the unit (tenantConcurrency) is taken first and never waited for: over it,
     // the message goes back with a short delay and holds no slot meanwhile.
-    const tenantSlot = o.tenantSlots?.tryAcquire(message.Body) ?? null;
+    const json = parseBody(message.Body);
+    const unit = typeof json?.name === 'string' ? json.name : undefined;
+    const tenantSlot = o.tenantSlots?.tryAcquire(json) ?? null;
     if (tenantSlot === false) {
       await heartbeat.stop();
       await sendBackOverTenantLimit(o.sqs, o.queueUrl, message, receiveCount).catch((error: unknown) =>
@@ -253,7 +260,7 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
       );
       return;
     }
-    const slot = o.unitSlots.get(peekUnitName(message.Body) ?? '');
+    const slot = o.unitSlots.get(unit ?? '');
     if (slot && !(await slot.acquire(slotWaitSignal))) {
       if (tenantSlot) o.tenantSlots!.release(tenantSlot);
       // Fetching stopped (or the drain window ended) while this message waited for its unit's slot:
@@ -270,9 +277,8 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
       giveBack();
     };
     try {
-      const unit = peekUnitName(message.Body);
-      const result = await traceDelivery(o.queue, unit, message.Body ?? '', () =>
-        runDelivery(o.runner, { messageId: message.MessageId ?? '', body: message.Body ?? '', receiveCount }, port),
+      const result = await traceDelivery(o.queue, unit, json?.traceparent, () =>
+        runDelivery(o.runner, { messageId: message.MessageId ?? '', body: message.Body ?? '', json, receiveCount }, port),
       );
       recordDelivery(o.queue, unit, o.runner.units, result); // svc_deliveries_total (src/observe)
     } catch (error) {

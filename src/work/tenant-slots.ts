@@ -40,17 +40,11 @@ export class TenantSlots {
   /**
    * Takes one of the tenant's slots for this message's unit: the key to release, null when the message
    * is not limited (no limit on its unit, a platform run, an unreadable body), false when the tenant is
-   * at its limit.
+   * at its limit. `json`: the message body parsed as JSON (undefined when it is not JSON).
    */
-  tryAcquire(body: string | undefined): string | null | false {
+  tryAcquire(json: unknown): string | null | false {
     if (this.#limits.size === 0) return null;
-    let name: unknown;
-    let tenantId: unknown;
-    try {
-      ({ name, tenant_id: tenantId } = JSON.parse(body ?? '') as { name?: unknown; tenant_id?: unknown });
-    } catch {
-      return null;
-    }
+    const { name, tenant_id: tenantId } = (typeof json === 'object' && json !== null ? json : {}) as { name?: unknown; tenant_id?: unknown };
     if (typeof name !== 'string' || typeof tenantId !== 'string') return null;
     const limit = this.#limits.get(name);
     if (limit === undefined) return null;

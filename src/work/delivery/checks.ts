@@ -23,7 +23,7 @@ export async function checkDelivery(deps: RunnerDeps, delivery: Delivery, port: 
   const maxReceives = deps.maxReceives ?? RUNTIME_MAX_RECEIVES;
   let envelope: Envelope;
   try {
-    envelope = parseEnvelope(delivery.body);
+    envelope = parseEnvelope(delivery.body, delivery.json);
   } catch (error) {
     // Not a run envelope: no run to record and no retry can fix it.
     const f = classifyFailure(error);
@@ -52,7 +52,12 @@ export async function checkDelivery(deps: RunnerDeps, delivery: Delivery, port: 
     tenantId,
     unit,
     maxReceives: maxReceivesOf(unit, maxReceives), // the unit's retry policy may allow fewer (issue 14)
-    log: deps.logger.child({ runId: envelope.run_id, unit: envelope.name, receiveCount: delivery.receiveCount }),
+    // Built on first use: most deliveries never log, and a pino child costs its bindings' serialization.
+    get log() {
+      const log = deps.logger.child({ runId: envelope.run_id, unit: envelope.name, receiveCount: delivery.receiveCount });
+      Object.defineProperty(this, 'log', { value: log });
+      return log;
+    },
     // Every statement runs as the worker process, bound to the run's tenant.
     actor: { kind: 'system', tenantId, label: `worker:${envelope.name}`.slice(0, 128) },
   };

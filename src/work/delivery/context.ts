@@ -19,6 +19,8 @@ import type { StartCoalescer } from './start-coalescer.ts';
 export interface Delivery {
   messageId: string;
   body: string;
+  /** `body` already parsed as JSON by the consumer (absent: not parsed yet, or not JSON). */
+  json?: unknown;
   /** ApproximateReceiveCount of this delivery (1 on the first). */
   receiveCount: number;
 }

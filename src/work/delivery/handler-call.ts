@@ -57,7 +57,12 @@ export async function callHandler(c: DeliveryContext, tx: TxSql, call: HandlerCa
         const [row] = await c.deps.sql<{ ms: number }[]>`SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS ms`;
         return new Date(row!.ms);
       },
-      logger: c.log.child({ attempt }),
+      // Built on first use, as the delivery's own (context.ts): most handlers never log.
+      get logger() {
+        const logger = c.log.child({ attempt });
+        Object.defineProperty(this, 'logger', { value: logger });
+        return logger;
+      },
       progress: (percent: number) => reportProgress(c, guarded, run, attempt, percent),
       transaction: guarded.tx,
       signal: call.signal,
