@@ -362,16 +362,19 @@ export async function startDelivery(
 ): Promise<{ run: RunRow; scheduledFor: string | null } | null> {
   const tenantId = checkTenant(scope, d.tenantId);
   // The uncorrelated EXISTS is an init-plan: the settings are applied before the first row is updated.
-  // It also takes KEY SHARE on the run's outbox row, which waits while the relay holds that row FOR
-  // UPDATE: a message can arrive before the relay commits, and `received` must follow `sent` in the
-  // trail (ids are taken at insert). No outbox row (purged, redriven) means no wait.
+  // It also takes KEY SHARE on the run's outbox row while it is not marked sent, which waits while the
+  // relay holds that row FOR UPDATE: a message can arrive before the relay commits, and `received`
+  // must follow `sent` in the trail (ids are taken at insert). The wait rechecks `sent_at IS NULL` on
+  // the relay's committed row and lets it go; a row already marked sent when the statement starts (the
+  // usual case) is not locked at all, which spares a tuple lock and its WAL record per delivery. No
+  // outbox row (purged, redriven) means no wait.
   const rows =
     scope === 'tenant'
       ? await sql`
       WITH ctx AS MATERIALIZED (
         SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
                set_config('app.process', ${actor.process}, true) AS p,
-               (SELECT count(*) FROM (SELECT 1 FROM outbox_messages WHERE run_id = ${d.runId} FOR KEY SHARE) ob) AS ob),
+               (SELECT count(*) FROM (SELECT 1 FROM outbox_messages WHERE run_id = ${d.runId} AND sent_at IS NULL FOR KEY SHARE) ob) AS ob),
       d AS (SELECT ${d.runId}::uuid AS run_id, ${d.receiveCount}::int AS receive_count, ${d.messageId ?? ''}::text AS message_id),
       run AS (
         UPDATE task_runs SET status = 'running', attempts = attempts + 1,
@@ -393,7 +396,7 @@ export async function startDelivery(
       WITH ctx AS MATERIALIZED (
         SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
                set_config('app.process', ${actor.process}, true) AS p,
-               (SELECT count(*) FROM (SELECT 1 FROM platform_outbox_messages WHERE run_id = ${d.runId} FOR KEY SHARE) ob) AS ob),
+               (SELECT count(*) FROM (SELECT 1 FROM platform_outbox_messages WHERE run_id = ${d.runId} AND sent_at IS NULL FOR KEY SHARE) ob) AS ob),
       d AS (SELECT ${d.runId}::uuid AS run_id, ${d.receiveCount}::int AS receive_count, ${d.messageId ?? ''}::text AS message_id),
       run AS (
         UPDATE platform_task_runs SET status = 'running', attempts = attempts + 1,
@@ -443,7 +446,7 @@ export async function startDeliveries(
       WITH ctx AS MATERIALIZED (
         SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
                set_config('app.process', ${actor.process}, true) AS p,
-               (SELECT count(*) FROM (SELECT 1 FROM outbox_messages WHERE run_id = ANY(${ids}::uuid[]) FOR KEY SHARE) ob) AS ob),
+               (SELECT count(*) FROM (SELECT 1 FROM outbox_messages WHERE run_id = ANY(${ids}::uuid[]) AND sent_at IS NULL FOR KEY SHARE) ob) AS ob),
       d AS (SELECT * FROM unnest(${ids}::uuid[], ${counts}::int[], ${messageIds}::text[]) AS d(run_id, receive_count, message_id)),
       run AS (
         UPDATE task_runs t SET status = 'running', attempts = t.attempts + 1,
@@ -466,7 +469,7 @@ export async function startDeliveries(
       WITH ctx AS MATERIALIZED (
         SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
                set_config('app.process', ${actor.process}, true) AS p,
-               (SELECT count(*) FROM (SELECT 1 FROM platform_outbox_messages WHERE run_id = ANY(${ids}::uuid[]) FOR KEY SHARE) ob) AS ob),
+               (SELECT count(*) FROM (SELECT 1 FROM platform_outbox_messages WHERE run_id = ANY(${ids}::uuid[]) AND sent_at IS NULL FOR KEY SHARE) ob) AS ob),
       d AS (SELECT * FROM unnest(${ids}::uuid[], ${counts}::int[], ${messageIds}::text[]) AS d(run_id, receive_count, message_id)),
       run AS (
         UPDATE platform_task_runs t SET status = 'running', attempts = t.attempts + 1,
