@@ -241,6 +241,18 @@ export async function claimKeyAndStart(
 }
 
 /**
+ * A key claimed by claimFreshKeys: its attempt, the database clock's instant of the claim, and the
+ * claim row's physical address (ctid). Nothing else can see or change that row before the transaction
+ * ends (it is not committed), so the address holds until the group's finish, which deletes the row by
+ * it when the member is left out (a TID scan, whatever the ledger's statistics say).
+ */
+export interface FreshClaim {
+  attempt: number;
+  claimedAt: string;
+  row: string;
+}
+
+/**
  * Claims several fresh keys of one ledger scope in ONE statement (a group commit, see
  * src/work/delivery/group-commit.ts): each key without a ledger row gets one (`processing`, under
  * its lease). Returns, by key (hex), the attempt and the claim's database instant; a key missing
@@ -251,25 +263,25 @@ export async function claimFreshKeys(
   at: LedgerScope,
   keys: readonly { key: Buffer; fingerprint: Buffer }[],
   leaseMs: number,
-): Promise<Map<string, { attempt: number; claimedAt: string }>> {
+): Promise<Map<string, FreshClaim>> {
   const lease = leaseMs / 1000;
   const hexKeys = keys.map((k) => k.key.toString('hex'));
   const hexPrints = keys.map((k) => k.fingerprint.toString('hex'));
   const rows =
     at.scope === 'tenant'
-      ? await tx<{ key: string; attempt: number; claimed_at: string }[]>`
+      ? await tx<{ key: string; attempt: number; claimed_at: string; claim_row: string }[]>`
         INSERT INTO idempotency_keys (tenant_id, idempotency_key, request_fingerprint, expires_at)
         SELECT ${at.tenantId}, decode(k, 'hex'), decode(f, 'hex'), clock_timestamp() + make_interval(secs => ${lease})
           FROM unnest(${hexKeys}::text[], ${hexPrints}::text[]) AS t(k, f)
         ON CONFLICT DO NOTHING
-        RETURNING encode(idempotency_key, 'hex') AS key, attempt, clock_timestamp()::text AS claimed_at`
-      : await tx<{ key: string; attempt: number; claimed_at: string }[]>`
+        RETURNING encode(idempotency_key, 'hex') AS key, attempt, clock_timestamp()::text AS claimed_at, ctid::text AS claim_row`
+      : await tx<{ key: string; attempt: number; claimed_at: string; claim_row: string }[]>`
         INSERT INTO platform_idempotency_keys (idempotency_key, request_fingerprint, expires_at)
         SELECT decode(k, 'hex'), decode(f, 'hex'), clock_timestamp() + make_interval(secs => ${lease})
           FROM unnest(${hexKeys}::text[], ${hexPrints}::text[]) AS t(k, f)
         ON CONFLICT DO NOTHING
-        RETURNING encode(idempotency_key, 'hex') AS key, attempt, clock_timestamp()::text AS claimed_at`;
-  return new Map(rows.map((r) => [r.key, { attempt: r.attempt, claimedAt: r.claimed_at }]));
+        RETURNING encode(idempotency_key, 'hex') AS key, attempt, clock_timestamp()::text AS claimed_at, ctid::text AS claim_row`;
+  return new Map(rows.map((r) => [r.key, { attempt: r.attempt, claimedAt: r.claimed_at, row: r.claim_row }]));
 }
 
 /** Takes back a fresh claim of claimFreshKeys whose attempt rolled back (its ledger row is deleted, as a rollback would). */

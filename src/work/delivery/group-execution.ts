@@ -20,7 +20,7 @@ import { DEFAULT_HEARTBEAT_INTERVAL_MS } from '../../config/limits.ts';
 import { recordRunStarted } from '../../observe/delivery-metrics.ts';
 import { traceStage } from '../../observe/work-tracing.ts';
 import { watchForCancel } from '../operate/cancel-watch.ts';
-import { advisoryKeyOf, claimExistingKey, claimFreshKeys, recordGateResultsAndEvict, unclaimFreshKey, type GateState } from '../idempotency.ts';
+import { advisoryKeyOf, claimExistingKey, claimFreshKeys, recordGateResultsAndEvict, unclaimFreshKey, type FreshClaim, type GateState } from '../idempotency.ts';
 import { evictRunStatus } from '../../kv/run-status-cache.ts';
 import { finishDeliveries, lockRunningRun } from '../run-store.ts';
 import { UnitTimedOut } from '../unit-errors.ts';
@@ -48,7 +48,7 @@ interface MemberState {
   evicted: Promise<void>;
   controller: AbortController;
   /** This member's key had no ledger row: claimed by the group's claim statement. */
-  fresh?: { attempt: number; claimedAt: string };
+  fresh?: FreshClaim;
   /** The instant of this attempt's `started` once its turn came (for settlement), else null. */
   startedAt: string | null;
   /** `unchecked`: the handler sent no statement, so no savepoint was opened and the run row is not locked before the finish. */
@@ -120,11 +120,12 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
         finishing.map((s) => ({
           runId: s.registration.run.runId,
           key: s.m.c.key!,
+          fingerprint: s.m.c.fingerprint!,
           attempt: s.registration.attempt,
           receiveCount: s.m.c.delivery.receiveCount,
           outcome: s.done!.outcome,
           startedAt: s.done!.startedToWrite,
-          mayLeave: s.done!.unchecked,
+          leaveClaim: s.done!.unchecked ? s.fresh!.row : null,
         })),
       );
       finished.catch(() => {});
