@@ -64,9 +64,30 @@ export async function afterCommit<T>(redis: Redis | undefined, committed: Promis
  * is unavailable. BLMPOP (Redis 7) pops every signal of the list at once (the list never holds more
  * than WAKE_LIST_MAX): one pass serves them all, and clearing them costs no second round trip before
  * the pass (BLPOP then DEL did, on the path of every steady run). A signal pushed after the pop stays
- * for the next wait, so the rows it announces are never left to the sweep.
+ * for the next wait, so the rows it announces are never left to the sweep. A server that refuses
+ * BLMPOP (older than 7.0, or an ACL without it) gets BLPOP then DEL, as before.
  */
 export async function waitForWake(blocking: Redis, timeoutSeconds: number): Promise<boolean> {
-  const popped = await blocking.blmpop(timeoutSeconds, 1, OUTBOX_WAKE_KEY, 'LEFT', 'COUNT', WAKE_LIST_MAX);
-  return popped !== null;
+  if (!refusesBlmpop.has(blocking)) {
+    try {
+      const popped = await blocking.blmpop(timeoutSeconds, 1, OUTBOX_WAKE_KEY, 'LEFT', 'COUNT', WAKE_LIST_MAX);
+      return popped !== null;
+    } catch (error) {
+      if (!refusedCommand(error)) throw error;
+      // A Redis before 7.0, or one whose ACL refuses BLMPOP: this connection waits with BLPOP from now on.
+      refusesBlmpop.add(blocking);
+    }
+  }
+  const popped = await blocking.blpop(OUTBOX_WAKE_KEY, timeoutSeconds);
+  if (popped === null) return false;
+  await blocking.del(OUTBOX_WAKE_KEY);
+  return true;
+}
+
+/** Connections whose server refused BLMPOP (unknown command, or not allowed by its ACL). */
+const refusesBlmpop = new WeakSet<Redis>();
+
+function refusedCommand(error: unknown): boolean {
+  const message = error instanceof Error ? error.message : '';
+  return /^ERR unknown command/i.test(message) || /^NOPERM/i.test(message);
 }

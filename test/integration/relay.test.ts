@@ -156,6 +156,32 @@ describe('relay', () => {
     }
   });
 
+  it('R-OBX-10 a Redis that refuses BLMPOP (older than 7.0, or an ACL without it) still wakes the wait, with BLPOP then DEL', async () => {
+    const user = `no-blmpop-${process.pid}`;
+    await redis.call('ACL', 'SETUSER', user, 'reset', 'on', '>relay-test-password', '~*', '&*', '+@all', '-blmpop');
+    const blocking = redis.duplicate({
+      username: user,
+      password: 'relay-test-password',
+      connectionName: 'relay-test-no-blmpop',
+      enableAutoPipelining: false,
+      commandTimeout: undefined,
+    });
+    try {
+      await waitFor(() => blocking.status === 'ready', 5_000, { stepMs: 10, what: 'the restricted connection is ready' });
+      await expect(blocking.blmpop(0.01, 1, OUTBOX_WAKE_KEY, 'LEFT', 'COUNT', 1)).rejects.toThrow(/NOPERM/);
+      await redis.del(OUTBOX_WAKE_KEY);
+      for (let i = 0; i < 3; i++) await signalOutbox(redis);
+      expect(await waitForWake(blocking, 1)).toBe(true);
+      expect(await redis.llen(OUTBOX_WAKE_KEY)).toBe(0);
+      expect(await waitForWake(blocking, 0.05)).toBe(false);
+      await signalOutbox(redis);
+      expect(await waitForWake(blocking, 1)).toBe(true);
+    } finally {
+      blocking.disconnect();
+      await redis.call('ACL', 'DELUSER', user);
+    }
+  });
+
   it('R-OBX-05 R-OBX-13 sets sent_at and writes the sent trail event; the message body is the envelope', async () => {
     const ids = await dispatchMany(3);
     const platform = await inUnitOfWork(sql, system, (tx) => dispatcher.dispatchTask(tx, 'demo.platform_task', { p: 1 }, { actor: system }));
