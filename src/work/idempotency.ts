@@ -95,6 +95,12 @@ export async function releaseGate(redis: Redis | undefined, gateKey: string, tok
   }
 }
 
+/** The SET arguments of a gate holding a completed result: a replay answers from it until `retentionMs`. */
+function completedGate(fingerprint: Buffer, outcome: LedgerOutcome, retentionMs: number): [string, 'PX', number] {
+  const value: GateValue = { s: 'c', f: fingerprint.toString('hex'), o: outcome };
+  return [JSON.stringify(value), 'PX', Math.max(1, Math.ceil(retentionMs))];
+}
+
 /** Copies a committed result into Redis for fast replay (after commit, or when repopulating). */
 export async function recordGateResult(
   redis: Redis | undefined,
@@ -105,8 +111,7 @@ export async function recordGateResult(
 ): Promise<void> {
   if (!redis) return;
   try {
-    const value: GateValue = { s: 'c', f: fingerprint.toString('hex'), o: outcome };
-    await redis.set(gateKey, JSON.stringify(value), 'PX', Math.max(1, Math.ceil(retentionMs)));
+    await redis.set(gateKey, ...completedGate(fingerprint, outcome, retentionMs));
   } catch {
     redisFallback('gate_record');
     // Not authoritative: the ledger row answers the next replay.
@@ -132,10 +137,7 @@ export async function recordGateResultsAndEvict(redis: Redis | undefined, result
     const pipeline = redis.pipeline();
     for (const r of results) {
       pipeline.del(r.evictKey);
-      if (r.gateKey && r.fingerprint) {
-        const value: GateValue = { s: 'c', f: r.fingerprint.toString('hex'), o: r.outcome };
-        pipeline.set(r.gateKey, JSON.stringify(value), 'PX', Math.max(1, Math.ceil(retentionMs)));
-      }
+      if (r.gateKey && r.fingerprint) pipeline.set(r.gateKey, ...completedGate(r.fingerprint, r.outcome, retentionMs));
     }
     await pipeline.exec();
   } catch {

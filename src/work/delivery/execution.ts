@@ -23,7 +23,7 @@ import { register, type Registration } from './registration.ts';
 import { actOnClaim, startNow } from './claim.ts';
 import { callHandler } from './handler-call.ts';
 import { groupCommitEligible } from './group-commit.ts';
-import { settleExecuted, settleRegistration, settleSuccess } from './settlement.ts';
+import { gateResultOf, recordResults, settleExecuted, settleRegistration, settleSuccess } from './settlement.ts';
 
 /**
  * Executes one checked delivery. A delivery of a unit with `groupCommit` joins the group of this
@@ -136,7 +136,8 @@ export async function deliverAlone(c: DeliveryContext, early: Failure | null, ga
     clearTimeout(timer);
     deps.releaseSignal?.removeEventListener('abort', onRelease);
     if (result && registration?.kind === 'execute') {
-      return await settleSuccess(c, registration.run, { outcome: result.outcome, replayed: result.replayed, wroteFollowUps }, evicted);
+      const recorded = recordResults(deps, evicted, [gateResultOf(c, result.outcome)]);
+      return await settleSuccess(c, registration.run, { outcome: result.outcome, replayed: result.replayed, wroteFollowUps }, recorded);
     }
   } catch (error) {
     effectBackend = null;

@@ -20,17 +20,17 @@ import { DEFAULT_HEARTBEAT_INTERVAL_MS } from '../../config/limits.ts';
 import { recordRunStarted } from '../../observe/delivery-metrics.ts';
 import { traceStage } from '../../observe/work-tracing.ts';
 import { watchForCancel } from '../operate/cancel-watch.ts';
-import { advisoryKeyOf, claimExistingKey, claimFreshKeys, recordGateResultsAndEvict, unclaimFreshKey, type FreshClaim, type GateState } from '../idempotency.ts';
+import { advisoryKeyOf, claimExistingKey, claimFreshKeys, unclaimFreshKey, type FreshClaim, type GateState } from '../idempotency.ts';
 import { evictRunStatus } from '../../kv/run-status-cache.ts';
 import { finishDeliveries, lockRunningRun } from '../run-store.ts';
 import { UnitTimedOut } from '../unit-errors.ts';
 import type { UnitOutcome } from '../unit.ts';
 import { actOnClaim, claimInstant } from './claim.ts';
-import { actorSettingsOf, cacheTtlOf, ledgerScope, ReleasedOnShutdown, RunMovedOn, type DeliveryContext, type DeliveryResult, type RunnerDeps } from './context.ts';
+import { actorSettingsOf, ledgerScope, ReleasedOnShutdown, RunMovedOn, type DeliveryContext, type DeliveryResult, type RunnerDeps } from './context.ts';
 import { cancelStatement, type EffectBackend } from './execution.ts';
 import { callHandler } from './handler-call.ts';
 import { register, type Registration } from './registration.ts';
-import { gateResultOf, settleExecuted, settleRegistration, settleSuccess } from './settlement.ts';
+import { gateResultOf, recordResults, settleExecuted, settleRegistration, settleSuccess } from './settlement.ts';
 
 export interface GroupMember {
   c: DeliveryContext;
@@ -45,7 +45,6 @@ interface MemberState {
   m: GroupMember;
   registration?: Registration;
   registrationError?: { error: unknown };
-  evicted: Promise<void>;
   controller: AbortController;
   /** This member's key had no ledger row: claimed by the group's claim statement. */
   fresh?: FreshClaim;
@@ -65,7 +64,9 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
   const unit = first.unit!;
   const timeoutMs = unit.timeoutSeconds * 1000;
   const leaseMs = members[0]!.leaseMs;
-  const states: MemberState[] = members.map((m) => ({ m, evicted: Promise.resolve(), controller: new AbortController(), startedAt: null }));
+  const states: MemberState[] = members.map((m) => ({ m, controller: new AbortController(), startedAt: null }));
+  // The executing members' cached statuses, evicted in one DEL once they registered (settlement waits for it).
+  let evicted: Promise<void> = Promise.resolve();
   let backend: EffectBackend | null = null;
   let released = false;
   const onRelease = () => {
@@ -99,9 +100,7 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
       );
       const executing = states.filter((s): s is Executing => s.registration?.kind === 'execute');
       for (const s of executing) recordRunStarted(s.registration.run, s.registration.attempt); // svc_run_pickup_seconds (src/observe)
-      // Not awaited: every executing member's cached status in one DEL (settlement waits for it).
-      const evicted = evictRunStatus(deps.redis, executing.map((s) => s.m.c.envelope.run_id));
-      for (const s of executing) s.evicted = evicted;
+      evicted = evictRunStatus(deps.redis, executing.map((s) => s.m.c.envelope.run_id)); // not awaited
       if (executing.length === 0) return null;
       if (released) throw new ReleasedOnShutdown();
       const claimed = await claimFreshKeys(tx, ledgerScope(first), executing.map((s) => ({ key: s.m.c.key!, fingerprint: s.m.c.fingerprint! })), leaseMs);
@@ -146,11 +145,8 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
   deps.releaseSignal?.removeEventListener('abort', onRelease);
   // The committed members' results go to Redis in one pipeline; each member's settlement waits for it.
   const succeeded = groupError ? [] : states.filter((s) => s.registration?.kind === 'execute' && s.done);
-  const recorded = (async () => {
-    await Promise.all(succeeded.map((s) => s.evicted));
-    await recordGateResultsAndEvict(deps.redis, succeeded.map((s) => gateResultOf(s.m.c, s.done!.outcome)), cacheTtlOf(deps));
-  })();
-  await Promise.all(states.map((s) => settleMember(s, groupError, leaseMs, recorded)));
+  const recorded = recordResults(deps, evicted, succeeded.map((s) => gateResultOf(s.m.c, s.done!.outcome)));
+  await Promise.all(states.map((s) => settleMember(s, groupError, leaseMs, evicted, recorded)));
 
   /**
    * One member's turn: its claim when not fresh, its handler, and, once the handler has sent a
@@ -228,7 +224,7 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
 }
 
 /** Settles one member after the group's transaction ended: `groupError` set means it rolled back as a whole. */
-async function settleMember(s: MemberState, groupError: { error: unknown } | null, leaseMs: number, recorded: Promise<void>): Promise<void> {
+async function settleMember(s: MemberState, groupError: { error: unknown } | null, leaseMs: number, evicted: Promise<void>, recorded: Promise<void>): Promise<void> {
   const { c } = s.m;
   try {
     // A registration that failed (or never ran, the group failing first) is retried by the consumer, as one delivery's would be.
@@ -240,11 +236,11 @@ async function settleMember(s: MemberState, groupError: { error: unknown } | nul
       return;
     }
     const { run, attempt } = s.registration;
-    await s.evicted;
     if (!groupError && s.done) {
-      s.m.resolve(await settleSuccess(c, run, s.done, Promise.resolve(), recorded));
+      s.m.resolve(await settleSuccess(c, run, s.done, recorded));
       return;
     }
+    await evicted;
     const own = s.failure ?? { error: groupError!.error, reason: s.controller.signal.aborted ? s.controller.signal.reason : undefined };
     s.m.resolve(await settleExecuted(c, run, attempt, own.error, own.reason, s.startedAt, leaseMs));
   } catch (error) {

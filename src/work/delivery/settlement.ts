@@ -25,6 +25,7 @@ import {
   RunMovedOn,
   trail,
   type DeliveryContext,
+  type RunnerDeps,
   type DeliveryResult,
   type Failure,
 } from './context.ts';
@@ -35,20 +36,17 @@ import { finalDeliveryNote } from '../operate/final-delivery.ts';
 
 /**
  * After the effect committed: the relay is woken once if the handler wrote follow-ups, the result is
- * copied to Redis with the status cache evicted (`evicted`: the eviction sent at registration), and
- * the message is deleted.
+ * in Redis with the status cache evicted (`recorded`: recordResults of this delivery, or of its whole
+ * group commit), and the message is deleted.
  */
 export async function settleSuccess(
   c: DeliveryContext,
   run: RunRow,
   done: { outcome: UnitOutcome; replayed: boolean; wroteFollowUps: boolean },
-  evicted: Promise<void>,
-  recorded?: Promise<void>,
+  recorded: Promise<void>,
 ): Promise<DeliveryResult> {
   if (!done.replayed && done.wroteFollowUps) await signalOutbox(c.deps.redis); // after commit, once per attempt
-  await evicted;
-  // A group commit records its members' results together (recorded); a delivery alone records its own.
-  await (recorded ?? recordGateResultsAndEvict(c.deps.redis, [gateResultOf(c, done.outcome)], cacheTtlOf(c.deps)));
+  await recorded;
   await c.port.ack();
   recordRunFinished(run, 'succeeded'); // svc_runs_finished_total, svc_run_duration_seconds (src/observe)
   return done.replayed ? 'replayed' : 'succeeded';
@@ -57,6 +55,15 @@ export async function settleSuccess(
 /** What a committed success writes to Redis: its run's cached status evicted, its result in its gate. */
 export function gateResultOf(c: DeliveryContext, outcome: UnitOutcome): GateResult {
   return { evictKey: runStatusKey(c.envelope.run_id), gateKey: c.gateKey, fingerprint: c.fingerprint, outcome };
+}
+
+/**
+ * After the commit of one or more successes: once the eviction sent at their registration is done
+ * (`evicted`), every result copied to its gate and every cached status evicted again, in one pipeline.
+ */
+export async function recordResults(deps: RunnerDeps, evicted: Promise<void>, results: readonly GateResult[]): Promise<void> {
+  await evicted;
+  await recordGateResultsAndEvict(deps.redis, results, cacheTtlOf(deps));
 }
 
 /**
