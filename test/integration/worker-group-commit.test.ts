@@ -10,8 +10,6 @@
 // inside it (txid_current(), the top-level transaction even inside the member's savepoint): equal
 // ids prove the runs shared one transaction.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DeleteMessageCommand, ReceiveMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
-import { queueUrl } from '../../src/queue/names.ts';
 import { metricsRegistry } from '../../src/observe/metrics.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -102,32 +100,12 @@ afterAll(async () => h?.close());
 
 const tenantActor = () => ({ kind: 'system' as const, tenantId, label: 'test' });
 
-/**
- * A stopped runtime aborts its long poll, but the queue may keep the aborted request waiting and hand
- * it the next messages (they come back only after the visibility timeout). Sends a marker and
- * receives it back: once this test's own receive gets it, no abandoned poll is left to take messages.
- */
-async function fenceAbandonedPolls(): Promise<void> {
-  const url = queueUrl(h.queueUrlPrefix, 'bulk');
-  await waitFor(
-    async () => {
-      const marker = `fence-${Math.random()}`;
-      await h.sqs.send(new SendMessageCommand({ QueueUrl: url, MessageBody: marker }));
-      const got = await h.sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1 }));
-      for (const m of got.Messages ?? []) await h.sqs.send(new DeleteMessageCommand({ QueueUrl: url, ReceiptHandle: m.ReceiptHandle! }));
-      return (got.Messages ?? []).some((m) => m.Body === marker);
-    },
-    20_000,
-    { stepMs: 0, what: 'no abandoned receive left on the queue' },
-  );
-}
-
 /** Dispatches the payloads (tenant runs unless `system`), relays them in one pass, then starts the workers: one receive takes them all. */
 async function receivedTogether(
   payloads: Array<z.input<typeof payload>>,
   options: { system?: boolean; quiet?: boolean; drainMs?: number; beforeWorkers?: (runIds: string[]) => Promise<void> } = {},
 ): Promise<{ runIds: string[]; runtime: WorkerRuntime }> {
-  await fenceAbandonedPolls();
+  await h.fenceAbandonedPolls('bulk');
   const runIds: string[] = [];
   for (const p of payloads) {
     const unit = options.quiet ? 'fixture.group_quiet' : 'fixture.group_tenant';
