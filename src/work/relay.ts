@@ -7,6 +7,7 @@
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { Redis } from 'ioredis';
 import type { Sql, TxSql } from '../db/client.ts';
+import { beginPipelined } from '../db/pipelined-begin.ts';
 import { actorContextSelect, type Actor } from '../db/unit-of-work.ts';
 import { waitForWake } from '../kv/wake.ts';
 import { startBacklogSampler } from '../observe/backlog.ts';
@@ -66,8 +67,29 @@ export interface RelayPassResult {
 /** A due outbox row the relay locked, with fairness on or off (one row shape for both selections). */
 type PendingRow = FairRow;
 
+/**
+ * The pass's first statement, which goes out with its BEGIN (src/db/pipelined-begin.ts): with fairness
+ * off, the due rows themselves, locked FOR UPDATE SKIP LOCKED (harmless if BEGIN failed: the locks end
+ * with the statement, and the pass then stops); with fairness on, the relay's actor context alone.
+ * Either applies the actor context (app.process = relay) for the sent_at updates and `sent` trail rows
+ * that follow. Fewest failed attempts first: a row that keeps failing never blocks newer ones.
+ */
+function openPass(tx: TxSql, scope: RunScope, batchSize: number, fairness: { cap: number; groups: boolean }) {
+  if (fairness.cap > 0) return actorContextSelect(tx, RELAY_ACTOR);
+  const tenantUid = scope === 'tenant' && fairness.groups ? tx`(SELECT t.uid FROM tenants t WHERE t.id = tenant_id) AS tenant_uid,` : tx``;
+  return tx`
+    WITH ctx AS MATERIALIZED (${actorContextSelect(tx, RELAY_ACTOR)})
+    SELECT id::text AS id, run_id, ${scope === 'tenant' ? tx`tenant_id::text AS tenant_id,` : tx``} ${tenantUid} queue, envelope, attempts
+      FROM ${tx(OUTBOX_TABLE[scope])}
+     WHERE sent_at IS NULL AND available_at <= clock_timestamp() AND EXISTS (SELECT 1 FROM ctx)
+     ORDER BY attempts, available_at, id
+     LIMIT ${batchSize}
+       FOR UPDATE SKIP LOCKED`;
+}
+
 async function passOne(
   tx: TxSql,
+  opened: readonly object[],
   sqs: SQSClient,
   queueUrlPrefix: string,
   scope: RunScope,
@@ -77,26 +99,12 @@ async function passOne(
   fairness: { cap: number; groups: boolean },
 ): Promise<RelayPassResult> {
   const table = OUTBOX_TABLE[scope];
-  // Fewest failed attempts first: a row that keeps failing never blocks newer ones. The first statement
-  // of the unit of work also applies the relay's actor context (app.process = relay) for the sent_at
-  // updates and `sent` trail rows that follow, without a round trip of its own.
   // With fairness on (tenantInflightMax > 0) the selection is tenant-inflight.ts's: per-tenant room,
   // round robin between tenants, dispatch order within one.
-  const tenantUid = scope === 'tenant' && fairness.groups ? tx`(SELECT t.uid FROM tenants t WHERE t.id = tenant_id) AS tenant_uid,` : tx``;
   const fair = fairness.cap > 0 ? await selectFairRows(tx, scope, fairness.cap, batchSize, actorContextSelect(tx, RELAY_ACTOR)) : undefined;
   // null: another relay is in its fair pass of this outbox; look again shortly.
   if (fair === null) return { sent: 0, failed: 0, full: false, capped: true };
-  const rows =
-    fair
-      ? fair
-      : ((await tx`
-    WITH ctx AS MATERIALIZED (${actorContextSelect(tx, RELAY_ACTOR)})
-    SELECT id::text AS id, run_id, ${scope === 'tenant' ? tx`tenant_id::text AS tenant_id,` : tx``} ${tenantUid} queue, envelope, attempts
-      FROM ${tx(table)}
-     WHERE sent_at IS NULL AND available_at <= clock_timestamp() AND EXISTS (SELECT 1 FROM ctx)
-     ORDER BY attempts, available_at, id
-     LIMIT ${batchSize}
-       FOR UPDATE SKIP LOCKED`) as unknown as PendingRow[]);
+  const rows = fair ?? (opened as PendingRow[]);
   if (rows.length === 0) return fair ? { sent: 0, failed: 0, full: false, capped: await dueRowsWaiting(tx, scope) } : { sent: 0, failed: 0, full: false };
 
   const byQueue = new Map<string, Array<{ row: PendingRow; body: string }>>();
@@ -203,7 +211,11 @@ export async function relayPass(
   const fairness = { cap: options.tenantInflightMax ?? 0, groups: options.fairGroups ?? false };
   const total: RelayPassResult = { sent: 0, failed: 0, full: false };
   for (const scope of scopes) {
-    const r = (await sql.begin((tx) => passOne(tx, sqs, queueUrlPrefix, scope, batchSize, instance, log, fairness))) as RelayPassResult;
+    const r = await beginPipelined(
+      sql,
+      (tx) => openPass(tx, scope, batchSize, fairness),
+      (tx, opened) => passOne(tx, opened, sqs, queueUrlPrefix, scope, batchSize, instance, log, fairness),
+    );
     total.sent += r.sent;
     total.failed += r.failed;
     total.full ||= r.full;

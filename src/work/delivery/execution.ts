@@ -5,6 +5,7 @@
 import { recordRunStarted } from '../../observe/delivery-metrics.ts';
 import { traceStage } from '../../observe/work-tracing.ts';
 import type { Sql, TxSql } from '../../db/client.ts';
+import { beginPipelined } from '../../db/pipelined-begin.ts';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS } from '../../config/limits.ts';
 import { watchForCancel, type CancelWatch } from '../operate/cancel-watch.ts';
 import { advisoryKeyOf, claimKeyAndStart, type GateState } from '../idempotency.ts';
@@ -64,20 +65,27 @@ export async function deliverAlone(c: DeliveryContext, early: Failure | null, ga
   let startedAt: string | null = null;
   let wroteFollowUps = false; // run.dispatch/run.publish (issue 14): their rows commit with the effect
   const needsLock = Boolean(c.key) && !early && gate.state !== 'held' && gate.state !== 'completed';
+  // The finish, sent without waiting (below): when it fails, its error is the attempt's, not COMMIT's.
+  let finishing: Promise<unknown> | undefined;
   try {
-    const result = await deps.sql.begin(async (tx) => effect(tx));
-    async function effect(tx: TxSql) {
-      // One statement: the actor context (as inUnitOfWork), the deadline of every statement of this
-      // transaction (a handler statement cannot outlive the unit's timeout even if the handler ignores
-      // the signal) and the key's advisory lock.
-      const settings = actorSettingsOf(c.actor);
-      const [opened] = await tx<{ locked: boolean; pid: number; xact_start: string }[]>`
+    // The opening statement goes out with BEGIN (src/db/pipelined-begin.ts). It is harmless outside a
+    // transaction: settings local to the transaction, and a lock held for the transaction. It applies
+    // the actor context (as inUnitOfWork), the deadline of every statement of this transaction (a
+    // handler statement cannot outlive the unit's timeout even if the handler ignores the signal) and
+    // takes the key's advisory lock.
+    const settings = actorSettingsOf(c.actor);
+    const result = await beginPipelined(
+      deps.sql,
+      (tx) => tx<{ locked: boolean; pid: number; xact_start: string }[]>`
         SELECT set_config('app.tenant_id', ${settings.tenantId}, true), set_config('app.user_id', ${settings.userId}, true),
                set_config('app.process', ${settings.process}, true), set_config('statement_timeout', ${String(timeoutMs)}, true),
                ${needsLock ? tx`pg_try_advisory_xact_lock(${advisoryKeyOf(c.key!)}::bigint)` : tx`true`} AS locked,
-               pg_backend_pid() AS pid, (extract(epoch FROM now()) * 1000000)::int8::text AS xact_start`;
-      effectBackend = { pid: opened!.pid, xactStart: opened!.xact_start };
-      registration = await traceStage('registration', c.envelope.name, () => register(c, early, gate, opened!.locked, leaseMs)); // span (src/observe)
+               pg_backend_pid() AS pid, (extract(epoch FROM now()) * 1000000)::int8::text AS xact_start`,
+      (tx, [opened]) => effect(tx, opened!),
+    );
+    async function effect(tx: TxSql, opened: { locked: boolean; pid: number; xact_start: string }) {
+      effectBackend = { pid: opened.pid, xactStart: opened.xact_start };
+      registration = await traceStage('registration', c.envelope.name, () => register(c, early, gate, opened.locked, leaseMs)); // span (src/observe)
       if (registration.kind !== 'execute') return null;
       recordRunStarted(registration.run, registration.attempt); // svc_run_pickup_seconds (src/observe)
       // Not awaited: later Redis commands of this delivery go down the same connection after it.
@@ -128,6 +136,7 @@ export async function deliverAlone(c: DeliveryContext, early: Failure | null, ga
         ledger: { key: c.key!, retentionMs: deps.retentionMs },
       });
       finished.catch(() => {}); // observed below
+      finishing = finished;
       return { replayed: false, outcome, finished };
     }
     effectBackend = null;
@@ -146,7 +155,9 @@ export async function deliverAlone(c: DeliveryContext, early: Failure | null, ga
     deps.releaseSignal?.removeEventListener('abort', onRelease);
     await evicted;
     if (registration?.kind !== 'execute') throw error; // the registration itself failed: the consumer retries
-    return settleExecuted(c, registration.run, registration.attempt, error, controller.signal.aborted ? controller.signal.reason : undefined, startedAt, leaseMs);
+    // A failed finish aborted the transaction, and COMMIT then reported only that it rolled back.
+    const cause = finishing ? await finishing.then(() => error, (finishError: unknown) => finishError) : error;
+    return settleExecuted(c, registration.run, registration.attempt, cause, controller.signal.aborted ? controller.signal.reason : undefined, startedAt, leaseMs);
   }
   return traceStage('settlement', c.envelope.name, () => settleRegistration(c, registration!, early)); // span (src/observe)
 }

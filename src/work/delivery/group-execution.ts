@@ -16,6 +16,7 @@
 // - If a statement of the group itself fails (the claim, the finish, the COMMIT), every member's
 //   effect rolls back and each settles as a failed attempt, as one delivery would.
 import type { TxSql } from '../../db/client.ts';
+import { beginPipelined } from '../../db/pipelined-begin.ts';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS } from '../../config/limits.ts';
 import { recordRunStarted } from '../../observe/delivery-metrics.ts';
 import { traceStage } from '../../observe/work-tracing.ts';
@@ -78,58 +79,66 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
   if (deps.releaseSignal?.aborted) released = true;
   else deps.releaseSignal?.addEventListener('abort', onRelease, { once: true });
   let groupError: { error: unknown } | null = null;
+  // The finish, sent without waiting: when it fails, its error is the group's, not COMMIT's.
+  let finishStatement: Promise<unknown> | undefined;
   try {
-    const result = await deps.sql.begin(async (tx) => {
-      const settings = actorSettingsOf(first.actor);
-      const keys = states.map((s) => advisoryKeyOf(s.m.c.key!));
-      const [opened] = await tx<{ locked: boolean[]; pid: number; xact_start: string }[]>`
+    const settings = actorSettingsOf(first.actor);
+    const keys = states.map((s) => advisoryKeyOf(s.m.c.key!));
+    // The opening statement goes out with BEGIN (src/db/pipelined-begin.ts); harmless outside a
+    // transaction, as a single delivery's (execution.ts).
+    const result = await beginPipelined(
+      deps.sql,
+      (tx) => tx<{ locked: boolean[]; pid: number; xact_start: string }[]>`
         SELECT set_config('app.tenant_id', ${settings.tenantId}, true), set_config('app.user_id', ${settings.userId}, true),
                set_config('app.process', ${settings.process}, true), set_config('statement_timeout', ${String(timeoutMs)}, true),
                array(SELECT pg_try_advisory_xact_lock(k) FROM unnest(${keys}::bigint[]) WITH ORDINALITY AS t(k, o) ORDER BY o) AS locked,
-               pg_backend_pid() AS pid, (extract(epoch FROM now()) * 1000000)::int8::text AS xact_start`;
-      backend = { pid: opened!.pid, xactStart: opened!.xact_start };
-      // The members register as ordinary deliveries do; the start coalescer makes it one statement.
-      await Promise.all(
-        states.map(async (s, i) => {
-          try {
-            s.registration = await traceStage('registration', unit.name, () => register(s.m.c, null, s.m.gate, opened!.locked[i] === true, leaseMs)); // span (src/observe)
-          } catch (error) {
-            s.registrationError = { error };
-          }
-        }),
-      );
-      const executing = states.filter((s): s is Executing => s.registration?.kind === 'execute');
-      for (const s of executing) recordRunStarted(s.registration.run, s.registration.attempt); // svc_run_pickup_seconds (src/observe)
-      evicted = evictRunStatus(deps.redis, executing.map((s) => s.m.c.envelope.run_id)); // not awaited
-      if (executing.length === 0) return null;
-      if (released) throw new ReleasedOnShutdown();
-      const claimed = await claimFreshKeys(tx, ledgerScope(first), executing.map((s) => ({ key: s.m.c.key!, fingerprint: s.m.c.fingerprint! })), leaseMs);
-      for (const s of executing) s.fresh = claimed.get(s.m.c.key!.toString('hex'));
-      for (const [n, s] of executing.entries()) {
+               pg_backend_pid() AS pid, (extract(epoch FROM now()) * 1000000)::int8::text AS xact_start`,
+      async (tx, [opened]) => {
+        backend = { pid: opened!.pid, xactStart: opened!.xact_start };
+        // The members register as ordinary deliveries do; the start coalescer makes it one statement.
+        await Promise.all(
+          states.map(async (s, i) => {
+            try {
+              s.registration = await traceStage('registration', unit.name, () => register(s.m.c, null, s.m.gate, opened!.locked[i] === true, leaseMs)); // span (src/observe)
+            } catch (error) {
+              s.registrationError = { error };
+            }
+          }),
+        );
+        const executing = states.filter((s): s is Executing => s.registration?.kind === 'execute');
+        for (const s of executing) recordRunStarted(s.registration.run, s.registration.attempt); // svc_run_pickup_seconds (src/observe)
+        evicted = evictRunStatus(deps.redis, executing.map((s) => s.m.c.envelope.run_id)); // not awaited
+        if (executing.length === 0) return null;
         if (released) throw new ReleasedOnShutdown();
-        await executeMember(tx, s, `group_member_${n}`);
-      }
-      const finishing = executing.filter((s) => s.done && !s.done.replayed);
-      if (finishing.length === 0) return null;
-      // Not awaited: COMMIT goes out right behind it; a failure aborts the transaction and is observed below.
-      const finished = finishDeliveries(
-        tx,
-        scope,
-        { tenantId, queue: finishing[0]!.registration.run.queue, workerInstance: deps.workerInstance, retentionMs: deps.retentionMs },
-        finishing.map((s) => ({
-          runId: s.registration.run.runId,
-          key: s.m.c.key!,
-          fingerprint: s.m.c.fingerprint!,
-          attempt: s.registration.attempt,
-          receiveCount: s.m.c.delivery.receiveCount,
-          outcome: s.done!.outcome,
-          startedAt: s.done!.startedToWrite,
-          leaveClaim: s.done!.unchecked ? s.fresh!.row : null,
-        })),
-      );
-      finished.catch(() => {});
-      return { finished };
-    });
+        const claimed = await claimFreshKeys(tx, ledgerScope(first), executing.map((s) => ({ key: s.m.c.key!, fingerprint: s.m.c.fingerprint! })), leaseMs);
+        for (const s of executing) s.fresh = claimed.get(s.m.c.key!.toString('hex'));
+        for (const [n, s] of executing.entries()) {
+          if (released) throw new ReleasedOnShutdown();
+          await executeMember(tx, s, `group_member_${n}`);
+        }
+        const finishing = executing.filter((s) => s.done && !s.done.replayed);
+        if (finishing.length === 0) return null;
+        // Not awaited: COMMIT goes out right behind it; a failure aborts the transaction and is observed below.
+        const finished = finishDeliveries(
+          tx,
+          scope,
+          { tenantId, queue: finishing[0]!.registration.run.queue, workerInstance: deps.workerInstance, retentionMs: deps.retentionMs },
+          finishing.map((s) => ({
+            runId: s.registration.run.runId,
+            key: s.m.c.key!,
+            fingerprint: s.m.c.fingerprint!,
+            attempt: s.registration.attempt,
+            receiveCount: s.m.c.delivery.receiveCount,
+            outcome: s.done!.outcome,
+            startedAt: s.done!.startedToWrite,
+            leaveClaim: s.done!.unchecked ? s.fresh!.row : null,
+          })),
+        );
+        finished.catch(() => {});
+        finishStatement = finished;
+        return { finished };
+      },
+    );
     if (result) {
       // A member that wrote nothing and whose run moved on before the finish was left out of it.
       const left = await result.finished;
@@ -140,7 +149,8 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
       }
     }
   } catch (error) {
-    groupError = { error };
+    // A failed finish aborted the transaction, and COMMIT then reported only that it rolled back.
+    groupError = { error: finishStatement ? await finishStatement.then(() => error, (finishError: unknown) => finishError) : error };
   }
   deps.releaseSignal?.removeEventListener('abort', onRelease);
   // The committed members' results go to Redis in one pipeline; each member's settlement waits for it.

@@ -1,0 +1,124 @@
+// A transaction whose BEGIN costs no round trip of its own (issue 18). postgres.js's `sql.begin` waits
+// for BEGIN's answer before it runs its scope, so every transaction on the delivery path (the relay's
+// pass, a run's effect transaction) paid one more wait than it has statements. Here BEGIN goes out in
+// the same write as the transaction's opening statement, on a connection reserved from the pool, and
+// COMMIT or ROLLBACK ends it.
+//
+// If BEGIN itself failed (a cancel that hit it, a session left in an aborted transaction), the opening
+// statement ran on its own, autocommitted. So only the opening goes out before BEGIN's answer is known,
+// and the caller picks one that is harmless outside a transaction: transaction-local settings
+// (set_config(…, true) is then a no-op), transaction-scoped locks (then held for that statement only),
+// a SELECT … FOR UPDATE. Every other statement waits for nothing more: BEGIN's answer arrives before
+// the opening's.
+import type postgres from 'postgres';
+import { CodedError } from '../errors/coded-error.ts';
+import type { Sql, TxSql } from './client.ts';
+
+/** COMMIT found the transaction aborted (a statement failed that nobody awaited) and rolled it back. */
+export class TransactionRolledBack extends CodedError<'TRANSACTION_ROLLED_BACK'> {
+  constructor() {
+    super('TRANSACTION_ROLLED_BACK', 'the transaction was rolled back at COMMIT: one of its statements had failed, so nothing of it was committed');
+    this.name = 'TransactionRolledBack';
+  }
+}
+
+// The connection is gone (closed, or the server is terminating the session): postgres.js has already
+// taken it back (its pool reconnects it for the next user), so it is neither rolled back nor released.
+const CONNECTION_LOST = new Set(['CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', '57P01', '57P02', '57P03']);
+
+function lostConnection(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && CONNECTION_LOST.has(code);
+}
+
+type Scope<T> = (tx: TxSql) => T | Promise<T>;
+
+/** The reserved connection as a transaction: postgres.js's API plus `savepoint` (as `sql.begin`'s, without the uncaught-statement record). */
+function asTransaction(reserved: postgres.ReservedSql): TxSql {
+  let savepoints = 0;
+  const tx = reserved as unknown as TxSql;
+  async function savepoint(nameOrScope: string | Scope<unknown>, maybeScope?: Scope<unknown>): Promise<unknown> {
+    const scope = (typeof nameOrScope === 'function' ? nameOrScope : maybeScope) as Scope<unknown>;
+    const name = `s${savepoints++}${typeof nameOrScope === 'string' ? `_${nameOrScope}` : ''}`;
+    await reserved`SAVEPOINT ${reserved(name)}`;
+    try {
+      const x = scope(tx);
+      return await (Array.isArray(x) ? Promise.all(x) : x);
+    } catch (error) {
+      await reserved`ROLLBACK TO SAVEPOINT ${reserved(name)}`;
+      throw error;
+    }
+  }
+  Object.defineProperty(reserved, 'savepoint', { value: savepoint, configurable: true });
+  return tx;
+}
+
+/** The connection a statement ran on, as postgres.js hands it to a query's `onexecute` (what its own `sql.begin` uses). */
+interface PoolConnection {
+  onclose: ((error: unknown) => void) | null;
+}
+
+/**
+ * Runs `work` in one transaction. `opening` builds the transaction's first statement (harmless outside
+ * a transaction, see above); it goes out with BEGIN, and `work` gets its rows. COMMIT follows `work`;
+ * a COMMIT that finds the transaction aborted throws TransactionRolledBack. If `opening` or `work`
+ * throws, the transaction is rolled back and the error rethrown. If the connection closes, the
+ * transaction fails at once with the connection's error, as postgres.js's `sql.begin` does, even
+ * while `work` is waiting on something else.
+ */
+export async function beginPipelined<O, T>(
+  sql: Sql,
+  opening: (tx: TxSql) => postgres.PendingQuery<O & postgres.Row[]>,
+  work: (tx: TxSql, opened: O & postgres.Row[]) => Promise<T>,
+): Promise<T> {
+  const reserved = await sql.reserve();
+  const tx = asTransaction(reserved);
+  let connection: PoolConnection | undefined;
+  let lost = false;
+  let closed!: (error: unknown) => void;
+  const closing = new Promise<never>((_, reject) => (closed = reject));
+  closing.catch(() => {}); // raced below
+  try {
+    // One write: each query is handed to the connection a microtask after it is executed, in order.
+    // BEGIN's `onexecute` is how postgres.js's own sql.begin learns its connection and watches it
+    // close; returning true lets the next statement follow on the same write.
+    const begun = reserved
+      .unsafe('BEGIN', [], {
+        onexecute: (c: PoolConnection) => {
+          connection = c;
+          c.onclose = (error) => {
+            lost = true;
+            closed(error);
+          };
+          return true;
+        },
+      } as postgres.UnsafeQueryOptions)
+      .execute();
+    const first = opening(tx).execute();
+    const [b, o] = await Promise.allSettled([begun, first]);
+    if (b.status === 'rejected') throw b.reason;
+    if (o.status === 'rejected') throw o.reason;
+    const result = await Promise.race([work(tx, o.value as O & postgres.Row[]), closing]);
+    const ended = await reserved`COMMIT`;
+    if (ended.command !== 'COMMIT') throw new TransactionRolledBack();
+    return result;
+  } catch (error) {
+    lost ||= lostConnection(error);
+    // Also after a failed BEGIN or COMMIT: ROLLBACK outside a transaction only warns, and the
+    // connection goes back to the pool idle whatever state the session was left in.
+    if (!lost) {
+      try {
+        await reserved`ROLLBACK`;
+      } catch (rollbackError) {
+        // A live session that refuses ROLLBACK is in a state nobody should inherit: keep it out of the pool.
+        lost = true;
+        if (!lostConnection(rollbackError)) throw new CodedError('TRANSACTION_ROLLBACK_FAILED', 'the transaction failed and could not be rolled back; its connection is not reused', { cause: error });
+      }
+    }
+    throw error;
+  } finally {
+    if (connection) connection.onclose = null;
+    // A closed connection is already back in postgres.js's hands (it reconnects it for its next user).
+    if (!lost) reserved.release();
+  }
+}

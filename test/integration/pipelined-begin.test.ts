@@ -1,0 +1,209 @@
+// beginPipelined (src/db/pipelined-begin.ts) on real PostgreSQL: BEGIN goes out in the same write as
+// the transaction's opening statement, and the transaction keeps every property of postgres.js's
+// sql.begin that the delivery path relies on: one transaction, COMMIT, ROLLBACK on a throw,
+// savepoints, a connection back in the pool, and a connection that died never handed out again.
+import net from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createSql, type Sql } from '../../src/db/client.ts';
+import { beginPipelined } from '../../src/db/pipelined-begin.ts';
+import { freshDatabase, type TestDatabase } from '../support/services.ts';
+
+let db: TestDatabase;
+
+beforeAll(async () => {
+  db = await freshDatabase({ max: 2 });
+  await db.sql`CREATE TABLE pb_writes (note text NOT NULL)`;
+});
+afterAll(async () => {
+  await db?.drop();
+});
+
+/** A pool of ONE connection: a connection not given back, or given back broken, fails the next statement. */
+async function withOneConnection<T>(use: (sql: Sql) => Promise<T>, url = db.url): Promise<T> {
+  const sql = createSql(url, { max: 1, applicationName: 'pipelined-begin-test' });
+  try {
+    return await use(sql);
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}
+
+const notes = async () => (await db.sql<{ note: string }[]>`SELECT note FROM pb_writes ORDER BY note`).map((r) => r.note);
+
+/** A TCP proxy in front of PostgreSQL that records what the client writes, chunk by chunk. */
+async function recordingProxy(): Promise<{ url: string; chunks: string[]; close(): Promise<void> }> {
+  const target = new URL(db.url);
+  const chunks: string[] = [];
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port), target.hostname);
+    sockets.add(client).add(upstream);
+    client.on('data', (data) => {
+      chunks.push(data.toString('latin1'));
+      upstream.write(data);
+    });
+    upstream.on('data', (data) => client.write(data));
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('close', end).on('error', end);
+    upstream.on('close', end).on('error', end);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = new URL(db.url);
+  url.hostname = '127.0.0.1';
+  url.port = String((server.address() as net.AddressInfo).port);
+  return {
+    url: url.toString(),
+    chunks,
+    async close() {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+describe('beginPipelined', () => {
+  it('sends BEGIN in the same write as the opening statement (sql.begin waits for BEGIN’s answer first)', async () => {
+    const proxy = await recordingProxy();
+    try {
+      const marker = await withOneConnection(
+        (sql) =>
+          beginPipelined(
+            sql,
+            (tx) => tx<{ m: string }[]>`SELECT 'pipelined-opening-marker'::text AS m`,
+            async (_tx, [opened]) => opened!.m,
+          ),
+        proxy.url,
+      );
+      expect(marker).toBe('pipelined-opening-marker');
+      const withBegin = proxy.chunks.filter((c) => c.includes('BEGIN'));
+      expect(withBegin).toHaveLength(1);
+      expect(withBegin[0]).toContain('pipelined-opening-marker');
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('runs the opening and the work in one transaction and commits it', async () => {
+    const seen = await withOneConnection((sql) =>
+      beginPipelined(
+        sql,
+        (tx) => tx<{ xid: string; local: string }[]>`SELECT pg_current_xact_id()::text AS xid, set_config('app.process', 'pb-test', true) AS local`,
+        async (tx, [opened]) => {
+          const [row] = await tx<{ xid: string; process: string }[]>`
+            INSERT INTO pb_writes (note) VALUES ('committed') RETURNING pg_current_xact_id()::text AS xid, current_setting('app.process') AS process`;
+          return { same: row!.xid === opened!.xid, process: row!.process };
+        },
+      ),
+    );
+    expect(seen).toEqual({ same: true, process: 'pb-test' });
+    expect(await notes()).toContain('committed');
+  });
+
+  it('rolls back when the work throws, rethrows its error and gives the connection back idle', async () => {
+    await withOneConnection(async (sql) => {
+      const failed = await beginPipelined(
+        sql,
+        (tx) => tx`SELECT 1`,
+        async (tx) => {
+          await tx`INSERT INTO pb_writes (note) VALUES ('thrown-away')`;
+          throw new Error('work refused');
+        },
+      ).catch((error: unknown) => error as Error);
+      expect(failed).toBeInstanceOf(Error);
+      expect((failed as Error).message).toBe('work refused');
+      // The pool's only connection is back, outside the transaction that wrote (it had an xid).
+      const [state] = await sql<{ xid: string | null }[]>`SELECT pg_current_xact_id_if_assigned()::text AS xid`;
+      expect(state!.xid).toBeNull();
+    });
+    expect(await notes()).not.toContain('thrown-away');
+  });
+
+  it('refuses to report a commit when an unawaited statement aborted the transaction (TRANSACTION_ROLLED_BACK)', async () => {
+    const failed = await withOneConnection((sql) =>
+      beginPipelined(
+        sql,
+        (tx) => tx`SELECT 1`,
+        async (tx) => {
+          await tx`INSERT INTO pb_writes (note) VALUES ('before-the-failure')`;
+          tx`SELECT 1 / 0`.catch(() => {}); // nobody awaits it: COMMIT is the first to learn
+          return 'returned';
+        },
+      ).catch((error: unknown) => error as { code?: string }),
+    );
+    expect(failed).toMatchObject({ code: 'TRANSACTION_ROLLED_BACK' });
+    expect(await notes()).not.toContain('before-the-failure');
+  });
+
+  it('a BEGIN the session refuses fails the transaction before the work runs, and the connection is cleaned', async () => {
+    await withOneConnection(async (sql) => {
+      // Leave the pool's only connection inside an aborted transaction: BEGIN there fails (25P02).
+      const reserved = await sql.reserve();
+      await reserved.unsafe('BEGIN');
+      await reserved`SELECT 1 / 0`.catch(() => {});
+      reserved.release();
+      let workRan = false;
+      const failed = await beginPipelined(
+        sql,
+        (tx) => tx`SELECT 1`,
+        async () => {
+          workRan = true;
+        },
+      ).catch((error: unknown) => error as { code?: string });
+      expect(failed).toMatchObject({ code: '25P02' });
+      expect(workRan).toBe(false);
+      // The ROLLBACK after the failure ended the stale transaction: the connection works again.
+      await sql`INSERT INTO pb_writes (note) VALUES ('after-refused-begin')`;
+    });
+    expect(await notes()).toContain('after-refused-begin');
+  });
+
+  it('rolls a failed savepoint back alone and commits the rest (named and unnamed savepoints)', async () => {
+    await withOneConnection((sql) =>
+      beginPipelined(
+        sql,
+        (tx) => tx`SELECT 1`,
+        async (tx) => {
+          await tx`INSERT INTO pb_writes (note) VALUES ('outer')`;
+          await tx
+            .savepoint('named', async (sp) => {
+              await sp`INSERT INTO pb_writes (note) VALUES ('inner-rolled-back')`;
+              throw new Error('inner refused');
+            })
+            .catch(() => {});
+          const kept = await tx.savepoint(async (sp) => {
+            await sp`INSERT INTO pb_writes (note) VALUES ('inner-kept')`;
+            return 'kept';
+          });
+          expect(kept).toBe('kept');
+        },
+      ),
+    );
+    const all = await notes();
+    expect(all).toEqual(expect.arrayContaining(['outer', 'inner-kept']));
+    expect(all).not.toContain('inner-rolled-back');
+  });
+
+  it('a connection that dies while the work waits fails the transaction at once, and is not given back to the pool', async () => {
+    await withOneConnection(async (sql) => {
+      const failed = await beginPipelined(
+        sql,
+        (tx) => tx<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`,
+        async (tx, [opened]) => {
+          await tx`INSERT INTO pb_writes (note) VALUES ('lost-with-its-connection')`;
+          // Terminated from another session while this work waits on something that is not the database.
+          // (The close may be seen before this statement's own answer: the transaction fails right then.)
+          await db.sql`SELECT pg_terminate_backend(${opened!.pid})`;
+          await new Promise<never>(() => {});
+        },
+      ).catch((error: unknown) => error as { code?: string });
+      expect(failed).toMatchObject({ code: 'CONNECTION_CLOSED' });
+      // The pool's only connection was not released while closed: postgres.js reconnects it.
+      const [row] = await sql<{ ok: number }[]>`SELECT 1 AS ok`;
+      expect(row!.ok).toBe(1);
+    });
+    expect(await notes()).not.toContain('lost-with-its-connection');
+  });
+});
