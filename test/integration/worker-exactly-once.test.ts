@@ -44,6 +44,21 @@ const lateWriter = defineTask({
   },
 });
 
+/** Attempt 1 writes its effect, then swallows a failed statement and returns as if all went well. */
+const swallower = defineTask({
+  name: 'fixture.swallower',
+  queue: 'critical',
+  context: 'system',
+  concurrency: 2,
+  timeoutSeconds: 5,
+  payload: z.object({ key: z.string() }),
+  async handler(p, run) {
+    await run.transaction`INSERT INTO fixture_effects (run_id, key, attempt) VALUES (${run.runId}, ${p.key}, ${run.attempt})`;
+    if (run.attempt === 1) await run.transaction`SELECT 1 / 0`.catch(() => {});
+    return { attempt: run.attempt };
+  },
+});
+
 /** One execution at a time per worker on `bulk`: a busy worker does not receive the duplicate. */
 const slowBulk = defineTask({
   name: 'fixture.slow_bulk',
@@ -59,7 +74,7 @@ const slowBulk = defineTask({
   },
 });
 
-const units: ReadonlyMap<string, WorkUnit> = new Map([...RUNTIME_UNITS, [lateWriter.name, lateWriter], [slowBulk.name, slowBulk]]);
+const units: ReadonlyMap<string, WorkUnit> = new Map([...RUNTIME_UNITS, [lateWriter.name, lateWriter], [slowBulk.name, slowBulk], [swallower.name, swallower]]);
 
 let h: WorkHarness;
 
@@ -90,6 +105,20 @@ describe('exactly once', () => {
     expect(row!.attempt).toBe(2);
     // The late progress never reached the run.
     expect(events(await h.trail(runId))).not.toContain('progress');
+  });
+
+  it('a statement whose failure the handler swallows still fails the attempt: nothing of it commits, and the retry’s effect is the only one', async () => {
+    const { runId } = await h.dispatch('fixture.swallower', { key: 'swallowed' });
+    await h.relay();
+    const run = await h.waitForStatus(runId, ['succeeded', 'failed']);
+    expect(run.status).toBe('succeeded');
+    expect(run.outcome).toEqual({ attempt: 2 });
+    const rows = await h.sql<{ attempt: number }[]>`SELECT attempt FROM fixture_effects WHERE key = 'swallowed'`;
+    expect(rows).toEqual([{ attempt: 2 }]);
+    // Attempt 1 failed on the aborted transaction (its finish refused with 25P02), not as a commit.
+    const retried = (await h.trail(runId)).filter((e) => e.event === 'retry_scheduled');
+    expect(retried).toHaveLength(1);
+    expect(JSON.stringify(retried[0])).toContain('25P02');
   });
 
   /** Starts a runtime on `bulk` that executes `runId`, and waits until it is executing it. */
