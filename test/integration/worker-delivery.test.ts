@@ -80,6 +80,19 @@ describe('worker delivery', () => {
     expect(trail.at(-1)).toMatchObject({ event: 'succeeded', detail: { replayed: true } });
   });
 
+  it('R-IDM-10 R-IDM-11 a declared business key reused with another payload fails the second run (IDEMPOTENCY_KEY_REUSED) from the Redis gate; no second effect', async () => {
+    const first = await h.dispatch('fixture.business_key', { key: 'order-9' });
+    await h.relay();
+    await h.waitForStatus(first.runId, ['succeeded']);
+    // Same key, another payload (sleepMs 0 is a field the first did not have).
+    const second = await h.dispatch('fixture.business_key', { key: 'order-9', sleepMs: 0 });
+    await h.relay();
+    const run = await h.waitForStatus(second.runId, ['succeeded', 'failed']);
+    expect(run.status).toBe('failed');
+    expect((await h.trail(second.runId)).find((t) => t.event === 'failed')?.error_code).toBe('IDEMPOTENCY_KEY_REUSED');
+    expect(await h.effects('order-9')).toBe(1);
+  });
+
   it('R-IDM-13 when Redis lacks the key the database answers and the store is repopulated', async () => {
     const { runId, envelope } = await h.dispatch('fixture.effect', { key: 'repopulate' });
     await h.relay();

@@ -327,6 +327,39 @@ describe('group commit', () => {
     expect(neighbours.some((e) => e[0]!.txid === effects[0]!.txid)).toBe(true);
   });
 
+  it('R-IDM-11 members whose Redis gate already holds a result leave the group: a completed key replays its outcome, a key reused with another payload fails; their neighbours commit together', async () => {
+    const keys = ['g-gate-replay', 'g-gate-reused', 'g-gate-ok-1', 'g-gate-ok-2'];
+    const { runIds, runtime } = await receivedTogether(
+      keys.map((key) => ({ key })),
+      {
+        // The gate of the first run holds a result for its own payload; the second's, for another payload.
+        beforeWorkers: async ([replayId, reusedId]) => {
+          for (const [runId, fingerprintHex] of [
+            [replayId!, fingerprintOf({ key: 'g-gate-replay' }).toString('hex')],
+            [reusedId!, 'ab'.repeat(32)],
+          ] as const) {
+            const gate = idempotencyGateKey('tenant', tenantId, idempotencyKeyOf('fixture.group_tenant', runId).toString('hex'));
+            await h.redis!.set(gate, JSON.stringify({ s: 'c', o: { from: 'gate' }, f: fingerprintHex }), 'PX', 60_000);
+          }
+        },
+      },
+    );
+    const [replayId, reusedId, ...okIds] = runIds;
+    expect(await h.waitForStatus(replayId!, ['succeeded', 'failed'])).toMatchObject({ status: 'succeeded', outcome: { from: 'gate' } });
+    expect((await h.waitForStatus(reusedId!, ['succeeded', 'failed'])).status).toBe('failed');
+    for (const runId of okIds) expect((await h.waitForStatus(runId, ['succeeded', 'failed'])).status).toBe('succeeded');
+    await runtime.stop();
+    // Neither handler ran; the replay's trail says where its result came from.
+    expect(await effectsOf('g-gate-replay')).toEqual([]);
+    expect(await effectsOf('g-gate-reused')).toEqual([]);
+    expect((await h.trail(replayId!)).find((e) => e.event === 'received')?.detail).toMatchObject({ replay: 'gate' });
+    expect(events(await h.trail(replayId!))).not.toContain('started');
+    expect((await h.trail(reusedId!)).find((e) => e.event === 'failed')?.error_code).toBe('IDEMPOTENCY_KEY_REUSED');
+    // The other two still shared one transaction.
+    const txids = await expectEachCommittedOnce(okIds, ['g-gate-ok-1', 'g-gate-ok-2']);
+    expect(txids.size).toBe(1);
+  });
+
   it('R-UNT-09 R-IDM-08 R-TRL-08 members whose handler sends no statement commit in one transaction, each with its started and succeeded', async () => {
     const keys = ['g-q-1', 'g-q-2', 'g-q-3', 'g-q-4'];
     // A stale cached status of each run (as a poller would have left it) must be evicted by the group.
