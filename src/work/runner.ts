@@ -1,7 +1,7 @@
 // Runs one delivery of a queue message through the gated idempotency runner and settles it.
 //
-//   checks (delivery/checks.ts): envelope, unit, receive count, context, payload, key; the Redis gate asked
-//   ─► execution (delivery/execution.ts): effect tx opens, advisory lock, the gate's answer ─► registration
+//   checks (delivery/checks.ts): envelope, unit, receive count, context, payload, key, Redis gate
+//   ─► execution (delivery/execution.ts): effect tx opens, advisory lock ─► registration
 //      (delivery/registration.ts): lock run, trail `received`, status → running, attempts + 1
 //   ─► back in the effect tx: ledger claim, trail `started`, handler(payload, run), ledger
 //      `completed`, status → succeeded, trail `succeeded` ─commit─► result copied to Redis, message deleted.

@@ -327,7 +327,7 @@ describe('group commit', () => {
     expect(neighbours.some((e) => e[0]!.txid === effects[0]!.txid)).toBe(true);
   });
 
-  it('R-IDM-11 members whose Redis gate already holds a result leave the group: a completed key replays its outcome, a key reused with another payload fails; their neighbours commit together', async () => {
+  it('R-IDM-11 in a receive of a group-commit unit, a run whose Redis gate holds its result replays it, and a key reused with another payload fails, beside runs that commit together', async () => {
     const keys = ['g-gate-replay', 'g-gate-reused', 'g-gate-ok-1', 'g-gate-ok-2'];
     const { runIds, runtime } = await receivedTogether(
       keys.map((key) => ({ key })),

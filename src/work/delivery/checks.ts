@@ -10,24 +10,14 @@ import type { RunScope } from '../run-store.ts';
 import { classifyFailure, IdempotencyKeyReused, PermanentFailure, UnitNotRegistered, ValidationFailure } from '../unit-errors.ts';
 import type { Delivery, DeliveryContext, DeliveryPort, DeliveryResult, Failure, RunnerDeps } from './context.ts';
 
-/** The Redis gate's answer, and the failure it reveals (a key reused with another payload), if any. */
-export interface GateCheck {
-  gate: GateState;
-  early: Failure | null;
-}
-
-/**
- * What the checks found: the delivery's context, a failure already known (or none), and the gate's
- * answer still on its way: execution opens the effect transaction meanwhile (execution.ts), so the
- * gate's round trip and the transaction's opening overlap. It never rejects (Redis failing is `unavailable`).
- */
+/** What the checks found: the delivery's context, a failure already known (or none), the gate's answer. */
 export type CheckedDelivery =
   | { kind: 'settled'; result: DeliveryResult }
-  | { kind: 'checked'; context: DeliveryContext; early: Failure | null; gate: Promise<GateCheck>; payload: unknown; leaseMs: number };
+  | { kind: 'checked'; context: DeliveryContext; early: Failure | null; gate: GateState; payload: unknown; leaseMs: number };
 
 /**
  * Checks a delivery before anything is registered: the envelope (a malformed one is dead-lettered
- * here), the unit, the receive count, the context, the payload and the idempotency key; asks the Redis gate.
+ * here), the unit, the receive count, the context, the payload, the idempotency key and the Redis gate.
  */
 export async function checkDelivery(deps: RunnerDeps, delivery: Delivery, port: DeliveryPort): Promise<CheckedDelivery> {
   const maxReceives = deps.maxReceives ?? RUNTIME_MAX_RECEIVES;
@@ -112,22 +102,20 @@ export async function checkDelivery(deps: RunnerDeps, delivery: Delivery, port: 
     c.gateKey = undefined;
   }
 
-  // The Redis gate: a concurrent duplicate sees it held; a finished key replays from it. Not awaited here.
-  let gate: Promise<GateCheck> = Promise.resolve({ gate: { state: 'unavailable' }, early: null });
+  // The Redis gate: a concurrent duplicate sees it held; a finished key replays from it.
+  let gate: GateState = { state: 'unavailable' };
   if (!early && unit && c.gateKey) {
     const token = randomUUID();
-    gate = acquireGate(deps.redis, c.gateKey, token, unit.timeoutSeconds * 1000 + deps.leaseMarginMs).then((answer): GateCheck => {
-      if (answer.state === 'acquired') c.gateToken = token;
-      // A held gate is only a hint: its holder may have crashed (the gate outlives it by the lease,
-      // often longer than the queue's visibility). The key's advisory lock, released when a holder's
-      // connection dies, decides: a live holder still makes this delivery wait its turn, a dead one is
-      // taken over at once, so a crash costs one extra receive, not one per redelivery until the lease.
-      if (answer.state === 'held') return { gate: { state: 'unavailable' }, early: null };
-      if (answer.state === 'completed' && answer.fingerprintHex !== c.fingerprint!.toString('hex')) {
-        return { gate: answer, early: classifyFailure(new IdempotencyKeyReused(unit.name)) };
-      }
-      return { gate: answer, early: null };
-    });
+    gate = await acquireGate(deps.redis, c.gateKey, token, unit.timeoutSeconds * 1000 + deps.leaseMarginMs);
+    if (gate.state === 'acquired') c.gateToken = token;
+    // A held gate is only a hint: its holder may have crashed (the gate outlives it by the lease,
+    // often longer than the queue's visibility). The key's advisory lock, released when a holder's
+    // connection dies, decides: a live holder still makes this delivery wait its turn, a dead one is
+    // taken over at once, so a crash costs one extra receive, not one per redelivery until the lease.
+    if (gate.state === 'held') gate = { state: 'unavailable' };
+    if (gate.state === 'completed' && gate.fingerprintHex !== c.fingerprint!.toString('hex')) {
+      early = classifyFailure(new IdempotencyKeyReused(unit.name));
+    }
   }
 
   const leaseMs = unit ? unit.timeoutSeconds * 1000 + deps.leaseMarginMs : deps.leaseMarginMs;

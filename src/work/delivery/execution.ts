@@ -9,7 +9,6 @@ import { beginPipelined } from '../../db/pipelined-begin.ts';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS } from '../../config/limits.ts';
 import { watchForCancel, type CancelWatch } from '../operate/cancel-watch.ts';
 import { advisoryKeyOf, claimKeyAndStart, type GateState } from '../idempotency.ts';
-import type { GateCheck } from './checks.ts';
 import { finishDelivery } from '../run-store.ts';
 import { UnitTimedOut } from '../unit-errors.ts';
 import {
@@ -31,8 +30,8 @@ import { gateResultOf, recordResults, settleExecuted, settleRegistration, settle
  * Executes one checked delivery. A delivery of a unit with `groupCommit` joins the group of this
  * event-loop turn (group-commit.ts); any other has the effect transaction to itself.
  */
-export function deliver(c: DeliveryContext, early: Failure | null, gate: Promise<GateCheck>, payload: unknown, leaseMs: number): Promise<DeliveryResult> {
-  if (groupCommitEligible(c, early)) return c.deps.groups.join({ c, gate, payload, leaseMs });
+export function deliver(c: DeliveryContext, early: Failure | null, gate: GateState, payload: unknown, leaseMs: number): Promise<DeliveryResult> {
+  if (groupCommitEligible(c, early, gate)) return c.deps.groups.join({ c, gate, payload, leaseMs });
   return deliverAlone(c, early, gate, payload, leaseMs);
 }
 
@@ -41,13 +40,8 @@ export function deliver(c: DeliveryContext, early: Failure | null, gate: Promise
  * delivery in its own transaction, then runs the handler in the effect transaction. Holding the lock
  * from before registration to the end of the effect leaves no window in which a concurrent duplicate
  * could register a second attempt (each slot holds at most these two transactions at once).
- *
- * `gate` may be the Redis gate's answer still on its way (checks.ts): the transaction then opens
- * meanwhile and takes the key's lock, as for the usual answers (acquired, or Redis unavailable). An
- * answer that needs no lock (a completed key to replay, a key reused with another payload) ends that
- * transaction before anything is registered, and the delivery starts again here with the answer.
  */
-export async function deliverAlone(c: DeliveryContext, early: Failure | null, gate: GateState | Promise<GateCheck>, payload: unknown, leaseMs: number): Promise<DeliveryResult> {
+export async function deliverAlone(c: DeliveryContext, early: Failure | null, gate: GateState, payload: unknown, leaseMs: number): Promise<DeliveryResult> {
   const { deps, scope, tenantId } = c;
   const unit = c.unit;
   // Aborted by the deadline, a release on shutdown or an operator's cancel; callHandler closes
@@ -70,9 +64,7 @@ export async function deliverAlone(c: DeliveryContext, early: Failure | null, ga
   let evicted: Promise<void> = Promise.resolve();
   let startedAt: string | null = null;
   let wroteFollowUps = false; // run.dispatch/run.publish (issue 14): their rows commit with the effect
-  const pendingGate = gate instanceof Promise ? gate : null;
-  let gateState: GateState = pendingGate ? { state: 'unavailable' } : (gate as GateState);
-  const needsLock = Boolean(c.key) && !early && gateState.state !== 'held' && gateState.state !== 'completed';
+  const needsLock = Boolean(c.key) && !early && gate.state !== 'held' && gate.state !== 'completed';
   // The finish, sent without waiting (below): when it fails, its error is the attempt's, not COMMIT's.
   let finishing: Promise<unknown> | undefined;
   try {
@@ -93,12 +85,7 @@ export async function deliverAlone(c: DeliveryContext, early: Failure | null, ga
     );
     async function effect(tx: TxSql, opened: { locked: boolean; pid: number; xact_start: string }) {
       effectBackend = { pid: opened.pid, xactStart: opened.xact_start };
-      if (pendingGate) {
-        const answer = await pendingGate;
-        if (answer.early || answer.gate.state === 'completed') return { gateAnswered: answer };
-        gateState = answer.gate;
-      }
-      registration = await traceStage('registration', c.envelope.name, () => register(c, early, gateState, opened.locked, leaseMs)); // span (src/observe)
+      registration = await traceStage('registration', c.envelope.name, () => register(c, early, gate, opened.locked, leaseMs)); // span (src/observe)
       if (registration.kind !== 'execute') return null;
       recordRunStarted(registration.run, registration.attempt); // svc_run_pickup_seconds (src/observe)
       // Not awaited: later Redis commands of this delivery go down the same connection after it.
@@ -153,7 +140,6 @@ export async function deliverAlone(c: DeliveryContext, early: Failure | null, ga
       return { replayed: false, outcome, finished };
     }
     effectBackend = null;
-    if (result?.gateAnswered) return await deliverAlone(c, result.gateAnswered.early ?? early, result.gateAnswered.gate, payload, leaseMs);
     cancelWatch?.stop();
     if (result?.finished) await result.finished;
     clearTimeout(timer);

@@ -6,30 +6,25 @@
 // Each handler runs in its own savepoint, one after another; group-execution.ts says what happens
 // when one of them fails. A group of one is an ordinary delivery (execution.ts).
 //
-// When a group forms, the deliveries still in their checks (stage 1) are the rest of its receive: the
-// group waits for them to reach execution (or to settle otherwise), never for later ones. Then it waits
-// for its members' Redis gate answers (bounded by the Redis command timeout): a member whose answer
-// needs no key lock (a completed key to replay, a key reused with another payload) goes alone with it,
-// so the group's size does not depend on how Redis happened to split its replies either. A group of
-// one does not wait: its transaction opens while the gate answers (execution.ts).
+// When a group forms, the deliveries still in their checks (stage 1: the Redis gate) are the rest of
+// its receive: the group waits for them to reach execution (or to settle otherwise), never for later
+// ones, so its size does not depend on how Redis happened to split its replies. The checks are bounded
+// (the Redis command timeout), and so is this wait.
 import { GROUP_COMMIT_MAX_RUNS } from '../../config/limits.ts';
 import { recordGroupCommit } from '../../observe/delivery-metrics.ts';
-import type { GateCheck } from './checks.ts';
+import type { GateState } from '../idempotency.ts';
 import { actorSettingsOf, type DeliveryContext, type DeliveryResult, type Failure } from './context.ts';
 import { deliverAlone } from './execution.ts';
 import { executeGroup, type GroupMember } from './group-execution.ts';
 
-/** A delivery may join a group when it will claim its key and run its handler: no early failure, a key (the gate's answer is checked when the group starts). */
-export function groupCommitEligible(c: DeliveryContext, early: Failure | null): boolean {
-  return c.unit?.groupCommit === true && early === null && c.key !== undefined && c.fingerprint !== undefined;
+/** A delivery may join a group when it will claim its key and run its handler: no early failure, a key, a gate it may pass. */
+export function groupCommitEligible(c: DeliveryContext, early: Failure | null, gate: GateState): boolean {
+  return c.unit?.groupCommit === true && early === null && c.key !== undefined && c.fingerprint !== undefined && (gate.state === 'acquired' || gate.state === 'unavailable');
 }
-
-/** A delivery in a forming group, its gate's answer still on its way. */
-type Joining = Omit<GroupMember, 'gate'> & { gate: Promise<GateCheck> };
 
 interface Forming {
   key: string;
-  members: Joining[];
+  members: GroupMember[];
   /** Deliveries that were in their checks when the group formed and have not left them yet. */
   awaited: Set<object>;
 }
@@ -57,7 +52,7 @@ export class GroupCommits {
    * delivery's own result. A delivery whose key is already in the group (a duplicate) goes alone: the
    * advisory lock is re-entrant within one transaction, so it could not keep the two apart.
    */
-  join(member: { c: DeliveryContext; gate: Promise<GateCheck>; payload: unknown; leaseMs: number }): Promise<DeliveryResult> {
+  join(member: { c: DeliveryContext; gate: GateState; payload: unknown; leaseMs: number }): Promise<DeliveryResult> {
     const { c } = member;
     const alone = () => deliverAlone(c, null, member.gate, member.payload, member.leaseMs);
     const settings = actorSettingsOf(c.actor);
@@ -65,7 +60,7 @@ export class GroupCommits {
     const group = this.forming.get(key);
     if (group?.members.some((m) => m.c.key!.equals(c.key!))) return alone();
     return new Promise<DeliveryResult>((resolve, reject) => {
-      const joined: Joining = { ...member, resolve, reject };
+      const joined: GroupMember = { ...member, resolve, reject };
       if (group) {
         group.members.push(joined);
         if (group.members.length >= GROUP_COMMIT_MAX_RUNS) this.start(group);
@@ -92,33 +87,11 @@ export class GroupCommits {
   private start(group: Forming): void {
     if (this.forming.get(group.key) === group) this.forming.delete(group.key);
     const [first, ...rest] = group.members;
+    recordGroupCommit(first!.c.unit!.name, group.members.length); // svc_group_commit_runs (src/observe)
     if (rest.length === 0) {
-      recordGroupCommit(first!.c.unit!.name, 1); // svc_group_commit_runs (src/observe)
       deliverAlone(first!.c, null, first!.gate, first!.payload, first!.leaseMs).then(first!.resolve, first!.reject);
       return;
     }
-    void startGroup(group.members);
+    void executeGroup(first!.c.deps, group.members);
   }
-}
-
-/** Waits for the members' gate answers, sends those that need no key lock alone, and runs the rest together. */
-async function startGroup(joined: Joining[]): Promise<void> {
-  const answers = await Promise.all(joined.map((m) => m.gate)); // never rejects (checks.ts)
-  const members: GroupMember[] = [];
-  for (const [i, m] of joined.entries()) {
-    const answer = answers[i]!;
-    if (answer.early || answer.gate.state === 'completed') {
-      deliverAlone(m.c, answer.early, answer.gate, m.payload, m.leaseMs).then(m.resolve, m.reject);
-    } else {
-      members.push({ ...m, gate: answer.gate });
-    }
-  }
-  const [first, ...rest] = members;
-  if (!first) return;
-  recordGroupCommit(first.c.unit!.name, members.length); // svc_group_commit_runs (src/observe)
-  if (rest.length === 0) {
-    deliverAlone(first.c, null, first.gate, first.payload, first.leaseMs).then(first.resolve, first.reject);
-    return;
-  }
-  await executeGroup(first.c.deps, members);
 }
