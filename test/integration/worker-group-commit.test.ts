@@ -12,6 +12,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { metricsRegistry } from '../../src/observe/metrics.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import postgres from 'postgres';
 import { z } from 'zod';
 import { idempotencyGateKey, runStatusKey } from '../../src/kv/keys.ts';
 import { cancelRunNow } from '../../src/work/operate/cancel-run.ts';
@@ -153,6 +154,24 @@ async function expectEachCommittedOnce(runIds: string[], keys: string[]): Promis
     expect((await causalProblems(h.sql, runId)).problems).toEqual([]);
   }
   return txids;
+}
+
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  'One-Time Filter'?: string;
+  Plans?: PlanNode[];
+}
+
+/**
+ * The sequential scans of the ledger in a plan that run every time it runs: a scan below a one-time
+ * filter runs only when that filter passes (the finish's delete of a left-out member's claim, which
+ * needs a cancel landing between that member's handler and the finish).
+ */
+function ledgerScansRunEveryTime(node: PlanNode, guarded = false): string[] {
+  const here = guarded || node['One-Time Filter'] !== undefined;
+  const own = node['Node Type'] === 'Seq Scan' && /^(platform_)?idempotency_keys$/.test(node['Relation Name'] ?? '') && !here ? [node['Relation Name']!] : [];
+  return [...own, ...(node.Plans ?? []).flatMap((child) => ledgerScansRunEveryTime(child, here))];
 }
 
 describe('group commit', () => {
@@ -358,6 +377,39 @@ describe('group commit', () => {
     // The other two still shared one transaction.
     const txids = await expectEachCommittedOnce(okIds, ['g-gate-ok-1', 'g-gate-ok-2']);
     expect(txids.size).toBe(1);
+  });
+
+  it('R-IDM-12 the usual group never reads the ledger by a sequential scan, even through generic plans made while the ledger was small', async () => {
+    // postgres.js prepares every statement, and PostgreSQL moves to a generic plan after five runs: a plan
+    // made while a new deployment's ledger is small would scan the whole ledger for every group until
+    // the next ANALYZE (bench/results/hot-path-levers-2026-11-24.md, ninth session). Every statement the
+    // runtime sends that reads the ledger is planned here as PostgreSQL's generic plan, on this small ledger.
+    const sent = new Set<string>();
+    const traced = postgres(h.db.url, { max: 24, onnotice: () => {}, debug: (_connection, query) => sent.add(query) });
+    try {
+      const runtime = await h.startWorkers({ queues: ['bulk'], sql: traced });
+      await h.fenceAbandonedPolls('bulk');
+      const runIds: string[] = [];
+      for (const key of ['g-plan-1', 'g-plan-2', 'g-plan-3', 'g-plan-4']) runIds.push((await h.dispatch('fixture.group_tenant', { key }, tenantActor())).runId);
+      await h.relay();
+      for (const runId of runIds) expect((await h.waitForStatus(runId, ['succeeded', 'failed'])).status).toBe('succeeded');
+      await runtime.stop();
+    } finally {
+      await traced.end({ timeout: 5 });
+    }
+    // A new deployment's ledger after its first few hundred runs, analyzed (autovacuum does it after 50 + 10 %).
+    await h.sql`INSERT INTO idempotency_keys (tenant_id, idempotency_key, request_fingerprint, status, outcome, expires_at)
+                SELECT ${tenantId}, sha256(('g-plan-ledger-' || g)::bytea), sha256(('f' || g)::bytea), 'completed', '{}', now() + interval '1 day'
+                  FROM generate_series(1, 500) g`;
+    await h.sql`ANALYZE idempotency_keys`;
+    const ledgerStatements = [...sent].filter((q) => /idempotency_keys/.test(q) && /\$1\b/.test(q));
+    // The claim and the finish at least.
+    expect(ledgerStatements.length).toBeGreaterThanOrEqual(2);
+    for (const statement of ledgerStatements) {
+      const [row] = await h.sql.unsafe(`EXPLAIN (GENERIC_PLAN, FORMAT JSON) ${statement}`);
+      const plan = (row!['QUERY PLAN'] as Array<{ Plan: PlanNode }>)[0]!.Plan;
+      expect(ledgerScansRunEveryTime(plan), statement).toEqual([]);
+    }
   });
 
   it('R-UNT-09 R-IDM-08 R-TRL-08 members whose handler sends no statement commit in one transaction, each with its started and succeeded', async () => {
