@@ -39,8 +39,8 @@ async function start(): Promise<void> {
     max: role === 'workers' ? 2 * concurrency + 2 : 4,
     applicationName: `bench-ours-${role}`,
   });
-  // Not auto-pipelined, as in src/main/workers.ts (tried: no gain at C=10, +latency from the deferred flush).
-  const redis = createRedis(required('BENCH_REDIS_URL'), { name: `bench-ours-${role}` });
+  // The workers' connection is auto-pipelined, as in src/main/workers.ts.
+  const redis = createRedis(required('BENCH_REDIS_URL'), { name: `bench-ours-${role}`, autoPipelining: role === 'workers' });
   redis.on('error', () => {});
   const sqs = createSqsClient({ region: 'us-east-1', endpoint: required('BENCH_SQS_ENDPOINT'), localCredentials: true });
   // BENCH_COUNT_CALLS=true: SQS calls per command (and messages they carried) are printed on stderr at exit.
