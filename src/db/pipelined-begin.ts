@@ -62,14 +62,18 @@ interface PoolConnection {
  * Runs `work` in one transaction. `opening` builds the transaction's first statement (harmless outside
  * a transaction, see above); it goes out with BEGIN, and `work` gets its rows. COMMIT follows `work`;
  * a COMMIT that finds the transaction aborted throws TransactionRolledBack. If `opening` or `work`
- * throws, the transaction is rolled back and the error rethrown. If the connection closes, the
+ * throws, the transaction is rolled back and the error rethrown.
+ *
+ * `work` may send its last statements without awaiting them, through `beforeCommit`, so COMMIT goes
+ * out in the same write right behind them (one round trip, not two). If one of them fails, it aborted
+ * the transaction and COMMIT only reports a rollback: its own error is the one thrown. If the connection closes, the
  * transaction fails at once with the connection's error, as postgres.js's `sql.begin` does, even
  * while `work` is waiting on something else.
  */
 export async function beginPipelined<O, T>(
   sql: Sql,
   opening: (tx: TxSql) => postgres.PendingQuery<O & postgres.Row[]>,
-  work: (tx: TxSql, opened: O & postgres.Row[]) => Promise<T>,
+  work: (tx: TxSql, opened: O & postgres.Row[], beforeCommit: <S>(statement: Promise<S>) => Promise<S>) => Promise<T>,
 ): Promise<T> {
   const reserved = await sql.reserve();
   const tx = asTransaction(reserved);
@@ -78,6 +82,12 @@ export async function beginPipelined<O, T>(
   let closed!: (error: unknown) => void;
   const closing = new Promise<never>((_, reject) => (closed = reject));
   closing.catch(() => {}); // raced below
+  const sentBeforeCommit: Promise<unknown>[] = [];
+  const beforeCommit = <S>(statement: Promise<S>): Promise<S> => {
+    statement.catch(() => {}); // its failure is reported below, or awaited by `work`'s caller
+    sentBeforeCommit.push(statement);
+    return statement;
+  };
   try {
     // One write: each query is handed to the connection a microtask after it is executed, in order.
     // BEGIN's `onexecute` is how postgres.js's own sql.begin learns its connection and watches it
@@ -98,7 +108,7 @@ export async function beginPipelined<O, T>(
     const [b, o] = await Promise.allSettled([begun, first]);
     if (b.status === 'rejected') throw b.reason;
     if (o.status === 'rejected') throw o.reason;
-    const result = await Promise.race([work(tx, o.value as O & postgres.Row[]), closing]);
+    const result = await Promise.race([work(tx, o.value as O & postgres.Row[], beforeCommit), closing]);
     const ended = await reserved`COMMIT`;
     if (ended.command !== 'COMMIT') throw new TransactionRolledBack();
     return result;
@@ -115,7 +125,10 @@ export async function beginPipelined<O, T>(
         if (!lostConnection(rollbackError)) throw new CodedError('TRANSACTION_ROLLBACK_FAILED', 'the transaction failed and could not be rolled back; its connection is not reused', { cause: error });
       }
     }
-    throw error;
+    throw await Promise.all(sentBeforeCommit).then(
+      () => error,
+      (statementError: unknown) => statementError,
+    );
   } finally {
     if (connection) connection.onclose = null;
     // A closed connection is already back in postgres.js's hands (it reconnects it for its next user).

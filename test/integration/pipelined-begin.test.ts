@@ -137,6 +137,42 @@ describe('beginPipelined', () => {
     expect(await notes()).not.toContain('before-the-failure');
   });
 
+  it('sends a statement passed to beforeCommit in the same write as COMMIT, and reports its own error when it fails', async () => {
+    const proxy = await recordingProxy();
+    try {
+      await withOneConnection(async (sql) => {
+        const ok = await beginPipelined(
+          sql,
+          (tx) => tx`SELECT 1`,
+          async (tx, _opened, beforeCommit) => {
+            beforeCommit(tx`INSERT INTO pb_writes (note) VALUES ('before-commit-marker')`.execute());
+            return 'sent';
+          },
+        );
+        expect(ok).toBe('sent');
+        const failed = await beginPipelined(
+          sql,
+          (tx) => tx`SELECT 1`,
+          async (tx, _opened, beforeCommit) => {
+            await tx`INSERT INTO pb_writes (note) VALUES ('before-a-failed-finish')`;
+            beforeCommit(tx`SELECT 1 / 0`.execute());
+            return 'returned';
+          },
+        ).catch((error: unknown) => error as { code?: string });
+        // division_by_zero, not TRANSACTION_ROLLED_BACK: the statement's own error.
+        expect(failed).toMatchObject({ code: '22012' });
+      }, proxy.url);
+      const withMarker = proxy.chunks.filter((c) => c.includes('before-commit-marker'));
+      expect(withMarker).toHaveLength(1);
+      expect(withMarker[0]).toContain('COMMIT');
+    } finally {
+      await proxy.close();
+    }
+    const all = await notes();
+    expect(all).toContain('before-commit-marker');
+    expect(all).not.toContain('before-a-failed-finish');
+  });
+
   it('a BEGIN the session refuses fails the transaction before the work runs, and the connection is cleaned', async () => {
     await withOneConnection(async (sql) => {
       // Leave the pool's only connection inside an aborted transaction: BEGIN there fails (25P02).

@@ -65,8 +65,6 @@ export async function deliverAlone(c: DeliveryContext, early: Failure | null, ga
   let startedAt: string | null = null;
   let wroteFollowUps = false; // run.dispatch/run.publish (issue 14): their rows commit with the effect
   const needsLock = Boolean(c.key) && !early && gate.state !== 'held' && gate.state !== 'completed';
-  // The finish, sent without waiting (below): when it fails, its error is the attempt's, not COMMIT's.
-  let finishing: Promise<unknown> | undefined;
   try {
     // The opening statement goes out with BEGIN (src/db/pipelined-begin.ts). It is harmless outside a
     // transaction: settings local to the transaction, and a lock held for the transaction. It applies
@@ -81,9 +79,9 @@ export async function deliverAlone(c: DeliveryContext, early: Failure | null, ga
                set_config('app.process', ${settings.process}, true), set_config('statement_timeout', ${String(timeoutMs)}, true),
                ${needsLock ? tx`pg_try_advisory_xact_lock(${advisoryKeyOf(c.key!)}::bigint)` : tx`true`} AS locked,
                pg_backend_pid() AS pid, (extract(epoch FROM now()) * 1000000)::int8::text AS xact_start`,
-      (tx, [opened]) => effect(tx, opened!),
+      (tx, [opened], beforeCommit) => effect(tx, opened!, beforeCommit),
     );
-    async function effect(tx: TxSql, opened: { locked: boolean; pid: number; xact_start: string }) {
+    async function effect(tx: TxSql, opened: { locked: boolean; pid: number; xact_start: string }, beforeCommit: <S>(statement: Promise<S>) => Promise<S>) {
       effectBackend = { pid: opened.pid, xactStart: opened.xact_start };
       registration = await traceStage('registration', c.envelope.name, () => register(c, early, gate, opened.locked, leaseMs)); // span (src/observe)
       if (registration.kind !== 'execute') return null;
@@ -122,26 +120,24 @@ export async function deliverAlone(c: DeliveryContext, early: Failure | null, ga
       const { outcome, followUps } = await callHandler(c, tx, { run, attempt, scheduledFor, payload, signal: controller.signal });
       wroteFollowUps = followUps.wrote();
       // Ledger `completed`, run `succeeded`, trail `succeeded`: one statement, committed with the effect.
-      // Not awaited here, so COMMIT goes out in the same write right behind it (one round trip, not two).
-      // If it fails, the transaction is aborted and that COMMIT rolls back: the rejection is awaited
-      // below, after sql.begin returns, and takes the failure path exactly as a throw in here would.
-      const finished = finishDelivery(tx, scope, {
-        runId: run.runId,
-        tenantId,
-        attempt,
-        receiveCount: c.delivery.receiveCount,
-        queue: run.queue,
-        workerInstance: deps.workerInstance,
-        outcome,
-        ledger: { key: c.key!, retentionMs: deps.retentionMs },
-      });
-      finished.catch(() => {}); // observed below
-      finishing = finished;
-      return { replayed: false, outcome, finished };
+      // Sent before COMMIT without waiting (one round trip, not two); if it fails, beginPipelined
+      // throws its error, which takes the failure path exactly as a throw in here would.
+      beforeCommit(
+        finishDelivery(tx, scope, {
+          runId: run.runId,
+          tenantId,
+          attempt,
+          receiveCount: c.delivery.receiveCount,
+          queue: run.queue,
+          workerInstance: deps.workerInstance,
+          outcome,
+          ledger: { key: c.key!, retentionMs: deps.retentionMs },
+        }),
+      );
+      return { replayed: false, outcome };
     }
     effectBackend = null;
     cancelWatch?.stop();
-    if (result?.finished) await result.finished;
     clearTimeout(timer);
     deps.releaseSignal?.removeEventListener('abort', onRelease);
     if (result && registration?.kind === 'execute') {
@@ -155,9 +151,7 @@ export async function deliverAlone(c: DeliveryContext, early: Failure | null, ga
     deps.releaseSignal?.removeEventListener('abort', onRelease);
     await evicted;
     if (registration?.kind !== 'execute') throw error; // the registration itself failed: the consumer retries
-    // A failed finish aborted the transaction, and COMMIT then reported only that it rolled back.
-    const cause = finishing ? await finishing.then(() => error, (finishError: unknown) => finishError) : error;
-    return settleExecuted(c, registration.run, registration.attempt, cause, controller.signal.aborted ? controller.signal.reason : undefined, startedAt, leaseMs);
+    return settleExecuted(c, registration.run, registration.attempt, error, controller.signal.aborted ? controller.signal.reason : undefined, startedAt, leaseMs);
   }
   return traceStage('settlement', c.envelope.name, () => settleRegistration(c, registration!, early)); // span (src/observe)
 }

@@ -79,8 +79,6 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
   if (deps.releaseSignal?.aborted) released = true;
   else deps.releaseSignal?.addEventListener('abort', onRelease, { once: true });
   let groupError: { error: unknown } | null = null;
-  // The finish, sent without waiting: when it fails, its error is the group's, not COMMIT's.
-  let finishStatement: Promise<unknown> | undefined;
   try {
     const settings = actorSettingsOf(first.actor);
     const keys = states.map((s) => advisoryKeyOf(s.m.c.key!));
@@ -93,7 +91,7 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
                set_config('app.process', ${settings.process}, true), set_config('statement_timeout', ${String(timeoutMs)}, true),
                array(SELECT pg_try_advisory_xact_lock(k) FROM unnest(${keys}::bigint[]) WITH ORDINALITY AS t(k, o) ORDER BY o) AS locked,
                pg_backend_pid() AS pid, (extract(epoch FROM now()) * 1000000)::int8::text AS xact_start`,
-      async (tx, [opened]) => {
+      async (tx, [opened], beforeCommit) => {
         backend = { pid: opened!.pid, xactStart: opened!.xact_start };
         // The members register as ordinary deliveries do; the start coalescer makes it one statement.
         await Promise.all(
@@ -118,24 +116,24 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
         }
         const finishing = executing.filter((s) => s.done && !s.done.replayed);
         if (finishing.length === 0) return null;
-        // Not awaited: COMMIT goes out right behind it; a failure aborts the transaction and is observed below.
-        const finished = finishDeliveries(
-          tx,
-          scope,
-          { tenantId, queue: finishing[0]!.registration.run.queue, workerInstance: deps.workerInstance, retentionMs: deps.retentionMs },
-          finishing.map((s) => ({
-            runId: s.registration.run.runId,
-            key: s.m.c.key!,
-            fingerprint: s.m.c.fingerprint!,
-            attempt: s.registration.attempt,
-            receiveCount: s.m.c.delivery.receiveCount,
-            outcome: s.done!.outcome,
-            startedAt: s.done!.startedToWrite,
-            leaveClaim: s.done!.unchecked ? s.fresh!.row : null,
-          })),
+        // Sent before COMMIT without waiting; if it fails, beginPipelined throws its error.
+        const finished = beforeCommit(
+          finishDeliveries(
+            tx,
+            scope,
+            { tenantId, queue: finishing[0]!.registration.run.queue, workerInstance: deps.workerInstance, retentionMs: deps.retentionMs },
+            finishing.map((s) => ({
+              runId: s.registration.run.runId,
+              key: s.m.c.key!,
+              fingerprint: s.m.c.fingerprint!,
+              attempt: s.registration.attempt,
+              receiveCount: s.m.c.delivery.receiveCount,
+              outcome: s.done!.outcome,
+              startedAt: s.done!.startedToWrite,
+              leaveClaim: s.done!.unchecked ? s.fresh!.row : null,
+            })),
+          ),
         );
-        finished.catch(() => {});
-        finishStatement = finished;
         return { finished };
       },
     );
@@ -149,8 +147,7 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
       }
     }
   } catch (error) {
-    // A failed finish aborted the transaction, and COMMIT then reported only that it rolled back.
-    groupError = { error: finishStatement ? await finishStatement.then(() => error, (finishError: unknown) => finishError) : error };
+    groupError = { error };
   }
   deps.releaseSignal?.removeEventListener('abort', onRelease);
   // The committed members' results go to Redis in one pipeline; each member's settlement waits for it.
