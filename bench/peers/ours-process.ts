@@ -46,19 +46,17 @@ async function start(): Promise<void> {
   // BENCH_COUNT_CALLS=true: SQS calls per command (and messages they carried) are printed on stderr at exit.
   const calls = new Map<string, { calls: number; entries: number }>();
   if (process.env.BENCH_COUNT_CALLS === 'true') {
-    sqs.middlewareStack.add(
-      (next, context) => async (args) => {
-        const out = await next(args);
-        const input = args.input as { Entries?: unknown[] };
-        const output = out.output as { Messages?: unknown[] };
-        const c = calls.get(context.commandName ?? '?') ?? { calls: 0, entries: 0 };
-        c.calls += 1;
-        c.entries += input.Entries?.length ?? output.Messages?.length ?? 1;
-        calls.set(context.commandName ?? '?', c);
-        return out;
-      },
-      { step: 'initialize', name: 'benchCountCalls' },
-    );
+    // Around the client's send, not in the SDK's middleware stack: the delivery path's calls skip the stack (src/queue/direct-calls.ts).
+    const send = sqs.send.bind(sqs) as (command: unknown, ...rest: unknown[]) => Promise<unknown>;
+    (sqs as unknown as { send: unknown }).send = async (command: { constructor: { name: string }; input: { Entries?: unknown[] } }, ...rest: unknown[]) => {
+      const output = (await send(command, ...rest)) as { Messages?: unknown[] };
+      const name = command.constructor.name;
+      const c = calls.get(name) ?? { calls: 0, entries: 0 };
+      c.calls += 1;
+      c.entries += command.input.Entries?.length ?? output.Messages?.length ?? 1;
+      calls.set(name, c);
+      return output;
+    };
   }
   const loaded = await loadUnits(root, { dir: FIXTURE_UNITS_DIR });
   // Same concurrency as every other system: the fixture's slots come from the harness.

@@ -2,6 +2,7 @@
 // uses is configuration with the spec's value as default, so tests run the same code in seconds.
 import { z } from 'zod';
 import { DEFAULT_REDIS_COMMAND_TIMEOUT_MS } from '../kv/client.ts';
+import { DEFAULT_SQS_REQUEST_TIMEOUT_MS } from '../queue/config.ts';
 import { DEFAULT_CAPPED_POLL_MS } from '../work/tenant-inflight.ts';
 import {
   DEFAULT_BACKOFF_BASE_MS,
@@ -103,6 +104,8 @@ export const workersSchema = z
     SVC_SQS_ENDPOINT: httpUrl('must be an http(s) URL').optional(),
     /** `true` uses fixed local credentials instead of the cloud credential chain. Default false. */
     SVC_SQS_LOCAL_CREDENTIALS: booleanFlag.default(false),
+    /** How long one SendMessageBatch, ReceiveMessage, DeleteMessageBatch or ChangeMessageVisibility waits for its answer past its long poll, ms, 100 to 600000. Default 10000. */
+    SVC_SQS_REQUEST_TIMEOUT_MS: integer(100, 600_000).default(DEFAULT_SQS_REQUEST_TIMEOUT_MS),
     /** Long-polling wait in seconds, 1 to 20. Default 20. */
     SVC_SQS_WAIT_SECONDS: integer(SQS_WAIT_SECONDS_MIN, SQS_WAIT_SECONDS_MAX).default(DEFAULT_SQS_WAIT_SECONDS),
     /** Stop budget in ms; the drain gets this minus 5000 and must exceed the long-polling wait. Default 30000. */

@@ -1,7 +1,9 @@
 // SQS client built from configuration only: region, optional endpoint, and either fixed local
 // credentials or the default AWS credential chain. Nothing here knows whether it talks to a cloud
 // queue or the in-memory local server.
-import { SQSClient } from '@aws-sdk/client-sqs';
+import type { SQSClient } from '@aws-sdk/client-sqs';
+import { DEFAULT_SQS_REQUEST_TIMEOUT_MS } from './config.ts';
+import { DirectCallsSqsClient } from './direct-calls.ts';
 
 /** Fixed credentials for a local SQS-protocol server (`SVC_SQS_LOCAL_CREDENTIALS=true`); not secrets. */
 export const LOCAL_SQS_CREDENTIALS = Object.freeze({ accessKeyId: 'local', secretAccessKey: 'local' });
@@ -15,6 +17,8 @@ export interface SqsSettings {
   queueUrlPrefix: string;
   /** `SVC_SQS_LOCAL_CREDENTIALS`: true uses LOCAL_SQS_CREDENTIALS, false the default credential chain. */
   localCredentials: boolean;
+  /** `SVC_SQS_REQUEST_TIMEOUT_MS`: how long a call on the delivery path waits for its answer past its long poll; default 10000. */
+  requestTimeoutMs?: number | undefined;
 }
 
 export interface SqsClientOptions {
@@ -22,12 +26,14 @@ export interface SqsClientOptions {
   maxAttempts?: number;
 }
 
+
 export function createSqsClient(settings: Omit<SqsSettings, 'queueUrlPrefix'>, options: SqsClientOptions = {}): SQSClient {
-  return new SQSClient({
+  // The delivery path's four calls skip the SDK's middleware stack (src/queue/direct-calls.ts).
+  return new DirectCallsSqsClient({
     region: settings.region,
     ...(settings.endpoint ? { endpoint: settings.endpoint } : {}),
     // A copy: the SDK annotates the credentials object it is given.
     ...(settings.localCredentials ? { credentials: { ...LOCAL_SQS_CREDENTIALS } } : {}),
     maxAttempts: options.maxAttempts ?? 3,
-  });
+  }, { requestTimeoutMs: settings.requestTimeoutMs ?? DEFAULT_SQS_REQUEST_TIMEOUT_MS });
 }

@@ -3,10 +3,13 @@
 import type { WorkersConfig } from '../config/workers.ts';
 import type { SqsSettings } from './client.ts';
 
+/** Default bound on the answer of one call on the delivery path, past its long poll (SVC_SQS_REQUEST_TIMEOUT_MS). */
+export const DEFAULT_SQS_REQUEST_TIMEOUT_MS = 10_000;
+
 /** The part of the workers' configuration that locates and authenticates the queues. */
 export type SqsConfig = Pick<
   WorkersConfig,
-  'SVC_SQS_REGION' | 'SVC_SQS_QUEUE_URL_PREFIX' | 'SVC_SQS_ENDPOINT' | 'SVC_SQS_LOCAL_CREDENTIALS'
+  'SVC_SQS_REGION' | 'SVC_SQS_QUEUE_URL_PREFIX' | 'SVC_SQS_ENDPOINT' | 'SVC_SQS_LOCAL_CREDENTIALS' | 'SVC_SQS_REQUEST_TIMEOUT_MS'
 >;
 
 export function sqsSettings(config: SqsConfig): SqsSettings {
@@ -15,5 +18,6 @@ export function sqsSettings(config: SqsConfig): SqsSettings {
     queueUrlPrefix: config.SVC_SQS_QUEUE_URL_PREFIX,
     endpoint: config.SVC_SQS_ENDPOINT,
     localCredentials: config.SVC_SQS_LOCAL_CREDENTIALS,
+    requestTimeoutMs: config.SVC_SQS_REQUEST_TIMEOUT_MS,
   };
 }

@@ -5,6 +5,7 @@ import { DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { freshQueuePrefix, freshRedisUrl, type TestDatabase } from '../support/services.ts';
+import { observeCommands } from '../support/sqs-observe.ts';
 import type { Sql } from '../../src/db/client.ts';
 import { actorContextSelect, inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
 import { createRedis } from '../../src/kv/client.ts';
@@ -42,16 +43,12 @@ beforeAll(async () => {
   tenantA = await createTenant(sql);
   tenantB = await createTenant(sql);
   sqs = createSqsClient({ region: 'us-east-1', endpoint: freshQueuePrefix().endpoint, localCredentials: true }, { maxAttempts: 1 });
-  sqs.middlewareStack.add(
-    (next) => async (args) => {
-      const input = args.input as { QueueUrl?: string; Entries?: Array<{ MessageGroupId?: string; MessageBody?: string }> };
-      if (input.QueueUrl && input.Entries?.[0]?.MessageBody !== undefined) {
-        for (const e of input.Entries) sentEntries.push({ queueUrl: input.QueueUrl, groupId: e.MessageGroupId });
-      }
-      return next(args);
-    },
-    { step: 'initialize', name: 'recordGroupIds' },
-  );
+  observeCommands(sqs, (_command, args) => {
+    const input = args as { QueueUrl?: string; Entries?: Array<{ MessageGroupId?: string; MessageBody?: string }> };
+    if (input.QueueUrl && input.Entries?.[0]?.MessageBody !== undefined) {
+      for (const e of input.Entries) sentEntries.push({ queueUrl: input.QueueUrl, groupId: e.MessageGroupId });
+    }
+  });
 });
 
 beforeEach(async () => {

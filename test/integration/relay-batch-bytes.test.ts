@@ -10,6 +10,7 @@ import { queueUrl, type QueueName } from '../../src/queue/names.ts';
 import { provisionQueues } from '../../src/queue/provision.ts';
 import { relayPass } from '../../src/work/relay.ts';
 import { freshQueuePrefix, type TestDatabase } from '../support/services.ts';
+import { observeCommands } from '../support/sqs-observe.ts';
 import { createTenantMember, workDatabase } from './work-tables-support.ts';
 import { testDispatcher } from './work-test-units.ts';
 
@@ -57,16 +58,12 @@ beforeAll(async () => {
   prefix = q.queueUrlPrefix;
   sqs = createSqsClient({ region: 'us-east-1', endpoint: q.endpoint, localCredentials: true }, { maxAttempts: 1 });
   // Every SendMessageBatch the relay makes, as it leaves the client (before serialization).
-  sqs.middlewareStack.add(
-    (next) => async (args) => {
-      const input = args.input as { QueueUrl?: string; Entries?: OutgoingEntry[] };
-      if (input.QueueUrl && input.Entries && input.Entries.some((e) => e.MessageBody !== undefined)) {
-        calls.push({ queueUrl: input.QueueUrl, entries: input.Entries.length, bytes: input.Entries.reduce((a, e) => a + entryBytes(e), 0) });
-      }
-      return next(args);
-    },
-    { step: 'initialize', name: 'observeSendBatches' },
-  );
+  observeCommands(sqs, (_command, args) => {
+    const input = args as { QueueUrl?: string; Entries?: OutgoingEntry[] };
+    if (input.QueueUrl && input.Entries && input.Entries.some((e) => e.MessageBody !== undefined)) {
+      calls.push({ queueUrl: input.QueueUrl, entries: input.Entries.length, bytes: input.Entries.reduce((a, e) => a + entryBytes(e), 0) });
+    }
+  });
   await provisionQueues(sqs, prefix);
 });
 

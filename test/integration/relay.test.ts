@@ -3,6 +3,7 @@ import { DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { freshQueuePrefix, freshRedisUrl, type TestDatabase } from '../support/services.ts';
+import { observeCommands } from '../support/sqs-observe.ts';
 import { stoppableRedis } from '../support/stoppable-redis.ts';
 import type { Sql } from '../../src/db/client.ts';
 import { inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
@@ -41,14 +42,10 @@ beforeAll(async () => {
   const q = freshQueuePrefix();
   endpoint = q.endpoint;
   sqs = createSqsClient({ region: 'us-east-1', endpoint, localCredentials: true }, { maxAttempts: 1 });
-  sqs.middlewareStack.add(
-    (next) => async (args) => {
-      const input = args.input as { Entries?: unknown[] };
-      if (input.Entries && (args.input as { QueueUrl?: string }).QueueUrl) batchCalls.push(input.Entries.length);
-      return next(args);
-    },
-    { step: 'initialize', name: 'countBatchEntries' },
-  );
+  observeCommands(sqs, (_command, args) => {
+    const input = args as { Entries?: unknown[]; QueueUrl?: string };
+    if (input.Entries && input.QueueUrl) batchCalls.push(input.Entries.length);
+  });
 });
 
 beforeEach(async () => {

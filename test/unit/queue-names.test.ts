@@ -39,23 +39,27 @@ describe('queue names', () => {
 describe('SQS configuration', () => {
   const queues = { QUEUES: 'default' };
 
-  it('R-CFG-03 R-CFG-04 reads region, prefix, endpoint and the local-credentials flag', () => {
+  it('R-CFG-03 R-CFG-04 reads region, prefix, endpoint, the local-credentials flag and the request timeout', () => {
     const config = workersConfig({
       ...queues,
       SVC_SQS_REGION: 'eu-west-1',
       SVC_SQS_QUEUE_URL_PREFIX: 'http://127.0.0.1:9324/000000000000/',
       SVC_SQS_ENDPOINT: 'http://127.0.0.1:9324',
       SVC_SQS_LOCAL_CREDENTIALS: 'true',
+      SVC_SQS_REQUEST_TIMEOUT_MS: '2500',
     });
     expect(sqsSettings(config)).toEqual({
       region: 'eu-west-1',
       queueUrlPrefix: 'http://127.0.0.1:9324/000000000000/',
       endpoint: 'http://127.0.0.1:9324',
       localCredentials: true,
+      requestTimeoutMs: 2500,
     });
     const cloud = sqsSettings(workersConfig({ ...queues, SVC_SQS_QUEUE_URL_PREFIX: 'https://sqs.us-east-1.amazonaws.com/1/' }));
     expect(cloud.localCredentials).toBe(false);
     expect(cloud.region).toBe('us-east-1');
+    expect(cloud.requestTimeoutMs).toBe(10_000);
+    expect(() => workersConfig({ ...queues, SVC_SQS_QUEUE_URL_PREFIX: 'https://sqs.us-east-1.amazonaws.com/1/', SVC_SQS_REQUEST_TIMEOUT_MS: '50' })).toThrow(/SVC_SQS_REQUEST_TIMEOUT_MS/);
     expect(() => workersConfig(queues)).toThrow(/SVC_SQS_QUEUE_URL_PREFIX/);
     expect(() => workersConfig({ ...queues, SVC_SQS_QUEUE_URL_PREFIX: 'not a url' })).toThrow(/SVC_SQS_QUEUE_URL_PREFIX/);
   });
