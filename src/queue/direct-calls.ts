@@ -54,6 +54,8 @@ export class DirectCallsSqsClient extends SQSClient {
   readonly #agents = { 'http:': new http.Agent({ keepAlive: true }), 'https:': new https.Agent({ keepAlive: true }) };
   readonly #endpoint: URL | undefined;
   readonly #requestTimeoutMs: number;
+  /** The client's signer, made once: config.signer() builds a new one (and its key cache) per call. */
+  #signer: ReturnType<SQSClient['config']['signer']> | undefined;
 
   constructor(config: SQSClientConfig & { endpoint?: string }, options: DirectCallsOptions) {
     super(config);
@@ -95,7 +97,10 @@ export class DirectCallsSqsClient extends SQSClient {
   async #once(operation: string, input: Input, signal: AbortSignal | undefined, meta: Pick<Metadata, 'attempts' | 'totalRetryDelay'>): Promise<unknown> {
     const target = this.#endpoint ?? new URL(new URL(String(input.QueueUrl)).origin);
     const body = JSON.stringify(input, binaryAsBase64);
-    const signer = await this.config.signer();
+    const signer = await (this.#signer ??= this.config.signer().catch((error: unknown) => {
+      this.#signer = undefined; // a signer that could not be made is asked for again next call
+      throw error;
+    }));
     const signed = await signer.sign(
       {
         method: 'POST',
