@@ -3,6 +3,7 @@
 // Each subcommand lives in its own module under src/main/ exporting `run(args): Promise<number>`,
 // imported lazily so `svc migrator status` never loads Fastify or the SQS client.
 import { withoutUrlCredentials } from '../logging/url-credentials.ts';
+import { holdStopSignals } from './stop-signal.ts';
 
 type Command = { run(args: string[]): Promise<number> };
 
@@ -22,6 +23,9 @@ const commands: Record<string, { load: () => Promise<Command>; help: string }> =
   dev: { load: () => import('./dev.ts'), help: 'run the whole service locally on embedded defaults (npm start)' },
 };
 
+/** The commands that run until SIGTERM/SIGINT (they ask stopSignal() first thing). */
+const LONG_RUNNING = new Set(['api', 'workers', 'console']);
+
 function usage(): string {
   const lines = Object.entries(commands).map(([name, c]) => `  ${name.padEnd(12)} ${c.help}`);
   return `usage: svc <command> [args]\n\ncommands:\n${lines.join('\n')}`;
@@ -38,6 +42,8 @@ async function main(argv: string[]): Promise<number> {
     console.error(`svc: unknown command '${name}'\n${usage()}`);
     return 2;
   }
+  // A stop that arrives while a long-running command still loads is kept for it (src/main/stop-signal.ts).
+  if (LONG_RUNNING.has(name)) holdStopSignals();
   return (await command.load()).run(args);
 }
 

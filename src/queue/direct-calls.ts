@@ -6,36 +6,34 @@
 // the HTTP request itself, and a run at a low rate pays it three times (send, receive, delete)
 // (bench/results/hot-path-levers-2026-11-24.md, "Eleventh session").
 //
-// The request is still the SDK's: the client's own SigV4 signer (its credential chain, region and
-// clock offset), the AWS JSON 1.0 protocol the SDK speaks to SQS, the configured endpoint or else the
-// queue URL's origin (the SDK's useQueueUrlAsEndpoint), the SDK's MD5 checks of message bodies, its
-// retry rule (transient and throttling errors, full-jitter backoff, maxAttempts) and its exception
-// classes. Every other command goes through the SDK unchanged.
+// The request is the one the SDK sends, minus its own stamps (user agent, invocation id): the client's
+// SigV4 signer (its credential chain, region and clock offset), the AWS JSON 1.0 protocol in SQS's
+// query-compatible mode, to the configured endpoint or else the queue URL's origin (the SDK's
+// useQueueUrlAsEndpoint). A 2xx answer is checked as the SDK checks it (the MD5 of every body).
+// Anything else is left to the SDK:
+// - an answer that is not 2xx (an error, throttling, a server fault): the command goes through the SDK,
+//   so its exception classes, query-compatible error codes, retry budget and retry-after hints apply
+//   exactly as to any other command. A request the server refused changed nothing, so asking again is
+//   safe, and the SDK would have asked again anyway for a fault or throttling;
+// - no answer (a connection refused or reset, nothing within the timeout): retried under the client's
+//   own retry strategy (its delays, attempts and budget), as the SDK retries such errors.
+// Every other command goes through the SDK unchanged.
 import { createHash } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
-import * as sqsModule from '@aws-sdk/client-sqs';
-import { SQSClient, SQSServiceException, type SQSClientConfig } from '@aws-sdk/client-sqs';
+import { SQSClient, type SQSClientConfig } from '@aws-sdk/client-sqs';
 import { CodedError } from '../errors/coded-error.ts';
 
 /** The commands sent directly, by class name (a second copy of the SDK under sqs-consumer has its own classes). */
 const DIRECT_COMMANDS = new Set(['SendMessageBatchCommand', 'ReceiveMessageCommand', 'DeleteMessageBatchCommand', 'ChangeMessageVisibilityCommand']);
-
-/** The SDK's transient errors (@smithy/service-error-classification): retried with the SDK's backoff. */
-const TRANSIENT_STATUS = new Set([500, 502, 503, 504]);
-const TRANSIENT_CODES = new Set(['TimeoutError', 'RequestTimeout', 'RequestTimeoutException', 'ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND']);
-const THROTTLING_CODES = new Set([
-  'BandwidthLimitExceeded', 'EC2ThrottledException', 'LimitExceededException', 'PriorRequestNotComplete', 'ProvisionedThroughputExceededException',
-  'RequestLimitExceeded', 'RequestThrottled', 'RequestThrottledException', 'SlowDown', 'ThrottledException', 'Throttling', 'ThrottlingException',
-  'TooManyRequestsException', 'TransactionInProgressException',
-]);
-const CLOCK_SKEW_CODES = new Set(['AuthFailure', 'InvalidSignatureException', 'RequestExpired', 'RequestInTheFuture', 'RequestTimeTooSkewed', 'SignatureDoesNotMatch']);
-/** The SDK's backoff: full jitter over 100 ms (500 ms when throttled) doubling per attempt, at most 20 s. */
-const RETRY_BASE_MS = 100;
-const THROTTLING_RETRY_BASE_MS = 500;
-const MAX_RETRY_DELAY_MS = 20_000;
-/** A clock further off than this from the server's is corrected, as the SDK does. */
+/** Failures without an answer that the SDK retries (@smithy's transient and network error codes). */
+const NO_ANSWER_RETRIED = new Set(['TimeoutError', 'ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+/** A server clock further off than this sets the offset signatures use, as the SDK does from every answer. */
 const CLOCK_SKEW_MS = 300_000;
+/** A ReceiveMessage without WaitTimeSeconds long-polls for the queue's own setting: at most 20 s. */
+const MAX_QUEUE_WAIT_SECONDS = 20;
+/** Sockets per origin, as the SDK's request handler. */
+const MAX_SOCKETS = 50;
 
 export interface DirectCallsOptions {
   /** How long one request may take past its long poll (WaitTimeSeconds), ms. */
@@ -43,15 +41,22 @@ export interface DirectCallsOptions {
 }
 
 type Input = Record<string, unknown> & { QueueUrl?: string; WaitTimeSeconds?: number; Entries?: Array<{ Id?: string; MessageBody?: string }> };
-type Metadata = { httpStatusCode?: number; requestId?: string; extendedRequestId?: string; attempts: number; totalRetryDelay: number };
 interface Answer {
   status: number;
   headers: http.IncomingHttpHeaders;
   body: string;
 }
+/** The server answered with a status the SDK must handle: the command goes through it. */
+const NOT_2XX = Symbol('not 2xx');
+/** A retry strategy with retry tokens (the SDK's default); a legacy one leaves the whole call to the SDK. */
+type TokenRetryStrategy = Extract<Awaited<ReturnType<SQSClient['config']['retryStrategy']>>, { acquireInitialRetryToken: unknown }>;
+type RetryErrorInfo = Parameters<TokenRetryStrategy['refreshRetryTokenForRetry']>[1];
 
 export class DirectCallsSqsClient extends SQSClient {
-  readonly #agents = { 'http:': new http.Agent({ keepAlive: true }), 'https:': new https.Agent({ keepAlive: true }) };
+  readonly #agents = {
+    'http:': new http.Agent({ keepAlive: true, maxSockets: MAX_SOCKETS }),
+    'https:': new https.Agent({ keepAlive: true, maxSockets: MAX_SOCKETS }),
+  };
   readonly #endpoint: URL | undefined;
   readonly #requestTimeoutMs: number;
   /** The client's signer, made once: config.signer() builds a new one (and its key cache) per call. */
@@ -70,7 +75,10 @@ export class DirectCallsSqsClient extends SQSClient {
     if (typeof name !== 'string' || !DIRECT_COMMANDS.has(name) || typeof optionsOrCb === 'function' || typeof cb === 'function') {
       return super.send(command, optionsOrCb, cb);
     }
-    return this.#call(name.slice(0, -'Command'.length), command.input as Input, (optionsOrCb as { abortSignal?: AbortSignal } | undefined)?.abortSignal);
+    const signal = (optionsOrCb as { abortSignal?: AbortSignal } | undefined)?.abortSignal;
+    return this.#call(name.slice(0, -'Command'.length), command.input as Input, signal).then((output) =>
+      output === NOT_2XX ? super.send(command, optionsOrCb) : output,
+    );
   }
 
   override destroy(): void {
@@ -79,24 +87,35 @@ export class DirectCallsSqsClient extends SQSClient {
     super.destroy();
   }
 
+  /** The output, or NOT_2XX when the server answered with a status the SDK must handle (or the client's retry strategy is a legacy one). */
   async #call(operation: string, input: Input, signal: AbortSignal | undefined): Promise<unknown> {
-    const maxAttempts = await this.config.maxAttempts();
+    // The client's one strategy, which the SDK's own calls use too: one retry budget for both.
+    const strategy = await this.config.retryStrategy();
+    if (!('acquireInitialRetryToken' in strategy)) return NOT_2XX;
+    const retries: TokenRetryStrategy = strategy;
+    let token = await retries.acquireInitialRetryToken('sqs');
     let totalRetryDelay = 0;
-    for (let attempt = 1; ; attempt++) {
+    for (;;) {
       try {
-        return await this.#once(operation, input, signal, { attempts: attempt, totalRetryDelay });
+        const output = await this.#once(operation, input, signal, token.getRetryCount() + 1, totalRetryDelay);
+        if (output !== NOT_2XX) retries.recordSuccess(token);
+        return output;
       } catch (error) {
-        const retry = retryDelayMs(error, attempt);
-        if (attempt >= maxAttempts || retry === undefined || signal?.aborted) throw error;
-        totalRetryDelay += retry;
-        await pause(retry, signal);
+        if (signal?.aborted || !unanswered(error)) throw error;
+        // The strategy refuses once maxAttempts is reached or its budget is spent: the error stands.
+        token = await retries.refreshRetryTokenForRetry(token, { errorType: 'TRANSIENT', error: error as RetryErrorInfo['error'] }).catch(() => {
+          throw error;
+        });
+        totalRetryDelay += token.getRetryDelay();
+        await pause(token.getRetryDelay(), signal);
       }
     }
   }
 
-  async #once(operation: string, input: Input, signal: AbortSignal | undefined, meta: Pick<Metadata, 'attempts' | 'totalRetryDelay'>): Promise<unknown> {
+  async #once(operation: string, input: Input, signal: AbortSignal | undefined, attempts: number, totalRetryDelay: number): Promise<unknown> {
     const target = this.#endpoint ?? new URL(new URL(String(input.QueueUrl)).origin);
-    const body = JSON.stringify(input, binaryAsBase64);
+    const path = target.pathname.endsWith('/') ? target.pathname : `${target.pathname}/`;
+    const body = JSON.stringify(input, serializable);
     const signer = await (this.#signer ??= this.config.signer().catch((error: unknown) => {
       this.#signer = undefined; // a signer that could not be made is asked for again next call
       throw error;
@@ -107,63 +126,61 @@ export class DirectCallsSqsClient extends SQSClient {
         protocol: target.protocol,
         hostname: target.hostname,
         ...(target.port ? { port: Number(target.port) } : {}),
-        path: target.pathname,
+        path,
         query: {},
-        headers: { host: target.host, 'content-type': 'application/x-amz-json-1.0', 'x-amz-target': `AmazonSQS.${operation}` },
+        headers: {
+          host: target.host,
+          'content-type': 'application/x-amz-json-1.0',
+          'x-amz-target': `AmazonSQS.${operation}`,
+          'x-amzn-query-mode': 'true',
+        },
         body,
       },
       { signingDate: new Date(Date.now() + this.config.systemClockOffset) },
     );
-    const timeoutMs = (input.WaitTimeSeconds ?? 0) * 1000 + this.#requestTimeoutMs;
-    const answer = await this.#post(target, signed.headers, body, timeoutMs, signal);
-    const metadata: Metadata = {
-      httpStatusCode: answer.status,
-      requestId: header(answer.headers, 'x-amzn-requestid') ?? header(answer.headers, 'x-amz-request-id'),
-      extendedRequestId: header(answer.headers, 'x-amz-id-2'),
-      ...meta,
+    const waitSeconds = input.WaitTimeSeconds ?? (operation === 'ReceiveMessage' ? MAX_QUEUE_WAIT_SECONDS : 0);
+    const answer = await this.#post(target, path, signed.headers, body, waitSeconds * 1000 + this.#requestTimeoutMs, signal);
+    this.#correctClock(answer);
+    if (answer.status < 200 || answer.status >= 300) return NOT_2XX;
+    let parsed: unknown;
+    try {
+      parsed = answer.body.length === 0 ? {} : JSON.parse(answer.body);
+    } catch (error) {
+      throw new CodedError('SQS_ANSWER_UNREADABLE', `the queue's answer to ${operation} is not JSON (HTTP ${answer.status})`, { cause: error });
+    }
+    const output: Record<string, unknown> = {
+      ...(parsed as Record<string, unknown>),
+      $metadata: {
+        httpStatusCode: answer.status,
+        requestId: header(answer.headers, 'x-amzn-requestid') ?? header(answer.headers, 'x-amz-request-id'),
+        extendedRequestId: header(answer.headers, 'x-amz-id-2'),
+        attempts,
+        totalRetryDelay,
+      },
     };
-    const parsed = parseJson(answer.body);
-    if (answer.status >= 300) throw this.#failure(answer, parsed, metadata);
-    const output: Record<string, unknown> = { ...parsed, $metadata: metadata };
     if (operation === 'ReceiveMessage') checkReceived(output);
     if (operation === 'SendMessageBatch') checkSent(input, output);
     return output;
   }
 
-  /** The SDK's exception for the answer: the modeled class of its code when there is one. */
-  #failure(answer: Answer, parsed: Record<string, unknown>, $metadata: Metadata): Error {
-    const queryError = header(answer.headers, 'x-amzn-query-error')?.split(';')[0];
-    const type = typeof parsed.__type === 'string' ? parsed.__type : (queryError ?? `Http${answer.status}`);
-    const name = type.split('#').pop()!.split(':')[0]!;
-    const message = typeof parsed.message === 'string' ? parsed.message : typeof parsed.Message === 'string' ? parsed.Message : name;
-    const modeled = (sqsModule as Record<string, unknown>)[name];
-    const $fault = answer.status >= 500 ? 'server' : 'client';
-    const error =
-      typeof modeled === 'function' && modeled.prototype instanceof SQSServiceException
-        ? new (modeled as new (o: object) => SQSServiceException)({ $metadata, message })
-        : new SQSServiceException({ name, $fault, $metadata, message });
-    Object.assign(error, { Code: queryError ?? name });
+  /** As the SDK does from every answer: a server clock more than 5 minutes off sets the offset signatures use. */
+  #correctClock(answer: Answer): void {
     const date = header(answer.headers, 'date');
-    if (CLOCK_SKEW_CODES.has(name) && date) {
-      const offset = Date.parse(date) - Date.now();
-      if (Number.isFinite(offset) && Math.abs(offset - this.config.systemClockOffset) > CLOCK_SKEW_MS) {
-        this.config.systemClockOffset = offset;
-        Object.assign(error, { $retryable: {} });
-      }
-    }
-    if (THROTTLING_CODES.has(name) || answer.status === 429) Object.assign(error, { $retryable: { throttling: true } });
-    return error;
+    if (!date) return;
+    const offset = Date.parse(date) - Date.now();
+    if (Number.isFinite(offset) && Math.abs(offset - this.config.systemClockOffset) > CLOCK_SKEW_MS) this.config.systemClockOffset = offset;
   }
 
-  #post(target: URL, headers: Record<string, string>, body: string, timeoutMs: number, signal: AbortSignal | undefined): Promise<Answer> {
+  #post(target: URL, path: string, headers: Record<string, string>, body: string, timeoutMs: number, signal: AbortSignal | undefined): Promise<Answer> {
     return new Promise<Answer>((resolve, reject) => {
       if (signal?.aborted) return reject(abortError());
       const request = (target.protocol === 'https:' ? https : http).request(
         {
           protocol: target.protocol,
-          hostname: target.hostname,
+          // An IPv6 literal without its brackets, as the SDK's request handler passes it.
+          hostname: target.hostname.replace(/^\[(.*)\]$/, '$1'),
           port: target.port || undefined,
-          path: target.pathname,
+          path,
           method: 'POST',
           agent: this.#agents[target.protocol === 'https:' ? 'https:' : 'http:'],
           headers: { ...headers, 'content-length': Buffer.byteLength(body) },
@@ -195,34 +212,35 @@ export class DirectCallsSqsClient extends SQSClient {
   }
 }
 
+/** A failure before any answer arrived, of a kind the SDK retries. */
+function unanswered(error: unknown): boolean {
+  const e = error as { name?: unknown; code?: unknown };
+  return (typeof e.name === 'string' && NO_ANSWER_RETRIED.has(e.name)) || (typeof e.code === 'string' && NO_ANSWER_RETRIED.has(e.code));
+}
+
 function header(headers: http.IncomingHttpHeaders, name: string): string | undefined {
   const value = headers[name];
   return Array.isArray(value) ? value[0] : value;
 }
 
-function parseJson(text: string): Record<string, unknown> {
-  if (text.length === 0) return {};
-  try {
-    const value: unknown = JSON.parse(text);
-    return value !== null && typeof value === 'object' ? (value as Record<string, unknown>) : {};
-  } catch {
-    return {};
-  }
-}
-
-/** Binary message attributes travel as base64 in AWS JSON, as the SDK sends them. */
-function binaryAsBase64(_key: string, value: unknown): unknown {
-  return value instanceof Uint8Array ? Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('base64') : value;
+/**
+ * JSON.stringify replacer: binary values (Uint8Array and Buffer; `this[key]` is the value before its
+ * toJSON) travel as base64, and null members are left out, as the SDK's serializer does.
+ */
+function serializable(this: Record<string, unknown>, key: string, value: unknown): unknown {
+  const raw = this[key];
+  if (raw instanceof Uint8Array) return Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength).toString('base64');
+  return value === null ? undefined : value;
 }
 
 const md5 = (text: string) => createHash('md5').update(text, 'utf8').digest('hex');
 
-/** As the SDK: bodies whose MD5 does not match fail the call; binary attributes become bytes. */
+/** As the SDK: a body whose MD5 is missing or does not match fails the call; binary attributes become bytes. */
 function checkReceived(output: Record<string, unknown>): void {
   if (!Array.isArray(output.Messages)) return;
   const bad: string[] = [];
   for (const m of output.Messages as Array<{ Body?: string; MD5OfBody?: string; MessageId?: string; MessageAttributes?: Record<string, { BinaryValue?: unknown }> }>) {
-    if (typeof m.Body === 'string' && typeof m.MD5OfBody === 'string' && md5(m.Body) !== m.MD5OfBody) bad.push(m.MessageId ?? '');
+    if (typeof m.Body === 'string' && m.Body.length > 0 && md5(m.Body) !== m.MD5OfBody) bad.push(m.MessageId ?? '');
     for (const attribute of Object.values(m.MessageAttributes ?? {})) {
       if (typeof attribute.BinaryValue === 'string') attribute.BinaryValue = new Uint8Array(Buffer.from(attribute.BinaryValue, 'base64'));
     }
@@ -236,22 +254,9 @@ function checkSent(input: Input, output: Record<string, unknown>): void {
   const bad: string[] = [];
   for (const s of output.Successful as Array<{ Id?: string; MD5OfMessageBody?: string; MessageId?: string }>) {
     const body = bodies.get(s.Id);
-    if (typeof body === 'string' && typeof s.MD5OfMessageBody === 'string' && md5(body) !== s.MD5OfMessageBody) bad.push(s.MessageId ?? '');
+    if (typeof body === 'string' && md5(body) !== s.MD5OfMessageBody) bad.push(s.MessageId ?? '');
   }
   if (bad.length > 0) throw new Error(`Invalid MD5 checksum on messages: ${bad.join(', ')}`);
-}
-
-/** The SDK's retry rule: transient and throttling errors, full-jitter backoff; undefined when not retried. */
-function retryDelayMs(error: unknown, attempt: number): number | undefined {
-  const e = error as { name?: string; code?: string; $metadata?: { httpStatusCode?: number }; $retryable?: { throttling?: boolean } };
-  const throttling = e.$retryable?.throttling === true;
-  const transient =
-    e.$retryable !== undefined ||
-    TRANSIENT_STATUS.has(e.$metadata?.httpStatusCode ?? 0) ||
-    TRANSIENT_CODES.has(e.name ?? '') ||
-    TRANSIENT_CODES.has(e.code ?? '');
-  if (!transient) return undefined;
-  return Math.floor(Math.random() * Math.min(MAX_RETRY_DELAY_MS, (throttling ? THROTTLING_RETRY_BASE_MS : RETRY_BASE_MS) * 2 ** (attempt - 1)));
 }
 
 /** Named as the SDK's request handler names it, so callers that match on `name` see the same error. */

@@ -1,7 +1,8 @@
 // The delivery path's four SQS calls sent directly (src/queue/direct-calls.ts), against the shared local
-// SQS-protocol server, seen through a recording HTTP proxy: signed requests a SigV4 check written here
-// from the protocol's definition accepts, the SDK's outputs and exceptions, its MD5 checks and retries,
-// and a bound on every wait.
+// SQS-protocol server, seen through a recording HTTP proxy: the SDK's request minus its own stamps, signed
+// so that a SigV4 check written here from the protocol's definition accepts it; the SDK's outputs and MD5
+// checks; any answer that is not 2xx handed to the SDK (its exceptions and retries); retries of calls that
+// got no answer; and a bound on every wait.
 import { createHash, createHmac } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
@@ -18,6 +19,7 @@ import {
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createSqsClient, LOCAL_SQS_CREDENTIALS } from '../../src/queue/client.ts';
 import { freshQueuePrefix } from '../support/services.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 interface Seen {
   target: string;
@@ -150,25 +152,54 @@ describe('the delivery path calls SQS directly', () => {
       'AmazonSQS.DeleteMessageBatch',
       'AmazonSQS.CreateQueue',
     ]);
+    const first = seen[0]!;
     for (const s of seen) {
       expect(s.method).toBe('POST');
+      expect(s.path).toBe('/');
       expect(s.headers['content-type']).toBe('application/x-amz-json-1.0');
       expect(sigV4Valid(s, LOCAL_SQS_CREDENTIALS.secretAccessKey, 'us-east-1', 'sqs')).toBe(true);
     }
+    // The check above can fail: a tampered body no longer matches its signature.
+    expect(sigV4Valid({ ...first, body: first.body.replace('one', 'two') }, LOCAL_SQS_CREDENTIALS.secretAccessKey, 'us-east-1', 'sqs')).toBe(false);
     // The SDK's stack stamps every request it sends with an invocation id; the direct calls have none.
     expect(seen.map((s) => s.headers['amz-sdk-invocation-id'] !== undefined)).toEqual([false, false, false, false, false, true]);
-    // The check above can fail: a tampered body no longer matches its signature.
-    expect(sigV4Valid({ ...seen[0]!, body: seen[0]!.body.replace('one', 'two') }, LOCAL_SQS_CREDENTIALS.secretAccessKey, 'us-east-1', 'sqs')).toBe(false);
+    // Every header the SDK sends for the same call is there, but for its own stamps.
+    seen = [];
+    await sdk.send(new SendMessageBatchCommand({ QueueUrl: url, Entries: [{ Id: 'a', MessageBody: 'one' }] }));
+    const stamps = new Set(['user-agent', 'x-amz-user-agent', 'amz-sdk-invocation-id', 'amz-sdk-request', 'connection']);
+    const sdkHeaders = Object.keys(seen[0]!.headers).filter((h) => !stamps.has(h)).sort();
+    const directHeaders = Object.keys(first.headers).filter((h) => !stamps.has(h)).sort();
+    expect(directHeaders).toEqual(sdkHeaders);
+    expect(first.headers['x-amzn-query-mode']).toBe('true');
+  });
+
+  it("without a configured endpoint, goes to the queue URL's origin, as the SDK does", async () => {
+    const url = await queue('origin');
+    seen = [];
+    const c = createSqsClient({ region: 'eu-west-1', localCredentials: true }, { maxAttempts: 1 });
+    clients.push(c);
+    const out = await c.send(new SendMessageBatchCommand({ QueueUrl: url, Entries: [{ Id: 'a', MessageBody: 'via origin' }] }));
+    expect(out.Successful).toHaveLength(1);
+    expect(seen.map((s) => [s.target, s.headers.host])).toEqual([['AmazonSQS.SendMessageBatch', new URL(proxyUrl).host]]);
+    expect(sigV4Valid(seen[0]!, LOCAL_SQS_CREDENTIALS.secretAccessKey, 'eu-west-1', 'sqs')).toBe(true);
   });
 
   it('gives the outputs the SDK gives: ids, MD5s, attributes (binary ones as bytes), receive counts', async () => {
     const url = await queue('outputs');
     const c = direct();
-    const attributes = { s: { DataType: 'String', StringValue: 'text' }, b: { DataType: 'Binary', BinaryValue: new Uint8Array([1, 2, 250]) } };
+    const attributes = {
+      s: { DataType: 'String', StringValue: 'text' },
+      b: { DataType: 'Binary', BinaryValue: new Uint8Array([1, 2, 250]) },
+      n: { DataType: 'Binary', BinaryValue: Buffer.from([7, 8]) },
+    };
     const sent = await c.send(new SendMessageBatchCommand({ QueueUrl: url, Entries: [{ Id: 'x', MessageBody: 'héllo', MessageAttributes: attributes }] }));
     expect(sent.Successful).toEqual([expect.objectContaining({ Id: 'x', MessageId: expect.any(String), MD5OfMessageBody: createHash('md5').update('héllo').digest('hex') })]);
     expect(sent.Failed ?? []).toEqual([]);
     expect(sent.$metadata.httpStatusCode).toBe(200);
+    // On the wire, binary values are base64 strings, a Buffer's too (its toJSON would make it an object).
+    const wire = JSON.parse(seen.find((s) => s.target === 'AmazonSQS.SendMessageBatch')!.body) as { Entries: Array<{ MessageAttributes: Record<string, { BinaryValue?: unknown }> }> };
+    expect(wire.Entries[0]!.MessageAttributes.b!.BinaryValue).toBe(Buffer.from([1, 2, 250]).toString('base64'));
+    expect(wire.Entries[0]!.MessageAttributes.n!.BinaryValue).toBe(Buffer.from([7, 8]).toString('base64'));
 
     const viaDirect = await c.send(
       new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 1, MessageAttributeNames: ['All'], MessageSystemAttributeNames: ['ApproximateReceiveCount'], VisibilityTimeout: 0 }),
@@ -183,6 +214,7 @@ describe('the delivery path calls SQS directly', () => {
     expect(s!.Attributes).toEqual({ ApproximateReceiveCount: '2' });
     expect(d!.MessageAttributes!.b!.BinaryValue).toBeInstanceOf(Uint8Array);
     expect([...d!.MessageAttributes!.b!.BinaryValue!]).toEqual([1, 2, 250]);
+    expect([...d!.MessageAttributes!.n!.BinaryValue!]).toEqual([7, 8]);
     const { ReceiptHandle: _d, Attributes: _da, ...directRest } = d!;
     const { ReceiptHandle: _s, Attributes: _sa, ...sdkRest } = s!;
     expect(directRest).toEqual(sdkRest);
@@ -191,10 +223,15 @@ describe('the delivery path calls SQS directly', () => {
     expect(deleted.Successful).toEqual([{ Id: '0' }]);
   });
 
-  it("throws the SDK's exceptions: the modeled class, its name, status and fault", async () => {
+  it("hands an answer that is not 2xx to the SDK: its exception, class, name, status and fault", async () => {
     const missing = `${prefix}never-created`;
     const input = { QueueUrl: missing, Entries: [{ Id: 'a', MessageBody: 'x' }] };
     const viaDirect = await direct().send(new SendMessageBatchCommand(input)).catch((e: unknown) => e);
+    // The direct request, refused, then the SDK's own.
+    expect(seen.map((s) => [s.target, s.headers['amz-sdk-invocation-id'] !== undefined])).toEqual([
+      ['AmazonSQS.SendMessageBatch', false],
+      ['AmazonSQS.SendMessageBatch', true],
+    ]);
     const viaSdk = await sdk.send(new SendMessageBatchCommand(input)).catch((e: unknown) => e);
     expect(viaDirect).toBeInstanceOf(QueueDoesNotExist);
     const pick = (e: unknown) => {
@@ -213,25 +250,32 @@ describe('the delivery path calls SQS directly', () => {
     await expect(c.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 1 }))).rejects.toThrow(/Invalid MD5 checksum/);
   });
 
-  it('retries a server error up to maxAttempts, and not a client error', async () => {
+  it("leaves a server fault to the SDK's retries, and retries a call that got no answer under the client's retry strategy", async () => {
     const url = await queue('retry');
+    seen = [];
     let refusals = 1;
     intercept = (s) => (s.target === 'AmazonSQS.SendMessageBatch' && refusals-- > 0 ? { status: 503, body: '{"__type":"com.amazonaws.sqs#ServiceUnavailable","message":"busy"}' } : undefined);
     const out = await direct({ maxAttempts: 3 }).send(new SendMessageBatchCommand({ QueueUrl: url, Entries: [{ Id: 'a', MessageBody: 'x' }] }));
     expect(out.Successful).toHaveLength(1);
-    expect(out.$metadata.attempts).toBe(2);
-    expect(seen.filter((s) => s.target === 'AmazonSQS.SendMessageBatch')).toHaveLength(2);
+    // The direct request met the fault; the SDK sent the command again, and it went through.
+    expect(seen.map((s) => s.headers['amz-sdk-invocation-id'] !== undefined)).toEqual([false, true]);
 
     seen = [];
     refusals = 5;
     const failed = await direct({ maxAttempts: 2 }).send(new SendMessageBatchCommand({ QueueUrl: url, Entries: [{ Id: 'a', MessageBody: 'x' }] })).catch((e: unknown) => e);
-    expect(failed).toMatchObject({ name: 'ServiceUnavailable', $fault: 'server', $metadata: { httpStatusCode: 503 } });
-    expect(seen).toHaveLength(2);
+    expect(failed).toMatchObject({ $fault: 'server', $metadata: { httpStatusCode: 503 } });
+    // One direct request, then the SDK's maxAttempts.
+    expect(seen.map((s) => s.headers['amz-sdk-invocation-id'] !== undefined)).toEqual([false, true, true]);
 
-    seen = [];
-    refusals = 0;
-    await direct({ maxAttempts: 3 }).send(new SendMessageBatchCommand({ QueueUrl: `${prefix}absent`, Entries: [{ Id: 'a', MessageBody: 'x' }] })).catch(() => {});
-    expect(seen).toHaveLength(1);
+    // No answer at all (nothing listens): the client's retry strategy allows maxAttempts in all.
+    const closed = net.createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const deadEndpoint = `http://127.0.0.1:${(closed.address() as AddressInfo).port}`;
+    await new Promise<void>((resolve) => closed.close(() => resolve()));
+    const refused = await direct({ endpoint: deadEndpoint, maxAttempts: 3 })
+      .send(new SendMessageBatchCommand({ QueueUrl: `${deadEndpoint}/000000000000/q`, Entries: [{ Id: 'a', MessageBody: 'x' }] }))
+      .catch((e: unknown) => e);
+    expect(refused).toMatchObject({ code: 'ECONNREFUSED' });
   });
 
   it('bounds every wait: a queue that never answers fails the call after its long poll plus the request timeout', async () => {
@@ -249,9 +293,10 @@ describe('the delivery path calls SQS directly', () => {
       expect(performance.now() - t0).toBeGreaterThanOrEqual(1_000);
       // Timeouts are transient: retried up to maxAttempts, each on a connection of its own.
       const before = sockets.size;
-      await expect(direct({ endpoint, requestTimeoutMs: 100, maxAttempts: 2 }).send(new DeleteMessageBatchCommand({ QueueUrl: url, Entries: [{ Id: '0', ReceiptHandle: 'r' }] }))).rejects.toMatchObject({
+      await expect(direct({ endpoint, requestTimeoutMs: 300, maxAttempts: 2 }).send(new DeleteMessageBatchCommand({ QueueUrl: url, Entries: [{ Id: '0', ReceiptHandle: 'r' }] }))).rejects.toMatchObject({
         name: 'TimeoutError',
       });
+      await waitFor(() => sockets.size - before >= 2, 5_000);
       expect(sockets.size - before).toBe(2);
     } finally {
       for (const s of sockets) s.destroy();

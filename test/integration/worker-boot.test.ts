@@ -1,5 +1,5 @@
 // `svc workers` as a real process: the pool-size boot refusal, and a boot that waits for the schema,
-// serves /healthz and /readyz, and stops cleanly on SIGTERM.
+// serves /healthz and /readyz, and stops cleanly on SIGTERM, even one that arrives while it loads.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -8,9 +8,11 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/kv/redis-server.ts';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
 const CLI = path.join(ROOT, 'src/main/cli.ts');
+const HOLD_IMPORT = path.join(ROOT, 'test/fixtures/hold-import.mjs');
 let h: WorkHarness;
 let dir: string;
 
@@ -99,6 +101,36 @@ describe('svc workers', () => {
       expect(await exited).toBe(0);
     } finally {
       if (child.exitCode === null) child.kill('SIGKILL');
+    }
+  });
+
+  it('R-WRK-12 a SIGTERM that arrives while the workers still load their modules stops them cleanly once up (exit 0), instead of killing them mid-boot', async () => {
+    // Found under load: `npm start` stopped right after the API was ready met workers still importing,
+    // and Node's default action for the signal killed them (the launcher saw code 128).
+    const marker = path.join(dir, 'loading');
+    const release = path.join(dir, 'release');
+    const child = spawn(process.execPath, ['--import', HOLD_IMPORT, CLI, 'workers'], {
+      env: await baseEnv({
+        QUEUES: 'critical',
+        DATABASE_POOL_SIZE: '12',
+        SVC_HEALTH_PORT: String(await freePort()),
+        HOLD_IMPORT_MATCH: '/src/main/workers.ts',
+        HOLD_IMPORT_MARKER: marker,
+        HOLD_IMPORT_RELEASE: release,
+      }),
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+    try {
+      // The workers module is being loaded, and held there: the signal arrives mid-boot.
+      await waitFor(() => fs.existsSync(marker), 30_000);
+      child.kill('SIGTERM');
+      fs.writeFileSync(release, '');
+      expect(await exited, stderr).toEqual({ code: 0, signal: null });
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     }
   });
 });
