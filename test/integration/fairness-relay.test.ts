@@ -260,8 +260,10 @@ describe('fair share between tenants at the relay', () => {
     expect(runIds).toEqual(a.slice(1_160, 1_185));
     // 25 candidates and the 25 rows locked, plus the group walk: far from the 1,160 sent rows (by index)
     // or the 1,200 rows of the table (by a sequential scan; on a table this small the planner may still
-    // pick one for a short probe, which reads a few dozen rows).
-    expect(rowsRead).toBeLessThan(200);
+    // pick one for a short probe, which reads a few dozen rows). Measured 100–146 rows in this file's
+    // order, 202 once in a clean-clone CI run (the plan varies with the table's history); 600 still fails any
+    // plan that walks the sent rows or the table.
+    expect(rowsRead).toBeLessThan(600);
   });
 
   it("a fair pass does not read a tenant's delayed rows: a backlog not yet due ahead of due rows costs nothing", async () => {
