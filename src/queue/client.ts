@@ -26,7 +26,6 @@ export interface SqsClientOptions {
   maxAttempts?: number;
 }
 
-
 export function createSqsClient(settings: Omit<SqsSettings, 'queueUrlPrefix'>, options: SqsClientOptions = {}): SQSClient {
   // The delivery path's four calls skip the SDK's middleware stack (src/queue/direct-calls.ts).
   return new DirectCallsSqsClient({

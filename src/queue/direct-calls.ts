@@ -21,6 +21,7 @@
 import { createHash } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { SQSClient, type SQSClientConfig } from '@aws-sdk/client-sqs';
 import { CodedError } from '../errors/coded-error.ts';
 
@@ -107,13 +108,13 @@ export class DirectCallsSqsClient extends SQSClient {
           throw error;
         });
         totalRetryDelay += token.getRetryDelay();
-        await pause(token.getRetryDelay(), signal);
+        await sleep(token.getRetryDelay(), undefined, { signal }); // rejects with an AbortError on abort
       }
     }
   }
 
   async #once(operation: string, input: Input, signal: AbortSignal | undefined, attempts: number, totalRetryDelay: number): Promise<unknown> {
-    const target = this.#endpoint ?? new URL(new URL(String(input.QueueUrl)).origin);
+    const target = this.#endpoint ?? new URL('/', String(input.QueueUrl));
     const path = target.pathname.endsWith('/') ? target.pathname : `${target.pathname}/`;
     const body = JSON.stringify(input, serializable);
     const signer = await (this.#signer ??= this.config.signer().catch((error: unknown) => {
@@ -270,19 +271,4 @@ function abortError(): Error {
   const error = new Error('Request aborted');
   error.name = 'AbortError';
   return error;
-}
-
-function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    if (signal?.aborted) return reject(abortError());
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(abortError());
-    };
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
 }
