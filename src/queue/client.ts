@@ -27,6 +27,7 @@ export interface SqsClientOptions {
 }
 
 export function createSqsClient(settings: Omit<SqsSettings, 'queueUrlPrefix'>, options: SqsClientOptions = {}): SQSClient {
+  const requestTimeoutMs = settings.requestTimeoutMs ?? DEFAULT_SQS_REQUEST_TIMEOUT_MS;
   // The delivery path's four calls skip the SDK's middleware stack (src/queue/direct-calls.ts).
   return new DirectCallsSqsClient({
     region: settings.region,
@@ -34,5 +35,8 @@ export function createSqsClient(settings: Omit<SqsSettings, 'queueUrlPrefix'>, o
     // A copy: the SDK annotates the credentials object it is given.
     ...(settings.localCredentials ? { credentials: { ...LOCAL_SQS_CREDENTIALS } } : {}),
     maxAttempts: options.maxAttempts ?? 3,
-  }, { requestTimeoutMs: settings.requestTimeoutMs ?? DEFAULT_SQS_REQUEST_TIMEOUT_MS });
+    // Every other command is bounded too (the SDK sets no limit of its own); a long poll the SDK sends
+    // gets its wait on top (direct-calls.ts).
+    requestHandler: { requestTimeout: requestTimeoutMs, throwOnRequestTimeout: true },
+  }, { requestTimeoutMs });
 }

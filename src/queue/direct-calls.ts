@@ -77,8 +77,11 @@ export class DirectCallsSqsClient extends SQSClient {
       return super.send(command, optionsOrCb, cb);
     }
     const signal = (optionsOrCb as { abortSignal?: AbortSignal } | undefined)?.abortSignal;
-    return this.#call(name.slice(0, -'Command'.length), command.input as Input, signal).then((output) =>
-      output === NOT_2XX ? super.send(command, optionsOrCb) : output,
+    const operation = name.slice(0, -'Command'.length);
+    const input = command.input as Input;
+    return this.#call(operation, input, signal).then((output) =>
+      // The SDK's request bound (createSqsClient) does not know about the long poll: it is added here.
+      output === NOT_2XX ? super.send(command, { ...optionsOrCb, requestTimeout: this.#boundMs(operation, input) }) : output,
     );
   }
 
@@ -139,8 +142,7 @@ export class DirectCallsSqsClient extends SQSClient {
       },
       { signingDate: new Date(Date.now() + this.config.systemClockOffset) },
     );
-    const waitSeconds = input.WaitTimeSeconds ?? (operation === 'ReceiveMessage' ? MAX_QUEUE_WAIT_SECONDS : 0);
-    const answer = await this.#post(target, path, signed.headers, body, waitSeconds * 1000 + this.#requestTimeoutMs, signal);
+    const answer = await this.#post(target, path, signed.headers, body, this.#boundMs(operation, input), signal);
     this.#correctClock(answer);
     if (answer.status < 200 || answer.status >= 300) return NOT_2XX;
     let parsed: unknown;
@@ -162,6 +164,12 @@ export class DirectCallsSqsClient extends SQSClient {
     if (operation === 'ReceiveMessage') checkReceived(output);
     if (operation === 'SendMessageBatch') checkSent(input, output);
     return output;
+  }
+
+  /** How long one request of `operation` may wait for its answer: its long poll, then the request timeout. */
+  #boundMs(operation: string, input: Input): number {
+    const waitSeconds = input.WaitTimeSeconds ?? (operation === 'ReceiveMessage' ? MAX_QUEUE_WAIT_SECONDS : 0);
+    return waitSeconds * 1000 + this.#requestTimeoutMs;
   }
 
   /** As the SDK does from every answer: a server clock more than 5 minutes off sets the offset signatures use. */

@@ -14,6 +14,7 @@ import {
   QueueDoesNotExist,
   ReceiveMessageCommand,
   SendMessageBatchCommand,
+  SendMessageCommand,
   SQSClient,
 } from '@aws-sdk/client-sqs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -302,6 +303,30 @@ describe('the delivery path calls SQS directly', () => {
       for (const s of sockets) s.destroy();
       await new Promise<void>((resolve) => silent.close(() => resolve()));
     }
+  });
+
+  it("bounds the SDK's own calls too, and gives a long poll it takes over its wait on top of the bound", async () => {
+    const sockets = new Set<net.Socket>();
+    const silent = net.createServer((socket) => sockets.add(socket)); // accepts, reads, never answers
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const endpoint = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`;
+    try {
+      // A command the SDK sends itself (the dead-letter copy, a message sent back over a tenant limit).
+      const quiet = direct({ endpoint, requestTimeoutMs: 300, maxAttempts: 1 });
+      await expect(quiet.send(new SendMessageCommand({ QueueUrl: `${endpoint}/000000000000/q`, MessageBody: 'x' }))).rejects.toMatchObject({ name: 'TimeoutError' });
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+    }
+    // A receive refused once is the SDK's: its long poll of 1 s on an empty queue is not cut at 300 ms.
+    const url = await queue('handover-poll');
+    let refusals = 1;
+    intercept = (s) => (s.target === 'AmazonSQS.ReceiveMessage' && refusals-- > 0 ? { status: 503, body: '{"__type":"com.amazonaws.sqs#ServiceUnavailable","message":"busy"}' } : undefined);
+    const t0 = performance.now();
+    const out = await direct({ requestTimeoutMs: 300, maxAttempts: 1 }).send(new ReceiveMessageCommand({ QueueUrl: url, WaitTimeSeconds: 1 }));
+    expect(out.Messages ?? []).toEqual([]);
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(1_000);
+    expect(seen.filter((s) => s.target === 'AmazonSQS.ReceiveMessage').map((s) => s.headers['amz-sdk-invocation-id'] !== undefined)).toEqual([false, true]);
   });
 
   it('ends a long poll at once when its abort signal fires (sqs-consumer stopping)', async () => {
