@@ -7,6 +7,7 @@
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { Redis } from 'ioredis';
 import type { Sql, TxSql } from '../db/client.ts';
+import { COMMIT_WITHOUT_FLUSH } from '../db/commit-without-flush.ts';
 import { beginPipelined } from '../db/pipelined-begin.ts';
 import { actorContextSelect, type Actor } from '../db/unit-of-work.ts';
 import { waitForWake } from '../kv/wake.ts';
@@ -68,6 +69,15 @@ export interface RelayPassResult {
 type PendingRow = FairRow;
 
 /**
+ * The relay's actor context, and a commit that does not wait for its WAL flush: the marks of a pass are
+ * made durable by the effect transaction of the runs it sent, which commits later and waits for the disk
+ * (src/db/commit-without-flush.ts says what a database crash can then take back).
+ */
+function relayContextSelect(tx: TxSql) {
+  return tx`SELECT a.*, ${tx.unsafe(COMMIT_WITHOUT_FLUSH)} AS c FROM (${actorContextSelect(tx, RELAY_ACTOR)}) a`;
+}
+
+/**
  * The pass's first statement, which goes out with its BEGIN (src/db/pipelined-begin.ts): with fairness
  * off, the due rows themselves, locked FOR UPDATE SKIP LOCKED (harmless if BEGIN failed: the locks end
  * with the statement, and the pass then stops); with fairness on, the relay's actor context alone.
@@ -75,10 +85,10 @@ type PendingRow = FairRow;
  * that follow. Fewest failed attempts first: a row that keeps failing never blocks newer ones.
  */
 function openPass(tx: TxSql, scope: RunScope, batchSize: number, fairness: { cap: number; groups: boolean }) {
-  if (fairness.cap > 0) return actorContextSelect(tx, RELAY_ACTOR);
+  if (fairness.cap > 0) return relayContextSelect(tx);
   const tenantUid = scope === 'tenant' && fairness.groups ? tx`(SELECT t.uid FROM tenants t WHERE t.id = tenant_id) AS tenant_uid,` : tx``;
   return tx`
-    WITH ctx AS MATERIALIZED (${actorContextSelect(tx, RELAY_ACTOR)})
+    WITH ctx AS MATERIALIZED (${relayContextSelect(tx)})
     SELECT id::text AS id, run_id, ${scope === 'tenant' ? tx`tenant_id::text AS tenant_id,` : tx``} ${tenantUid} queue, envelope, attempts
       FROM ${tx(OUTBOX_TABLE[scope])}
      WHERE sent_at IS NULL AND available_at <= clock_timestamp() AND EXISTS (SELECT 1 FROM ctx)

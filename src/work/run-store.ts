@@ -2,6 +2,7 @@
 // function takes the caller's transaction first: a transition and its trail event commit together.
 // Evicting the cached run status after commit is the caller's job (src/kv/run-status-cache.ts).
 import type { Sql, TxSql } from '../db/client.ts';
+import { COMMIT_WITHOUT_FLUSH } from '../db/commit-without-flush.ts';
 import type { QueueName } from '../queue/names.ts';
 import { CodedError } from '../errors/coded-error.ts';
 
@@ -361,7 +362,8 @@ export async function startDelivery(
   d: DeliveryStart,
 ): Promise<{ run: RunRow; scheduledFor: string | null } | null> {
   const tenantId = checkTenant(scope, d.tenantId);
-  // The uncorrelated EXISTS is an init-plan: the settings are applied before the first row is updated.
+  // The uncorrelated EXISTS is an init-plan: the settings are applied before the first row is updated,
+  // among them the commit without a flush (src/db/commit-without-flush.ts: the effect's commit flushes it).
   // It also takes KEY SHARE on the run's outbox row while it is not marked sent, which waits while the
   // relay holds that row FOR UPDATE: a message can arrive before the relay commits, and `received`
   // must follow `sent` in the trail (ids are taken at insert). The wait rechecks `sent_at IS NULL` on
@@ -373,7 +375,7 @@ export async function startDelivery(
       ? await sql`
       WITH ctx AS MATERIALIZED (
         SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
-               set_config('app.process', ${actor.process}, true) AS p,
+               set_config('app.process', ${actor.process}, true) AS p, ${sql.unsafe(COMMIT_WITHOUT_FLUSH)} AS c,
                (SELECT count(*) FROM (SELECT 1 FROM outbox_messages WHERE run_id = ${d.runId} AND sent_at IS NULL FOR KEY SHARE) ob) AS ob),
       d AS (SELECT ${d.runId}::uuid AS run_id, ${d.receiveCount}::int AS receive_count, ${d.messageId ?? ''}::text AS message_id),
       run AS (
@@ -395,7 +397,7 @@ export async function startDelivery(
       : await sql`
       WITH ctx AS MATERIALIZED (
         SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
-               set_config('app.process', ${actor.process}, true) AS p,
+               set_config('app.process', ${actor.process}, true) AS p, ${sql.unsafe(COMMIT_WITHOUT_FLUSH)} AS c,
                (SELECT count(*) FROM (SELECT 1 FROM platform_outbox_messages WHERE run_id = ${d.runId} AND sent_at IS NULL FOR KEY SHARE) ob) AS ob),
       d AS (SELECT ${d.runId}::uuid AS run_id, ${d.receiveCount}::int AS receive_count, ${d.messageId ?? ''}::text AS message_id),
       run AS (
@@ -445,7 +447,7 @@ export async function startDeliveries(
       ? await sql`
       WITH ctx AS MATERIALIZED (
         SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
-               set_config('app.process', ${actor.process}, true) AS p,
+               set_config('app.process', ${actor.process}, true) AS p, ${sql.unsafe(COMMIT_WITHOUT_FLUSH)} AS c,
                (SELECT count(*) FROM (SELECT 1 FROM outbox_messages WHERE run_id = ANY(${ids}::uuid[]) AND sent_at IS NULL FOR KEY SHARE) ob) AS ob),
       d AS (SELECT * FROM unnest(${ids}::uuid[], ${counts}::int[], ${messageIds}::text[]) AS d(run_id, receive_count, message_id)),
       run AS (
@@ -468,7 +470,7 @@ export async function startDeliveries(
       : await sql`
       WITH ctx AS MATERIALIZED (
         SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
-               set_config('app.process', ${actor.process}, true) AS p,
+               set_config('app.process', ${actor.process}, true) AS p, ${sql.unsafe(COMMIT_WITHOUT_FLUSH)} AS c,
                (SELECT count(*) FROM (SELECT 1 FROM platform_outbox_messages WHERE run_id = ANY(${ids}::uuid[]) AND sent_at IS NULL FOR KEY SHARE) ob) AS ob),
       d AS (SELECT * FROM unnest(${ids}::uuid[], ${counts}::int[], ${messageIds}::text[]) AS d(run_id, receive_count, message_id)),
       run AS (
