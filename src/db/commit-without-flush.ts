@@ -8,11 +8,15 @@
 // Why this loses nothing a user relies on: WAL is written and flushed in order. The effect transaction
 // of a run commits after its registration and after the relay's pass that sent it, and its COMMIT
 // waits for the flush of everything before it. So a registration or a `sent` mark is durable as soon as
-// anything later has committed the normal way. Only a crash of PostgreSQL (or of its machine) within
-// that short window, before any later commit, can take one back, and what is left is the state of a
-// crash just before it: a row still pending whose message went out (the delivery records the send
-// itself, or the relay sends it again and the ledger makes it a replay), or a run not yet `running`
-// whose message comes back. A reader may have seen the state that was taken back.
+// any later transaction that wrote something has committed the normal way (a COMMIT that wrote nothing
+// flushes nothing: every path that acknowledges a message commits a write first, a claim, a row lock, a
+// transition or a finish). Only a crash within that short window (a PostgreSQL process dying abnormally,
+// an immediate shutdown, the machine, a failover: these commits do not wait for standbys) can take one
+// back, and what is left is the state of a crash just before it: a row still pending whose message went
+// out (the delivery records the send itself, or the relay sends a second message, which finds the run
+// executing or finished), or a run not yet `running` whose message comes back and runs again under the
+// same attempt number. A reader may have seen the state that was taken back. README ("What a database
+// crash can take back") and test/integration/worker-database-crash.test.ts.
 //
 // Measured (bench/results/hot-path-levers-2026-11-24.md, twelfth session): at 200 runs/s the flushes of
 // these commits queued behind each other and behind the effects'; without them the steady p50 fell by

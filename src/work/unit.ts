@@ -33,7 +33,11 @@ export type UnitOutcome = Record<string, unknown>;
 export interface UnitRun {
   runId: string;
   name: string;
-  /** 1 for the first execution, counting every handler execution started. */
+  /**
+   * 1 for the first execution, counting every handler execution started. After a crash of PostgreSQL
+   * an execution whose registration the crash took back runs again under the same number
+   * (src/db/commit-without-flush.ts): key external side effects by `runId`, never by the attempt.
+   */
   attempt: number;
   /** ISO instant of the scheduled moment for scheduled runs, otherwise null. */
   scheduledFor: string | null;

@@ -1,8 +1,9 @@
 // Which commits on the delivery path wait for the disk (src/db/commit-without-flush.ts), on real
 // PostgreSQL: the relay's pass and a worker's usual registration commit without waiting for their WAL
-// flush; a dispatch and a run's effect transaction (alone or in a group) keep the server's setting
-// (`on`, as in production), so what they commit is never taken back by a crash. A trigger of this test records, for every trail
-// row, the synchronous_commit in force in the transaction that wrote it.
+// flush; a dispatch, a run's effect transaction (alone or in a group), every settlement (retry, failure,
+// dead letter) and the general registration path keep the server's setting (`on`, as in production), so
+// what they commit is never taken back by a crash. A constraint trigger of this test, deferred to the
+// commit, records for every trail row the synchronous_commit in force when its transaction commits.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { relayPass } from '../../src/work/relay.ts';
@@ -41,21 +42,26 @@ beforeAll(async () => {
       RETURN NULL;
     END $$`;
   for (const table of ['task_run_events', 'platform_task_run_events']) {
-    await h.sql.unsafe(`CREATE TRIGGER test_record_commit_mode AFTER INSERT ON ${table} FOR EACH ROW EXECUTE FUNCTION test_record_commit_mode()`);
+    await h.sql.unsafe(`CREATE CONSTRAINT TRIGGER test_record_commit_mode AFTER INSERT ON ${table}
+      DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION test_record_commit_mode()`);
   }
 });
 afterAll(async () => h?.close());
 
-/** The commit modes seen per event for the given runs, e.g. { sent: ['off'], started: ['on'] }. */
+/**
+ * The commit modes seen per event for the given runs, e.g. { sent: ['off'], started: ['on'] }; a
+ * `received` of the general path (it has a detail) and a `sent` recorded by a delivery are keyed `event+`.
+ */
 async function modesByEvent(runIds: readonly string[]): Promise<Record<string, string[]>> {
   const rows = await h.sql<{ event: string; modes: string[] }[]>`
-    SELECT event, array_agg(DISTINCT mode ORDER BY mode) AS modes FROM test_commit_modes
-     WHERE run_id = ANY(${runIds as string[]}::uuid[]) GROUP BY event`;
+    SELECT event || CASE WHEN (event = 'received' AND detail <> '{}'::jsonb) OR (event = 'sent' AND detail ? 'recorded_by') THEN '+' ELSE '' END AS event,
+           array_agg(DISTINCT mode ORDER BY mode) AS modes
+      FROM test_commit_modes WHERE run_id = ANY(${runIds as string[]}::uuid[]) GROUP BY 1`;
   return Object.fromEntries(rows.map((r) => [r.event, r.modes]));
 }
 
 describe('commits that wait for the disk', () => {
-  it('the relay and the usual registration commit without a flush; dispatches and effects (alone and grouped) wait for it', async () => {
+  it('the relay and the usual registration commit without a flush; dispatches, effects (alone and grouped), settlements and the general registration wait for it', async () => {
     expect((await h.sql`SHOW synchronous_commit`)[0]!.synchronous_commit).toBe('on');
     const tenantId = await createTenant(h.sql);
     const actor = { kind: 'system' as const, tenantId, label: 'commit-modes' };
@@ -74,16 +80,35 @@ describe('commits that wait for the disk', () => {
     expect(fair.sent).toBe(3);
     grouped.push(...fairLater);
 
+    // Settlements: a transient failure retried, a permanent one dead-lettered; and a duplicate of a
+    // finished run, which the general registration path records.
+    const retried = (await h.dispatch('fixture.effect', { key: `cm-r-${randomUUID()}`, fail: 'transient', failUntilAttempt: 1 })).runId;
+    const failed = (await h.dispatch('fixture.effect', { key: `cm-f-${randomUUID()}`, fail: 'permanent' })).runId;
+    const duplicated = await h.dispatch('fixture.effect', { key: `cm-d-${randomUUID()}` });
+    await h.relay();
+
     await h.startWorkers();
-    for (const runId of [...alone, ...grouped]) await h.waitForStatus(runId, ['succeeded']);
+    for (const runId of [...alone, ...grouped, retried, duplicated.runId]) await h.waitForStatus(runId, ['succeeded']);
+    await h.waitForEvent(failed, 'dead_lettered');
+    await h.sendRaw('default', duplicated.envelope);
+    await h.waitForReceives(duplicated.runId, 2);
     // The group's runs executed together: at least two of them share the transaction of their finish.
     const [together] = await h.sql<{ n: number }[]>`
       SELECT max(c)::int AS n FROM (SELECT count(*) AS c FROM task_run_events WHERE run_id = ANY(${grouped}::uuid[]) AND event = 'succeeded' GROUP BY xmin) x`;
     expect(together!.n).toBeGreaterThan(1);
 
-    const all = [...alone, ...grouped];
-    const modes = await modesByEvent(all);
-    expect(modes).toEqual({ queued: ['on'], sent: ['off'], received: ['off'], started: ['on'], succeeded: ['on'] });
+    const all = [...alone, ...grouped, retried, failed, duplicated.runId];
+    expect(await modesByEvent(all)).toEqual({
+      queued: ['on'],
+      sent: ['off'],
+      received: ['off'],
+      'received+': ['on'],
+      started: ['on'],
+      retry_scheduled: ['on'],
+      succeeded: ['on'],
+      failed: ['on'],
+      dead_lettered: ['on'],
+    });
     // Every run's `sent` came from a relay pass (none recorded by its delivery), each counted once.
     const [sentByRelay] = await h.sql<{ n: number }[]>`
       SELECT count(*)::int AS n FROM test_commit_modes WHERE run_id = ANY(${all}::uuid[]) AND event = 'sent' AND NOT (detail ? 'recorded_by')`;

@@ -9,7 +9,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import type { Redis } from 'ioredis';
 import { createSql, type Sql } from '../../src/db/client.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded-postgres.ts';
@@ -19,10 +21,11 @@ import { freePort } from '../../src/kv/redis-server.ts';
 import { captureLogger } from '../../src/logging/logger.ts';
 import { applyMigrations } from '../../src/migrator/runner.ts';
 import { createSqsClient } from '../../src/queue/client.ts';
+import { queueUrl } from '../../src/queue/names.ts';
 import { provisionQueues } from '../../src/queue/provision.ts';
 import { createDispatcher } from '../../src/work/dispatch.ts';
 import { relayPass } from '../../src/work/relay.ts';
-import type { WorkUnit } from '../../src/work/unit.ts';
+import { defineTask, type WorkUnit } from '../../src/work/unit.ts';
 import { startWorkerRuntime, type WorkerRuntime } from '../../src/work/worker-runtime.ts';
 import { createEffectTable, effectTask } from '../fixtures/units/runtime-units.ts';
 import { causalProblems } from '../fixtures/trail-causality.ts';
@@ -31,8 +34,31 @@ import { freshQueuePrefix, freshRedisUrl } from '../support/services.ts';
 import { waitFor } from '../support/wait-for.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
+// Longer than the other runtime tests' 2 s, and many receives allowed: on a starved machine a late
+// heartbeat or a crash's failed settlement adds receives, and receive exhaustion is not this test's subject.
+const VISIBILITY_SECONDS = 10;
 const SYSTEM = { kind: 'system' as const, label: 'crash-test' };
-const units: ReadonlyMap<string, WorkUnit> = new Map([[effectTask.name, effectTask]]);
+/** An advisory lock key: while the test holds it, a handler of barrierEffect waits inside its effect transaction. */
+const BARRIER = 7_311_001;
+/** fixture.effect's effect row, then a wait at the barrier: the crash lands while the handler runs, whatever the machine's speed. */
+const barrierEffect = defineTask({
+  name: 'fixture.barrier_effect',
+  queue: 'default',
+  context: 'system',
+  concurrency: 2,
+  // Short, so that a redelivery held by the crashed attempt's Redis gate waits a short lease.
+  timeoutSeconds: 5,
+  payload: z.object({ key: z.string().min(1) }),
+  handler: async (p, run) => {
+    await run.transaction`INSERT INTO fixture_effects (run_id, key, attempt) VALUES (${run.runId}, ${p.key}, ${run.attempt})`;
+    await run.transaction`SELECT pg_advisory_xact_lock(${BARRIER}::bigint)`;
+    return { key: p.key };
+  },
+});
+const units: ReadonlyMap<string, WorkUnit> = new Map<string, WorkUnit>([
+  [effectTask.name, effectTask],
+  [barrierEffect.name, barrierEffect as unknown as WorkUnit],
+]);
 
 let scratch: string;
 let pg: EmbeddedPostgres;
@@ -42,7 +68,10 @@ let sqs: ReturnType<typeof createSqsClient>;
 let queueUrlPrefix: string;
 let workers: WorkerRuntime | undefined;
 const dispatcher = createDispatcher({
-  resolve: (name) => (name === effectTask.name ? { name, queue: effectTask.queue, context: effectTask.context, payload: effectTask.payload } : undefined),
+  resolve: (name) => {
+    const u = units.get(name);
+    return u ? { name: u.name, queue: u.queue, context: u.context, payload: u.payload } : undefined;
+  },
   instance: 'crash-test',
 });
 
@@ -52,28 +81,49 @@ async function walWriter(): Promise<number> {
   return row!.pid;
 }
 
-/** Freezes the WAL writer: from now on only a commit that waits for the disk writes WAL out. */
+/**
+ * Freezes the WAL writer: from now on only a commit that waits for the disk writes WAL out. It is frozen
+ * asleep (its wait event says so once stopped), never inside a write, where it would hold the lock that
+ * every durable commit needs.
+ */
 async function freezeWalWriter(): Promise<void> {
-  process.kill(await walWriter(), 'SIGSTOP');
+  await waitFor(
+    async () => {
+      const pid = await walWriter();
+      process.kill(pid, 'SIGSTOP');
+      const [row] = await sql<{ wait: string | null }[]>`SELECT wait_event AS wait FROM pg_stat_activity WHERE pid = ${pid}`;
+      if (row?.wait === 'WalWriterMain') return true;
+      process.kill(pid, 'SIGCONT');
+      return false;
+    },
+    10_000,
+    { stepMs: 5, what: 'the WAL writer frozen while asleep' },
+  );
 }
 
-/** Kills a server process (by default the frozen WAL writer) with SIGKILL; resolves once PostgreSQL has recovered. */
-async function crashPostgres(pid?: number): Promise<void> {
-  process.kill(pid ?? (await walWriter()), 'SIGKILL');
+/**
+ * Kills the WAL writer (frozen or not) with SIGKILL: PostgreSQL ends every session and recovers. Resolves
+ * once the server answers again with a new WAL writer, so never before it has noticed the crash.
+ */
+async function crashPostgres(): Promise<void> {
+  const killed = await walWriter();
+  process.kill(killed, 'SIGKILL');
   await waitFor(async () => {
     const again = createSql(pg.url, { max: 1 });
     try {
-      return (await again`SELECT NOT pg_is_in_recovery() AS up`)[0]!.up === true;
+      const [row] = await again<{ pid: number | null }[]>`
+        SELECT (SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter') AS pid WHERE NOT pg_is_in_recovery()`;
+      return row?.pid != null && row.pid !== killed;
     } catch {
-      return false;
+      return false; // refused while the server restarts and recovers
     } finally {
       await again.end({ timeout: 1 }).catch(() => {});
     }
-  }, 30_000);
+  }, 30_000, { stepMs: 50, what: 'PostgreSQL back after the crash' });
 }
 
-async function dispatch(payload: unknown): Promise<string> {
-  return (await inUnitOfWork(sql, SYSTEM, (tx) => dispatcher.dispatchTask(tx, effectTask.name, payload, { actor: SYSTEM }))).runId;
+async function dispatch(payload: unknown, name = effectTask.name): Promise<string> {
+  return (await inUnitOfWork(sql, SYSTEM, (tx) => dispatcher.dispatchTask(tx, name, payload, { actor: SYSTEM }))).runId;
 }
 
 async function runRow(runId: string) {
@@ -84,6 +134,21 @@ async function runRow(runId: string) {
 async function trail(runId: string) {
   return sql<{ event: string; attempt: number; receive_count: number; detail: Record<string, unknown> }[]>`
     SELECT event, attempt, receive_count, detail FROM platform_task_run_events WHERE run_id = ${runId} ORDER BY occurred_at, id`;
+}
+
+/** Messages on the `default` queue, visible or in flight. */
+async function messagesOnQueue(): Promise<number> {
+  const out = await sqs.send(
+    new GetQueueAttributesCommand({ QueueUrl: queueUrl(queueUrlPrefix, 'default'), AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'] }),
+  );
+  return Number(out.Attributes?.ApproximateNumberOfMessages ?? 0) + Number(out.Attributes?.ApproximateNumberOfMessagesNotVisible ?? 0);
+}
+
+/** Sessions waiting for the barrier: a handler of barrierEffect is at it. */
+async function waitingAtBarrier(): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`
+    SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND objid = ${BARRIER} AND NOT granted`;
+  return row!.n;
 }
 
 async function effects(key: string): Promise<number> {
@@ -118,21 +183,54 @@ beforeAll(async () => {
   const queues = freshQueuePrefix();
   queueUrlPrefix = queues.queueUrlPrefix;
   sqs = createSqsClient({ region: 'us-east-1', endpoint: queues.endpoint, localCredentials: true });
-  await provisionQueues(sqs, queueUrlPrefix, { critical: 2, default: 2, bulk: 2, maintenance: 2 });
+  await provisionQueues(sqs, queueUrlPrefix, { critical: VISIBILITY_SECONDS, default: VISIBILITY_SECONDS, bulk: VISIBILITY_SECONDS, maintenance: VISIBILITY_SECONDS });
 }, 120_000);
 
-afterAll(async () => {
-  await workers?.stop();
-  // A test that failed between the freeze and the crash leaves the WAL writer stopped: wake it for the stop.
+/** A test that failed between the freeze and the crash leaves the WAL writer stopped: wake it, or every later commit would wait for it. */
+async function thawWalWriter(): Promise<void> {
   if (pg) await walWriter().then((pid) => process.kill(pid, 'SIGCONT'), () => {});
-  redis?.disconnect();
-  sqs?.destroy();
-  await sql?.end({ timeout: 5 });
-  await pg?.stop();
-  if (scratch) fs.rmSync(scratch, { recursive: true, force: true });
+}
+
+afterEach(async () => {
+  await thawWalWriter();
+  await workers?.stop();
+  workers = undefined;
 });
 
+afterAll(async () => {
+  try {
+    await thawWalWriter();
+    await workers?.stop();
+    redis?.disconnect();
+    sqs?.destroy();
+    await sql?.end({ timeout: 5 });
+  } finally {
+    await pg?.stop();
+    if (scratch) fs.rmSync(scratch, { recursive: true, force: true });
+  }
+});
+
+let workerLogs: () => string = () => '';
+
+/** What the run and the workers went through, for a failed wait. */
+async function story(runId: string): Promise<string> {
+  const row = await runRow(runId).catch((error: unknown) => String(error));
+  const events = await trail(runId).then((t) => t.map((e) => e.event).join(','), (error: unknown) => String(error));
+  return `run ${JSON.stringify(row)}; trail ${events}; worker log tail:\n${workerLogs().split('\n').slice(-30).join('\n')}`;
+}
+
+/** Waits for the run to succeed; a timeout reports its story. */
+async function waitForSuccess(runId: string): Promise<void> {
+  try {
+    await waitFor(async () => (await runRow(runId)).status === 'succeeded', 45_000, { stepMs: 50 });
+  } catch {
+    throw new Error(`run ${runId} did not succeed within 45 s: ${await story(runId)}`);
+  }
+}
+
 function startWorkers(): Promise<WorkerRuntime> {
+  const capture = captureLogger('debug');
+  workerLogs = capture.text;
   return startWorkerRuntime({
     sql,
     redis,
@@ -140,11 +238,12 @@ function startWorkers(): Promise<WorkerRuntime> {
     queueUrlPrefix,
     queues: ['default'],
     units,
-    logger: captureLogger('debug').logger,
+    logger: capture.logger,
     workerInstance: 'crash-worker',
-    visibilitySeconds: { default: 2 },
+    visibilitySeconds: { default: VISIBILITY_SECONDS },
     ...TEST_RUNTIME_TIMINGS,
     drainMs: 2_000,
+    maxReceives: 20,
     relay: null,
     localScheduler: null,
   });
@@ -166,35 +265,38 @@ describe('PostgreSQL crashes before the commits without a flush reach the disk',
 
     workers = await startWorkers();
     await workers.consuming;
-    await waitFor(async () => (await runRow(runId)).status === 'succeeded', 20_000);
+    await waitForSuccess(runId);
     expect((await relayPass(sql, sqs, queueUrlPrefix, { instance: 'crash-relay' })).sent).toBe(0);
     expect(await effects(key)).toBe(1);
     const events = await trail(runId);
     expect(events.map((t) => t.event)).toEqual(['queued', 'sent', 'received', 'started', 'succeeded']);
     expect(events[1]!.detail).toMatchObject({ recorded_by: 'delivery' });
     expect((await causalProblems(sql, runId)).problems).toEqual([]);
-    await workers.stop();
-    workers = undefined;
-  });
+  }, 120_000);
 
   it('a registration is taken back while its handler runs: the run is queued again, runs once more, one effect', async () => {
     const key = `crash-registration-${randomUUID()}`;
-    const runId = await dispatch({ key, sleepMs: 3_000 });
+    // The test holds the barrier, so the handler waits inside its effect transaction; the crash ends this
+    // session and with it the barrier, so the next attempt passes.
+    const barrier = createSql(pg.url, { max: 1 });
+    await barrier`SELECT pg_advisory_lock(${BARRIER}::bigint)`;
+    const runId = await dispatch({ key }, barrierEffect.name);
     expect((await relayPass(sql, sqs, queueUrlPrefix, { instance: 'crash-relay' })).sent).toBe(1);
-    // A commit that waits for the disk (a dispatch nothing relays) flushes the relay's marks with it:
-    // only the registration is at risk.
-    await dispatch({ key: `crash-flush-${randomUUID()}` });
+    // A commit that waits for the disk flushes the relay's marks with it: only the registration is at risk.
+    await sql`INSERT INTO fixture_effects (run_id, key, attempt) VALUES (gen_random_uuid(), 'flush', 0)`;
     await freezeWalWriter();
     // No worker ran until now, so the registration comes after that flush.
     workers = await startWorkers();
-    await waitFor(async () => (await trail(runId)).some((t) => t.event === 'received'), 10_000);
+    await waitFor(async () => (await trail(runId)).some((t) => t.event === 'received'), 30_000, { what: 'the registration' });
     expect(await runRow(runId)).toEqual({ status: 'running', attempts: 1 });
+    await waitFor(async () => (await waitingAtBarrier()) > 0, 30_000, { what: 'the handler at the barrier' });
     await crashPostgres();
+    await barrier.end({ timeout: 1 }).catch(() => {});
     expect(await runRow(runId)).toEqual({ status: 'queued', attempts: 0 });
     expect((await trail(runId)).map((t) => t.event)).toEqual(['queued', 'sent']);
 
     // The worker's transaction died with the crash; the message comes back and the run executes again.
-    await waitFor(async () => (await runRow(runId)).status === 'succeeded', 30_000);
+    await waitForSuccess(runId);
     expect(await effects(key)).toBe(1);
     const events = await trail(runId);
     expect(events.map((t) => t.event)).toEqual(['queued', 'sent', 'received', 'started', 'succeeded']);
@@ -202,5 +304,27 @@ describe('PostgreSQL crashes before the commits without a flush reach the disk',
     expect(events[2]).toMatchObject({ attempt: 1 });
     expect(events[2]!.receive_count).toBeGreaterThan(1);
     expect((await causalProblems(sql, runId)).problems).toEqual([]);
-  });
+  }, 120_000);
+
+  it("the relay's marks are taken back and the relay sends again first: two messages, one effect, both settled", async () => {
+    const key = `crash-resend-${randomUUID()}`;
+    const runId = await dispatch({ key });
+    await freezeWalWriter();
+    expect((await relayPass(sql, sqs, queueUrlPrefix, { instance: 'crash-relay' })).sent).toBe(1);
+    await crashPostgres();
+    expect((await trail(runId)).map((t) => t.event)).toEqual(['queued']);
+    // The row is pending again: the relay sends a second message for the run.
+    expect((await relayPass(sql, sqs, queueUrlPrefix, { instance: 'crash-relay' })).sent).toBe(1);
+
+    workers = await startWorkers();
+    await waitForSuccess(runId);
+    // Both messages end: the second finds the run executing (held for the lease) or finished, and is acknowledged.
+    await waitFor(async () => (await messagesOnQueue()) === 0, 30_000);
+    expect(await effects(key)).toBe(1);
+    const events = (await trail(runId)).map((t) => t.event);
+    expect(events.filter((e) => e === 'started')).toHaveLength(1);
+    expect(events.filter((e) => e === 'sent')).toHaveLength(1);
+    expect(events.filter((e) => e === 'received').length).toBeGreaterThanOrEqual(2);
+    expect((await causalProblems(sql, runId)).problems).toEqual([]);
+  }, 120_000);
 });
