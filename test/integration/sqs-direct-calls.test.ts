@@ -103,6 +103,21 @@ function direct(options: { maxAttempts?: number; requestTimeoutMs?: number; endp
   return c;
 }
 
+/** A server that accepts connections, reads and never answers; `sockets` are the connections it took. */
+async function silentServer(): Promise<{ endpoint: string; sockets: Set<net.Socket>; close(): Promise<void> }> {
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((socket) => sockets.add(socket));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    sockets,
+    async close() {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
 async function queue(name: string): Promise<string> {
   await sdk.send(new CreateQueueCommand({ QueueName: `${prefix.split('/').pop()}${name}` }));
   return `${prefix}${name}`;
@@ -280,10 +295,7 @@ describe('the delivery path calls SQS directly', () => {
   });
 
   it('bounds every wait: a queue that never answers fails the call after its long poll plus the request timeout', async () => {
-    const sockets = new Set<net.Socket>();
-    const silent = net.createServer((socket) => sockets.add(socket)); // accepts, reads, never answers
-    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
-    const endpoint = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`;
+    const { endpoint, sockets, close } = await silentServer();
     try {
       const c = direct({ endpoint, requestTimeoutMs: 200, maxAttempts: 1 });
       const url = `${endpoint}/000000000000/q`;
@@ -300,23 +312,18 @@ describe('the delivery path calls SQS directly', () => {
       await waitFor(() => sockets.size - before >= 2, 5_000);
       expect(sockets.size - before).toBe(2);
     } finally {
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((resolve) => silent.close(() => resolve()));
+      await close();
     }
   });
 
   it("bounds the SDK's own calls too, and gives a long poll it takes over its wait on top of the bound", async () => {
-    const sockets = new Set<net.Socket>();
-    const silent = net.createServer((socket) => sockets.add(socket)); // accepts, reads, never answers
-    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
-    const endpoint = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`;
+    const { endpoint, close } = await silentServer();
     try {
       // A command the SDK sends itself (the dead-letter copy, a message sent back over a tenant limit).
       const quiet = direct({ endpoint, requestTimeoutMs: 300, maxAttempts: 1 });
       await expect(quiet.send(new SendMessageCommand({ QueueUrl: `${endpoint}/000000000000/q`, MessageBody: 'x' }))).rejects.toMatchObject({ name: 'TimeoutError' });
     } finally {
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((resolve) => silent.close(() => resolve()));
+      await close();
     }
     // A receive refused once is the SDK's: its long poll of 1 s on an empty queue is not cut at 300 ms.
     const url = await queue('handover-poll');

@@ -12,32 +12,23 @@ import { randomUUID } from 'node:crypto';
 import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import type { Redis } from 'ioredis';
 import { createSql, type Sql } from '../../src/db/client.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded-postgres.ts';
-import { inUnitOfWork } from '../../src/db/unit-of-work.ts';
-import { createRedis } from '../../src/kv/client.ts';
 import { freePort } from '../../src/kv/redis-server.ts';
-import { captureLogger } from '../../src/logging/logger.ts';
 import { applyMigrations } from '../../src/migrator/runner.ts';
-import { createSqsClient } from '../../src/queue/client.ts';
 import { queueUrl } from '../../src/queue/names.ts';
-import { provisionQueues } from '../../src/queue/provision.ts';
-import { createDispatcher } from '../../src/work/dispatch.ts';
 import { relayPass } from '../../src/work/relay.ts';
 import { defineTask, type WorkUnit } from '../../src/work/unit.ts';
-import { startWorkerRuntime, type WorkerRuntime } from '../../src/work/worker-runtime.ts';
-import { createEffectTable, effectTask } from '../fixtures/units/runtime-units.ts';
+import type { WorkerRuntime } from '../../src/work/worker-runtime.ts';
+import { effectTask } from '../fixtures/units/runtime-units.ts';
 import { causalProblems } from '../fixtures/trail-causality.ts';
-import { TEST_RUNTIME_TIMINGS } from '../fixtures/runtime-timings.ts';
-import { freshQueuePrefix, freshRedisUrl } from '../support/services.ts';
+import { events, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import { waitFor } from '../support/wait-for.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
 // Longer than the other runtime tests' 2 s, and many receives allowed: on a starved machine a late
 // heartbeat or a crash's failed settlement adds receives, and receive exhaustion is not this test's subject.
 const VISIBILITY_SECONDS = 10;
-const SYSTEM = { kind: 'system' as const, label: 'crash-test' };
 /** An advisory lock key: while the test holds it, a handler of barrierEffect waits inside its effect transaction. */
 const BARRIER = 7_311_001;
 /** fixture.effect's effect row, then a wait at the barrier: the crash lands while the handler runs, whatever the machine's speed. */
@@ -63,17 +54,8 @@ const units: ReadonlyMap<string, WorkUnit> = new Map<string, WorkUnit>([
 let scratch: string;
 let pg: EmbeddedPostgres;
 let sql: Sql;
-let redis: Redis;
-let sqs: ReturnType<typeof createSqsClient>;
-let queueUrlPrefix: string;
+let h: WorkHarness;
 let workers: WorkerRuntime | undefined;
-const dispatcher = createDispatcher({
-  resolve: (name) => {
-    const u = units.get(name);
-    return u ? { name: u.name, queue: u.queue, context: u.context, payload: u.payload } : undefined;
-  },
-  instance: 'crash-test',
-});
 
 /** The WAL writer's pid. */
 async function walWriter(): Promise<number> {
@@ -122,24 +104,10 @@ async function crashPostgres(): Promise<void> {
   }, 30_000, { stepMs: 50, what: 'PostgreSQL back after the crash' });
 }
 
-async function dispatch(payload: unknown, name = effectTask.name): Promise<string> {
-  return (await inUnitOfWork(sql, SYSTEM, (tx) => dispatcher.dispatchTask(tx, name, payload, { actor: SYSTEM }))).runId;
-}
-
-async function runRow(runId: string) {
-  const [row] = await sql<{ status: string; attempts: number }[]>`SELECT status, attempts FROM platform_task_runs WHERE run_id = ${runId}`;
-  return row!;
-}
-
-async function trail(runId: string) {
-  return sql<{ event: string; attempt: number; receive_count: number; detail: Record<string, unknown> }[]>`
-    SELECT event, attempt, receive_count, detail FROM platform_task_run_events WHERE run_id = ${runId} ORDER BY occurred_at, id`;
-}
-
 /** Messages on the `default` queue, visible or in flight. */
 async function messagesOnQueue(): Promise<number> {
-  const out = await sqs.send(
-    new GetQueueAttributesCommand({ QueueUrl: queueUrl(queueUrlPrefix, 'default'), AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'] }),
+  const out = await h.sqs.send(
+    new GetQueueAttributesCommand({ QueueUrl: queueUrl(h.queueUrlPrefix, 'default'), AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'] }),
   );
   return Number(out.Attributes?.ApproximateNumberOfMessages ?? 0) + Number(out.Attributes?.ApproximateNumberOfMessagesNotVisible ?? 0);
 }
@@ -151,16 +119,11 @@ async function waitingAtBarrier(): Promise<number> {
   return row!.n;
 }
 
-async function effects(key: string): Promise<number> {
-  const [row] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM fixture_effects WHERE key = ${key}`;
-  return row!.n;
-}
-
 beforeAll(async () => {
   scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-crash-test-'));
   fs.chmodSync(scratch, 0o755);
   pg = await startEmbeddedPostgres({ dataDir: path.join(scratch, 'pg'), port: await freePort() });
-  sql = createSql(pg.url, { max: 12 });
+  sql = createSql(pg.url, { max: 30 });
   // Besides the frozen WAL writer, the background writer (a dirty page written out flushes the WAL
   // before it) and autovacuum could write WAL out before a crash of the test: both are off, and a
   // first crash restarts every server process with these settings.
@@ -176,14 +139,8 @@ beforeAll(async () => {
     }
   }, 10_000);
   await applyMigrations(sql, { root: ROOT });
-  await createEffectTable(sql);
   await crashPostgres();
-  redis = createRedis(await freshRedisUrl(), { name: 'crash-test', autoPipelining: true });
-  await new Promise((resolve) => redis.once('ready', resolve));
-  const queues = freshQueuePrefix();
-  queueUrlPrefix = queues.queueUrlPrefix;
-  sqs = createSqsClient({ region: 'us-east-1', endpoint: queues.endpoint, localCredentials: true });
-  await provisionQueues(sqs, queueUrlPrefix, { critical: VISIBILITY_SECONDS, default: VISIBILITY_SECONDS, bulk: VISIBILITY_SECONDS, maintenance: VISIBILITY_SECONDS });
+  h = await workHarness({ units, database: { name: 'postgres', url: pg.url, sql, drop: async () => {} }, visibilitySeconds: VISIBILITY_SECONDS });
 }, 120_000);
 
 /** A test that failed between the freeze and the crash leaves the WAL writer stopped: wake it, or every later commit would wait for it. */
@@ -200,9 +157,7 @@ afterEach(async () => {
 afterAll(async () => {
   try {
     await thawWalWriter();
-    await workers?.stop();
-    redis?.disconnect();
-    sqs?.destroy();
+    await h?.close();
     await sql?.end({ timeout: 5 });
   } finally {
     await pg?.stop();
@@ -210,67 +165,49 @@ afterAll(async () => {
   }
 });
 
-let workerLogs: () => string = () => '';
-
-/** What the run and the workers went through, for a failed wait. */
-async function story(runId: string): Promise<string> {
-  const row = await runRow(runId).catch((error: unknown) => String(error));
-  const events = await trail(runId).then((t) => t.map((e) => e.event).join(','), (error: unknown) => String(error));
-  return `run ${JSON.stringify(row)}; trail ${events}; worker log tail:\n${workerLogs().split('\n').slice(-30).join('\n')}`;
+/** A runtime on `default` only, with this test's visibility and receive allowance. */
+function startWorkers(): Promise<WorkerRuntime> {
+  return h.startWorkers({ queues: ['default'], visibilitySeconds: { default: VISIBILITY_SECONDS }, drainMs: 2_000, maxReceives: 20 });
 }
 
-/** Waits for the run to succeed; a timeout reports its story. */
+/** Waits for the run to succeed (the harness's wait reports the trail; the workers' log is added). */
 async function waitForSuccess(runId: string): Promise<void> {
   try {
-    await waitFor(async () => (await runRow(runId)).status === 'succeeded', 45_000, { stepMs: 50 });
-  } catch {
-    throw new Error(`run ${runId} did not succeed within 45 s: ${await story(runId)}`);
+    await h.waitForStatus(runId, ['succeeded'], 45_000);
+  } catch (error) {
+    throw new Error(`${(error as Error).message}; worker log tail:\n${h.logs().split('\n').slice(-30).join('\n')}`);
   }
 }
 
-function startWorkers(): Promise<WorkerRuntime> {
-  const capture = captureLogger('debug');
-  workerLogs = capture.text;
-  return startWorkerRuntime({
-    sql,
-    redis,
-    sqs,
-    queueUrlPrefix,
-    queues: ['default'],
-    units,
-    logger: capture.logger,
-    workerInstance: 'crash-worker',
-    visibilitySeconds: { default: VISIBILITY_SECONDS },
-    ...TEST_RUNTIME_TIMINGS,
-    drainMs: 2_000,
-    maxReceives: 20,
-    relay: null,
-    localScheduler: null,
-  });
-}
+const dispatch = async (payload: unknown, name = effectTask.name) => (await h.dispatch(name, payload)).runId;
+const runRow = async (runId: string) => {
+  const row = await h.run(runId);
+  return { status: row!.status, attempts: row!.attempts };
+};
+const eventsOf = async (runId: string) => events(await h.trail(runId));
 
 describe('PostgreSQL crashes before the commits without a flush reach the disk', () => {
   it("the relay's marks are taken back: the delivery records the send, the relay does not send again, one effect", async () => {
     const key = `crash-relay-${randomUUID()}`;
     const runId = await dispatch({ key });
     await freezeWalWriter();
-    expect((await relayPass(sql, sqs, queueUrlPrefix, { instance: 'crash-relay' })).sent).toBe(1);
+    expect((await relayPass(sql, h.sqs, h.queueUrlPrefix, { instance: 'crash-relay' })).sent).toBe(1);
     // Committed and visible...
-    expect((await trail(runId)).map((t) => t.event)).toEqual(['queued', 'sent']);
+    expect(await eventsOf(runId)).toEqual(['queued', 'sent']);
     await crashPostgres();
     // ...and taken back by the crash: the row is pending again, its message already on the queue.
-    expect((await trail(runId)).map((t) => t.event)).toEqual(['queued']);
+    expect(await eventsOf(runId)).toEqual(['queued']);
     const [row] = await sql`SELECT sent_at FROM platform_outbox_messages WHERE run_id = ${runId}`;
     expect(row!.sent_at).toBeNull();
 
     workers = await startWorkers();
     await workers.consuming;
     await waitForSuccess(runId);
-    expect((await relayPass(sql, sqs, queueUrlPrefix, { instance: 'crash-relay' })).sent).toBe(0);
-    expect(await effects(key)).toBe(1);
-    const events = await trail(runId);
-    expect(events.map((t) => t.event)).toEqual(['queued', 'sent', 'received', 'started', 'succeeded']);
-    expect(events[1]!.detail).toMatchObject({ recorded_by: 'delivery' });
+    expect((await relayPass(sql, h.sqs, h.queueUrlPrefix, { instance: 'crash-relay' })).sent).toBe(0);
+    expect(await h.effects(key)).toBe(1);
+    const trail = await h.trail(runId);
+    expect(events(trail)).toEqual(['queued', 'sent', 'received', 'started', 'succeeded']);
+    expect(trail[1]!.detail).toMatchObject({ recorded_by: 'delivery' });
     expect((await causalProblems(sql, runId)).problems).toEqual([]);
   }, 120_000);
 
@@ -281,28 +218,28 @@ describe('PostgreSQL crashes before the commits without a flush reach the disk',
     const barrier = createSql(pg.url, { max: 1 });
     await barrier`SELECT pg_advisory_lock(${BARRIER}::bigint)`;
     const runId = await dispatch({ key }, barrierEffect.name);
-    expect((await relayPass(sql, sqs, queueUrlPrefix, { instance: 'crash-relay' })).sent).toBe(1);
+    expect((await relayPass(sql, h.sqs, h.queueUrlPrefix, { instance: 'crash-relay' })).sent).toBe(1);
     // A commit that waits for the disk flushes the relay's marks with it: only the registration is at risk.
     await sql`INSERT INTO fixture_effects (run_id, key, attempt) VALUES (gen_random_uuid(), 'flush', 0)`;
     await freezeWalWriter();
     // No worker ran until now, so the registration comes after that flush.
     workers = await startWorkers();
-    await waitFor(async () => (await trail(runId)).some((t) => t.event === 'received'), 30_000, { what: 'the registration' });
+    await waitFor(async () => (await eventsOf(runId)).includes('received'), 30_000, { what: 'the registration' });
     expect(await runRow(runId)).toEqual({ status: 'running', attempts: 1 });
     await waitFor(async () => (await waitingAtBarrier()) > 0, 30_000, { what: 'the handler at the barrier' });
     await crashPostgres();
     await barrier.end({ timeout: 1 }).catch(() => {});
     expect(await runRow(runId)).toEqual({ status: 'queued', attempts: 0 });
-    expect((await trail(runId)).map((t) => t.event)).toEqual(['queued', 'sent']);
+    expect(await eventsOf(runId)).toEqual(['queued', 'sent']);
 
     // The worker's transaction died with the crash; the message comes back and the run executes again.
     await waitForSuccess(runId);
-    expect(await effects(key)).toBe(1);
-    const events = await trail(runId);
-    expect(events.map((t) => t.event)).toEqual(['queued', 'sent', 'received', 'started', 'succeeded']);
+    expect(await h.effects(key)).toBe(1);
+    const trail = await h.trail(runId);
+    expect(events(trail)).toEqual(['queued', 'sent', 'received', 'started', 'succeeded']);
     // The receive the crash took back left no row; the queue still counted it.
-    expect(events[2]).toMatchObject({ attempt: 1 });
-    expect(events[2]!.receive_count).toBeGreaterThan(1);
+    expect(trail[2]).toMatchObject({ attempt: 1 });
+    expect(trail[2]!.receive_count).toBeGreaterThan(1);
     expect((await causalProblems(sql, runId)).problems).toEqual([]);
   }, 120_000);
 
@@ -310,21 +247,21 @@ describe('PostgreSQL crashes before the commits without a flush reach the disk',
     const key = `crash-resend-${randomUUID()}`;
     const runId = await dispatch({ key });
     await freezeWalWriter();
-    expect((await relayPass(sql, sqs, queueUrlPrefix, { instance: 'crash-relay' })).sent).toBe(1);
+    expect((await relayPass(sql, h.sqs, h.queueUrlPrefix, { instance: 'crash-relay' })).sent).toBe(1);
     await crashPostgres();
-    expect((await trail(runId)).map((t) => t.event)).toEqual(['queued']);
+    expect(await eventsOf(runId)).toEqual(['queued']);
     // The row is pending again: the relay sends a second message for the run.
-    expect((await relayPass(sql, sqs, queueUrlPrefix, { instance: 'crash-relay' })).sent).toBe(1);
+    expect((await relayPass(sql, h.sqs, h.queueUrlPrefix, { instance: 'crash-relay' })).sent).toBe(1);
 
     workers = await startWorkers();
     await waitForSuccess(runId);
     // Both messages end: the second finds the run executing (held for the lease) or finished, and is acknowledged.
     await waitFor(async () => (await messagesOnQueue()) === 0, 30_000);
-    expect(await effects(key)).toBe(1);
-    const events = (await trail(runId)).map((t) => t.event);
-    expect(events.filter((e) => e === 'started')).toHaveLength(1);
-    expect(events.filter((e) => e === 'sent')).toHaveLength(1);
-    expect(events.filter((e) => e === 'received').length).toBeGreaterThanOrEqual(2);
+    expect(await h.effects(key)).toBe(1);
+    const seen = await eventsOf(runId);
+    expect(seen.filter((e) => e === 'started')).toHaveLength(1);
+    expect(seen.filter((e) => e === 'sent')).toHaveLength(1);
+    expect(seen.filter((e) => e === 'received').length).toBeGreaterThanOrEqual(2);
     expect((await causalProblems(sql, runId)).problems).toEqual([]);
   }, 120_000);
 });
