@@ -1,5 +1,7 @@
 // PostgreSQL crashes while the delivery path's commits without a flush (src/db/commit-without-flush.ts)
-// are not yet on disk. A cluster of this test's own, durable as in production. The WAL writer is
+// are not yet on disk. A cluster of this test's own: every durable commit writes its WAL out as in
+// production (synchronous_commit on), without the fsync (the test's crashes are of PostgreSQL, not of
+// the machine, so what the kernel holds survives them, and the other test files' disks are spared). The WAL writer is
 // frozen (SIGSTOP) before the commits at risk, so their WAL stays in PostgreSQL's buffers, as it does
 // for the few hundred ms before the WAL writer's next round; then it is killed (SIGKILL), and
 // PostgreSQL ends every session and recovers from the WAL on disk, which loses those buffers, as a crash
@@ -122,18 +124,22 @@ async function waitingAtBarrier(): Promise<number> {
 beforeAll(async () => {
   scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-crash-test-'));
   fs.chmodSync(scratch, 0o755);
-  pg = await startEmbeddedPostgres({ dataDir: path.join(scratch, 'pg'), port: await freePort() });
+  pg = await startEmbeddedPostgres({ dataDir: path.join(scratch, 'pg'), port: await freePort(), fast: true });
   sql = createSql(pg.url, { max: 30 });
-  // Besides the frozen WAL writer, the background writer (a dirty page written out flushes the WAL
+  // Commits wait for their WAL to be written, as in production: the fast cluster turns that off on its
+  // command line, which this database's own default overrides for every session.
+  // Besides the frozen WAL writer, the background writer (a dirty page written out writes the WAL
   // before it) and autovacuum could write WAL out before a crash of the test: both are off, and a
   // first crash restarts every server process with these settings.
+  await sql`ALTER DATABASE postgres SET synchronous_commit = on`;
   await sql`ALTER SYSTEM SET bgwriter_lru_maxpages = 0`;
   await sql`ALTER SYSTEM SET autovacuum = off`;
   await sql`SELECT pg_reload_conf()`;
   await waitFor(async () => {
     const fresh = createSql(pg.url, { max: 1 });
     try {
-      return (await fresh`SELECT current_setting('bgwriter_lru_maxpages') AS n`)[0]!.n === '0';
+      const [row] = await fresh`SELECT current_setting('bgwriter_lru_maxpages') AS n, current_setting('synchronous_commit') AS s`;
+      return row!.n === '0' && row!.s === 'on';
     } finally {
       await fresh.end({ timeout: 1 });
     }
