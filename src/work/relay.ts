@@ -107,6 +107,7 @@ async function passOne(
   instance: string,
   log: RelayLogger,
   fairness: { cap: number; groups: boolean },
+  beforeCommit: <S>(statement: Promise<S>) => Promise<S>,
 ): Promise<RelayPassResult> {
   const table = OUTBOX_TABLE[scope];
   // With fairness on (tenantInflightMax > 0) the selection is tenant-inflight.ts's: per-tenant room,
@@ -183,17 +184,22 @@ async function passOne(
     await Promise.all(calls.slice(i, i + SEND_CONCURRENCY).map((call) => call()));
   }
 
+  // The pass's writes go out with its COMMIT, in one round trip (beforeCommit: each is one statement,
+  // sent in this order). They are on the path of every run: a worker that received one of these
+  // messages waits for this commit before it records `received` (startDelivery's KEY SHARE on the
+  // outbox row), so each round trip here was one more wait before the run could start. A failure of
+  // any of them rolls the whole pass back, as before: the rows stay pending.
   if (sentIds.length > 0) {
-    await tx`UPDATE ${tx(table)} SET sent_at = clock_timestamp() WHERE id = ANY(${sentIds}::bigint[])`;
-    await appendTrailEvents(tx, scope, sentTrail);
-    if (fair) await markSent(tx, scope, sentRunIds);
+    beforeCommit(tx`UPDATE ${tx(table)} SET sent_at = clock_timestamp() WHERE id = ANY(${sentIds}::bigint[])`);
+    beforeCommit(appendTrailEvents(tx, scope, sentTrail));
+    if (fair) beforeCommit(markSent(tx, scope, sentRunIds));
   }
   if (failedIds.length > 0) {
     // With fairness on, a failed row steps aside for a while (1 s, doubling, at most 60 s): the fair
     // selection walks a group in dispatch order, so a row the queue keeps refusing (a body SQS rejects)
     // would otherwise be a candidate in every pass and take its tenant's room for ever (at cap 1, all of it).
     const stepAside = fair ? tx`, available_at = clock_timestamp() + least(power(2, attempts), 60) * interval '1 second'` : tx``;
-    await tx`UPDATE ${tx(table)} SET attempts = attempts + 1 ${stepAside} WHERE id = ANY(${failedIds}::bigint[])`;
+    beforeCommit(tx`UPDATE ${tx(table)} SET attempts = attempts + 1 ${stepAside} WHERE id = ANY(${failedIds}::bigint[])`);
   }
   // A short fair batch that sent something: its groups reached the cap (room was all they got), so
   // rows are probably held back. Look again shortly without asking: a poll that finds nothing due asks
@@ -224,7 +230,7 @@ export async function relayPass(
     const r = await beginPipelined(
       sql,
       (tx) => openPass(tx, scope, batchSize, fairness),
-      (tx, opened) => passOne(tx, opened, sqs, queueUrlPrefix, scope, batchSize, instance, log, fairness),
+      (tx, opened, beforeCommit) => passOne(tx, opened, sqs, queueUrlPrefix, scope, batchSize, instance, log, fairness, beforeCommit),
     );
     total.sent += r.sent;
     total.failed += r.failed;

@@ -40,11 +40,6 @@ function checkTenant(scope: RunScope, tenantId: string | null | undefined): stri
   return null;
 }
 
-function tenantColumn(scope: RunScope, tenantId: string | null | undefined): { tenant_id?: string } {
-  const checked = checkTenant(scope, tenantId);
-  return checked === null ? {} : { tenant_id: checked };
-}
-
 export interface NewRun {
   runId: string;
   /** Required for scope tenant, absent/null for platform. */
@@ -133,27 +128,43 @@ export async function appendTrailEvent(tx: TxSql, scope: RunScope, event: TrailE
   await appendTrailEvents(tx, scope, [event]);
 }
 
-/** Appends several events in one statement (the relay's `sent` events of a batch). */
+/**
+ * Appends several events in one statement (the relay's `sent` events of a batch). The statement has
+ * one shape whatever the number of events (arrays unnested server-side, in order, so ids follow the
+ * input): postgres.js prepares it once per connection, where a VALUES list per count would be a new
+ * statement for each batch size, and a new statement costs a round trip to describe it before anything
+ * can be pipelined behind it (the relay sends its marks, these events and COMMIT in one write).
+ */
 export async function appendTrailEvents(tx: TxSql, scope: RunScope, events: readonly TrailEventInput[]): Promise<void> {
   if (events.length === 0) return;
   if (events.some((e) => e.occurredAt !== undefined)) {
     for (const e of events) await appendTrailEventAt(tx, scope, e);
     return;
   }
-  const rows = events.map((e) => ({
-    run_id: e.runId,
-    ...tenantColumn(scope, e.tenantId),
-    event: e.event,
-    attempt: e.attempt,
-    receive_count: e.receiveCount ?? 0,
-    queue: e.queue,
-    worker_instance: e.workerInstance,
-    error_code: e.errorCode ?? '',
-    error_type: e.errorType ?? '',
-    detail: tx.json((e.detail ?? {}) as never),
-  }));
-  const columns = Object.keys(rows[0]!);
-  await tx`INSERT INTO ${tx(TRAIL_TABLE[scope])} ${tx(rows as never, columns as never)}`;
+  const runIds = events.map((e) => e.runId);
+  const names = events.map((e) => e.event);
+  const attempts = events.map((e) => e.attempt);
+  const receives = events.map((e) => e.receiveCount ?? 0);
+  const queues = events.map((e) => e.queue);
+  const instances = events.map((e) => e.workerInstance);
+  const codes = events.map((e) => e.errorCode ?? '');
+  const types = events.map((e) => e.errorType ?? '');
+  const details = events.map((e) => JSON.stringify(e.detail ?? {}));
+  if (scope === 'tenant') {
+    const tenants = events.map((e) => checkTenant(scope, e.tenantId));
+    await tx`INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance, error_code, error_type, detail)
+      SELECT r, t, e, a, c, q, w, ec, et, d::jsonb
+        FROM unnest(${runIds}::uuid[], ${tenants as string[]}::bigint[], ${names}::text[], ${attempts}::int[], ${receives}::int[], ${queues}::text[],
+                    ${instances}::text[], ${codes}::text[], ${types}::text[], ${details}::text[])
+             WITH ORDINALITY AS u(r, t, e, a, c, q, w, ec, et, d, n) ORDER BY n`;
+    return;
+  }
+  for (const e of events) checkTenant(scope, e.tenantId);
+  await tx`INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance, error_code, error_type, detail)
+    SELECT r, e, a, c, q, w, ec, et, d::jsonb
+      FROM unnest(${runIds}::uuid[], ${names}::text[], ${attempts}::int[], ${receives}::int[], ${queues}::text[],
+                  ${instances}::text[], ${codes}::text[], ${types}::text[], ${details}::text[])
+           WITH ORDINALITY AS u(r, e, a, c, q, w, ec, et, d, n) ORDER BY n`;
 }
 
 /** One event with its own occurred_at (see TrailEventInput.occurredAt). */

@@ -2,11 +2,11 @@
 // the transaction's opening statement, and the transaction keeps every property of postgres.js's
 // sql.begin that the delivery path relies on: one transaction, COMMIT, ROLLBACK on a throw,
 // savepoints, a connection back in the pool, and a connection that died never handed out again.
-import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSql, type Sql } from '../../src/db/client.ts';
 import { beginPipelined } from '../../src/db/pipelined-begin.ts';
 import { freshDatabase, type TestDatabase } from '../support/services.ts';
+import { recordingProxy as proxyTo } from '../support/recording-proxy.ts';
 
 let db: TestDatabase;
 
@@ -28,41 +28,10 @@ async function withOneConnection<T>(use: (sql: Sql) => Promise<T>, url = db.url)
   }
 }
 
-const notes = async () => (await db.sql<{ note: string }[]>`SELECT note FROM pb_writes ORDER BY note`).map((r) => r.note);
+/** A recording proxy in front of this file's database. */
+const recordingProxy = () => proxyTo(db.url);
 
-/** A TCP proxy in front of PostgreSQL that records what the client writes, chunk by chunk. */
-async function recordingProxy(): Promise<{ url: string; chunks: string[]; close(): Promise<void> }> {
-  const target = new URL(db.url);
-  const chunks: string[] = [];
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((client) => {
-    const upstream = net.connect(Number(target.port), target.hostname);
-    sockets.add(client).add(upstream);
-    client.on('data', (data) => {
-      chunks.push(data.toString('latin1'));
-      upstream.write(data);
-    });
-    upstream.on('data', (data) => client.write(data));
-    const end = () => {
-      client.destroy();
-      upstream.destroy();
-    };
-    client.on('close', end).on('error', end);
-    upstream.on('close', end).on('error', end);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const url = new URL(db.url);
-  url.hostname = '127.0.0.1';
-  url.port = String((server.address() as net.AddressInfo).port);
-  return {
-    url: url.toString(),
-    chunks,
-    async close() {
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
+const notes = async () => (await db.sql<{ note: string }[]>`SELECT note FROM pb_writes ORDER BY note`).map((r) => r.note);
 
 describe('beginPipelined', () => {
   it('sends BEGIN in the same write as the opening statement (sql.begin waits for BEGIN’s answer first)', async () => {

@@ -5,7 +5,7 @@ import type { Redis } from 'ioredis';
 import { freshQueuePrefix, freshRedisUrl, type TestDatabase } from '../support/services.ts';
 import { observeCommands } from '../support/sqs-observe.ts';
 import { stoppableRedis } from '../support/stoppable-redis.ts';
-import type { Sql } from '../../src/db/client.ts';
+import { createSql, type Sql } from '../../src/db/client.ts';
 import { inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
 import { createRedis } from '../../src/kv/client.ts';
 import { freePort } from '../../src/kv/redis-server.ts';
@@ -18,6 +18,7 @@ import { relayPass, startRelay, type Relay } from '../../src/work/relay.ts';
 import { createTenantMember, workDatabase } from './work-tables-support.ts';
 import { testDispatcher } from './work-test-units.ts';
 import { waitFor } from '../support/wait-for.ts';
+import { recordingProxy } from '../support/recording-proxy.ts';
 
 let db: TestDatabase;
 let sql: Sql;
@@ -318,6 +319,31 @@ describe('relay', () => {
     // Sent twice (once before the failed mark), the same envelope both times.
     const bodies = await drain('default', 2);
     expect(bodies.map((b) => JSON.parse(b).run_id)).toEqual([runId, runId]);
+  });
+
+  it('R-OBX-13 after the send, the marks, the sent rows and COMMIT go out in one write: one round trip, where the worker waiting for that commit waited for three', async () => {
+    const proxy = await recordingProxy(db.url);
+    const viaProxy = createSql(proxy.url, { max: 1, applicationName: 'relay-one-write-test' });
+    try {
+      // A first pass prepares the pass's statements on the connection (postgres.js describes a new
+      // statement before it pipelines anything behind it), as on a relay that has been running.
+      await dispatchMany(1);
+      expect(await relayPass(viaProxy, sqs, prefix, { instance: 'relay-test' }, ['tenant'])).toMatchObject({ sent: 1 });
+      proxy.directions.length = 0;
+      const ids = await dispatchMany(3);
+      expect(await relayPass(viaProxy, sqs, prefix, { instance: 'relay-test' }, ['tenant'])).toEqual({ sent: 3, failed: 0, full: false });
+      // Writes that waited for an answer start a new burst: BEGIN with the due rows, then everything else.
+      const bursts = proxy.directions.filter((d, i) => d === 'client' && proxy.directions[i - 1] !== 'client').length;
+      expect(bursts).toBe(2);
+      const [marked] = await sql`SELECT count(*) FILTER (WHERE o.sent_at IS NOT NULL)::int AS sent,
+          (SELECT count(*)::int FROM task_run_events e WHERE e.run_id = ANY(${ids}) AND e.event = 'sent') AS trail
+        FROM outbox_messages o WHERE o.run_id = ANY(${ids})`;
+      expect(marked).toEqual({ sent: 3, trail: 3 });
+    } finally {
+      await viaProxy.end({ timeout: 5 });
+      await proxy.close();
+    }
+    await drain('default', 4);
   });
 
   it('R-OBX-16 a resend after a lost mark carries the same run_id and envelope', async () => {

@@ -1,0 +1,54 @@
+// A TCP proxy in front of PostgreSQL that records what the client writes, chunk by chunk: a test
+// reads from it which statements went out in one write (one round trip) and which waited for an answer.
+// The proxy and the client under test share one process, so writes the client makes in one turn of
+// the event loop reach the proxy before any answer to them can.
+import net from 'node:net';
+
+export interface RecordingProxy {
+  /** The database URL with the proxy's host and port. */
+  url: string;
+  /** What the client wrote, one entry per chunk read from its socket (latin1). */
+  chunks: string[];
+  /** Who sent each chunk, client and server interleaved in the order the proxy read them. */
+  directions: Array<'client' | 'server'>;
+  close(): Promise<void>;
+}
+
+export async function recordingProxy(databaseUrl: string): Promise<RecordingProxy> {
+  const target = new URL(databaseUrl);
+  const chunks: string[] = [];
+  const directions: Array<'client' | 'server'> = [];
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port), target.hostname);
+    sockets.add(client).add(upstream);
+    client.on('data', (data) => {
+      chunks.push(data.toString('latin1'));
+      directions.push('client');
+      upstream.write(data);
+    });
+    upstream.on('data', (data) => {
+      directions.push('server');
+      client.write(data);
+    });
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('close', end).on('error', end);
+    upstream.on('close', end).on('error', end);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = new URL(databaseUrl);
+  url.hostname = '127.0.0.1';
+  url.port = String((server.address() as net.AddressInfo).port);
+  return {
+    url: url.toString(),
+    chunks,
+    directions,
+    async close() {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
