@@ -1,11 +1,11 @@
 // `npm run bench -- work [--smoke]` (issue 5): the work runtime alone. Dispatch-to-succeeded throughput
-// (runs/s) of a no-op tenant task and dispatch-to-started latency (p50, p99), with the relay and the
-// workers as separate processes (bench/peers/ours-process.ts), plus a raw baseline in the same run:
+// (runs/s) of a no-op tenant task and dispatch-to-started latency (p50, p99), with the relay inside
+// the workers process as SVC_RELAY=true deploys it (bench/peers/ours-process.ts), plus a raw baseline in the same run:
 // plain SendMessageBatch + ReceiveMessage/DeleteMessageBatch on the same SQS server, no database.
 // Last line, exactly: SUMMARY runs_per_s=<n> p50_ms=<n> p99_ms=<n> lost=<n> duplicated=<n> baseline_ratio=<x> cpu_ms_per_run=<n>
 // (p50/p99: the steady producer at --rate, 200 runs/s by default; cpu_ms_per_run: median over the burn-down
 // rounds of the CPU of every process involved — this process with the in-process SQS server, PostgreSQL's
-// postmaster and backends, redis-server, the relay and workers processes — divided by the runs drained.)
+// postmaster and backends, redis-server, the workers process with its relay — divided by the runs drained.)
 //
 // Throughput is a burn-down (runs dispatched while the relay is paused, then drained: runs / (last
 // `succeeded` − first `started`)); latency comes from a steady producer dispatching one run per

@@ -1,14 +1,16 @@
 // A process of `ours` for the benchmarks: BENCH_ROLE=workers consumes the `default` queue with the
-// bench fixture unit (startWorkerRuntime: consumer, runner, idempotency, trail); BENCH_ROLE=relay runs
-// the outbox relay (startRelay) only. Both are the service's own runtime built from explicit settings,
-// with the relay and the workers as separate processes, as in production. Prints READY once running
-// and stops gracefully on SIGTERM.
+// bench fixture unit (startWorkerRuntime: consumer, runner, idempotency, trail) and, with
+// BENCH_RELAY=true, also runs the outbox relay in the same process, as the workers service with
+// SVC_RELAY=true does in the deployment the README describes (npm start, compose.yaml);
+// BENCH_ROLE=relay runs the relay alone (the fairness bench starts several). Both are the service's own
+// runtime built from explicit settings. Prints READY once running and stops gracefully on SIGTERM.
 //
 // Environment: BENCH_ROLE, BENCH_DATABASE_URL, BENCH_REDIS_URL, BENCH_SQS_ENDPOINT,
-// BENCH_SQS_QUEUE_URL_PREFIX, BENCH_CONCURRENCY, BENCH_SQS_WAIT_SECONDS (default 2),
-// BENCH_RELAY_PAUSED=true (relay: start paused, wait for `resume`), BENCH_TENANT_INFLIGHT_MAX
-// (relay: the fairness cap, default 0 = off), BENCH_CAPPED_POLL_MS (relay: its short poll while the cap
-// holds rows back; default the relay's) and BENCH_SQS_FAIR_GROUPS=true (relay: MessageGroupId).
+// BENCH_SQS_QUEUE_URL_PREFIX, BENCH_CONCURRENCY, BENCH_SQS_WAIT_SECONDS (default 2), BENCH_RELAY=true
+// (workers: run the relay too), BENCH_RELAY_PAUSED=true (the relay starts paused, waiting for `resume`),
+// BENCH_TENANT_INFLIGHT_MAX (relay: the fairness cap, default 0 = off), BENCH_CAPPED_POLL_MS (relay: its
+// short poll while the cap holds rows back; default the relay's) and BENCH_SQS_FAIR_GROUPS=true (relay:
+// MessageGroupId).
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
@@ -64,7 +66,7 @@ async function start(): Promise<void> {
 
   const queueUrlPrefix = required('BENCH_SQS_QUEUE_URL_PREFIX');
   const instance = `bench-${role}-${process.pid}`;
-  let stopRole: () => Promise<void>;
+  let stopRole: (() => Promise<void>) | undefined;
   if (role === 'workers') {
     const runtime = await startWorkerRuntime({
       sql,
@@ -84,10 +86,13 @@ async function start(): Promise<void> {
     });
     await runtime.consuming;
     stopRole = () => runtime.stop();
-  } else {
-    // The relay process stays up for the whole invocation; the harness pauses it while it fills the
-    // outbox with a burst and resumes it to drain (IPC `pause` / `resume`, answered when done), so
-    // neither process start-up nor JIT warm-up lands inside a measured drain.
+  }
+  if (role === 'relay' || process.env.BENCH_RELAY === 'true') {
+    // The relay's process stays up for the whole invocation; the harness pauses the relay while it
+    // fills the outbox with a burst and resumes it to drain (IPC `pause` / `resume`, answered when
+    // done), so neither process start-up nor JIT warm-up lands inside a measured drain. In a workers
+    // process it shares the process's pool, Redis connection and SQS client, as the runtime's own relay
+    // (SVC_RELAY=true) does.
     const relayOptions = {
       sql, redis, sqs, queueUrlPrefix, instance, log: logger,
       tenantInflightMax: Number(process.env.BENCH_TENANT_INFLIGHT_MAX ?? 0),
@@ -107,8 +112,10 @@ async function start(): Promise<void> {
         }
       })();
     });
+    const stopWorkers = stopRole;
     stopRole = async () => {
       await relay?.stop();
+      await stopWorkers?.();
     };
   }
   process.stdout.write('READY\n');
@@ -118,7 +125,7 @@ async function start(): Promise<void> {
     if (stopping) return;
     stopping = true;
     try {
-      await stopRole();
+      await stopRole?.();
     } finally {
       for (const [name, c] of calls) console.error(`# SQS_CALLS role=${role} command=${name} calls=${c.calls} messages=${c.entries}`);
       await sql.end({ timeout: 5 });

@@ -1,12 +1,13 @@
 // `ours`: this service's own path, end to end. The harness plays the API: it dispatches the fixture
 // task `bench.job` (bench/fixtures/units) inside a transaction (run row `queued`, trail event, outbox
-// row), commits, and pushes the wake signal. The relay process sends the outbox rows to the SQS
-// server with SendMessageBatch; the workers process receives them, claims the idempotency key, runs
-// the handler in the effect transaction and marks the run `succeeded` with its trail events.
+// row), commits, and pushes the wake signal. The relay sends the outbox rows to the SQS server with
+// SendMessageBatch; the workers receive them, claim the idempotency key, run the handler in the effect
+// transaction and mark the run `succeeded` with its trail events.
 //
-// The relay and the workers are separate processes (bench/peers/ours-process.ts), both alive for the
-// whole invocation. The relay is paused while the harness fills the outbox with a burst (so the burst
-// waits in the outbox, as the peers' bursts wait in their tables) and resumed to drain it.
+// The relay runs inside the workers process (bench/peers/ours-process.ts, BENCH_RELAY=true), as the
+// workers service with SVC_RELAY=true runs it in the deployment the README describes; the process is
+// alive for the whole invocation. The relay is paused while the harness fills the outbox with a burst
+// (so the burst waits in the outbox, as the peers' bursts wait in their tables) and resumed to drain it.
 // Each round dispatches for a tenant of its own, so its runs are counted through the
 // (tenant_id, queued_at) index; runs and trails are never deleted (the database refuses it).
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -43,7 +44,7 @@ export interface OursProcess {
 
 /** Spawns a relay or workers process of ours and resolves once it prints READY. */
 export async function spawnOurs(role: 'relay' | 'workers', env: Record<string, string>): Promise<OursProcess> {
-  // BENCH_NODE_ARGS (e.g. `--cpu-prof --cpu-prof-dir=dist/prof`) profiles the relay and workers processes.
+  // BENCH_NODE_ARGS (e.g. `--cpu-prof --cpu-prof-dir=dist/prof`) profiles the process (node flags).
   const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter((a) => a.length > 0);
   const child = spawn(process.execPath, [...nodeArgs, PROCESS_FILE], {
     env: { ...process.env, ...env, BENCH_ROLE: role },
@@ -174,6 +175,7 @@ export async function dispatchJobs(stack: OursStack, tenantId: string, jobs: rea
 export function ours(): SystemAdapter {
   let ctx: SystemContext;
   let stack: OursStack | undefined;
+  /** The workers process, which runs the relay too (unless BENCH_RELAY_SEPARATE=true: then `relay`). */
   let workers: OursProcess | undefined;
   let relay: OursProcess | undefined;
   let tenantId = '';
@@ -188,13 +190,18 @@ export function ours(): SystemAdapter {
     durable: true,
     workers: 'external',
     get settings() {
-      return `fixture task bench.job (tenant context, queue default, unit concurrency=C), workers process (pool 2C+2, long poll 2 s) and relay process (wake signal + 5 s sweep, its default batch settings) separate; the harness dispatches in transactions of ${BULK_CHUNK} runs (burst) or 1 run (steady) and pushes the wake signal after commit; PostgreSQL durable, Redis gate/cache/wake, fauxqs SQS server in the harness process`;
+      return `fixture task bench.job (tenant context, queue default, unit concurrency=C), ${process.env.BENCH_RELAY_SEPARATE === 'true' ? 'workers process (pool 2C+2, long poll 2 s) and relay process (wake signal + 5 s sweep, its default batch settings) separate' : 'one workers process (pool 2C+2, long poll 2 s) running the relay too, as SVC_RELAY=true does (wake signal + 5 s sweep, its default batch settings)'}; the harness dispatches in transactions of ${BULK_CHUNK} runs (burst) or 1 run (steady) and pushes the wake signal after commit; PostgreSQL durable, Redis gate/cache/wake, fauxqs SQS server in the harness process`;
     },
     async setup(c) {
       ctx = c;
       stack = await prepareOurs({ pgUrl: c.pgUrl, redisUrl: c.redisUrl, sqs: c.sqs, concurrency: c.concurrency, log: c.log });
-      workers = await spawnOurs('workers', stack.env);
-      relay = await spawnOurs('relay', { ...stack.env, BENCH_RELAY_PAUSED: 'true' });
+      if (process.env.BENCH_RELAY_SEPARATE === 'true') {
+        // The topology measured before the thirteenth session (bench/results/hot-path-levers-2026-11-24.md).
+        workers = await spawnOurs('workers', stack.env);
+        relay = await spawnOurs('relay', { ...stack.env, BENCH_RELAY_PAUSED: 'true' });
+      } else {
+        workers = await spawnOurs('workers', { ...stack.env, BENCH_RELAY: 'true', BENCH_RELAY_PAUSED: 'true' });
+      }
     },
     async enqueueBulk(jobs) {
       const round = jobs[0]?.r ?? 0;
@@ -211,10 +218,10 @@ export function ours(): SystemAdapter {
       }
     },
     async startWorkers() {
-      await relay!.command('resume');
+      await (relay ?? workers)!.command('resume');
     },
     async stopWorkers() {
-      await relay?.command('pause');
+      await (relay ?? workers)?.command('pause');
     },
     async incomplete(round, size) {
       const [row] = await ctx.sql<{ total: number; done: number }[]>`
