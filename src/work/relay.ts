@@ -20,7 +20,7 @@ import { isQueueName, queueUrl } from '../queue/names.ts';
 import { sendMessageBatch } from '../queue/send.ts';
 import { DEFAULT_CAPPED_POLL_MS, dueRowsWaiting, markSent, PLATFORM_MESSAGE_GROUP, selectFairRows, type FairRow } from './tenant-inflight.ts';
 import { defaultInstanceLabel } from './dispatch.ts';
-import { appendTrailEvents, OUTBOX_TABLE, type RunScope, type TrailEventInput } from './run-store.ts';
+import { insertTrailEvents, OUTBOX_TABLE, type RunScope, type TrailEventInput } from './run-store.ts';
 
 /** Default pause between sweeps when no wake signal arrives. */
 export const DEFAULT_SWEEP_INTERVAL_MS = 5_000;
@@ -127,7 +127,7 @@ async function passOne(
 
   const sentIds: string[] = [];
   const sentRunIds: string[] = [];
-  const sentTrail: TrailEventInput[] = [];
+  const sentTrail: Array<Omit<TrailEventInput, 'occurredAt'>> = [];
   const failedIds: string[] = [];
   const calls: Array<() => Promise<void>> = [];
   for (const [queue, items] of byQueue) {
@@ -190,8 +190,8 @@ async function passOne(
   // outbox row), so each round trip here was one more wait before the run could start. A failure of
   // any of them rolls the whole pass back, as before: the rows stay pending.
   if (sentIds.length > 0) {
-    beforeCommit(tx`UPDATE ${tx(table)} SET sent_at = clock_timestamp() WHERE id = ANY(${sentIds}::bigint[])`);
-    beforeCommit(appendTrailEvents(tx, scope, sentTrail));
+    beforeCommit(tx`UPDATE ${tx(table)} SET sent_at = clock_timestamp() WHERE id = ANY(${sentIds}::bigint[])`.execute());
+    beforeCommit(insertTrailEvents(tx, scope, sentTrail).execute());
     if (fair) beforeCommit(markSent(tx, scope, sentRunIds));
   }
   if (failedIds.length > 0) {
@@ -199,7 +199,7 @@ async function passOne(
     // selection walks a group in dispatch order, so a row the queue keeps refusing (a body SQS rejects)
     // would otherwise be a candidate in every pass and take its tenant's room for ever (at cap 1, all of it).
     const stepAside = fair ? tx`, available_at = clock_timestamp() + least(power(2, attempts), 60) * interval '1 second'` : tx``;
-    beforeCommit(tx`UPDATE ${tx(table)} SET attempts = attempts + 1 ${stepAside} WHERE id = ANY(${failedIds}::bigint[])`);
+    beforeCommit(tx`UPDATE ${tx(table)} SET attempts = attempts + 1 ${stepAside} WHERE id = ANY(${failedIds}::bigint[])`.execute());
   }
   // A short fair batch that sent something: its groups reached the cap (room was all they got), so
   // rows are probably held back. Look again shortly without asking: a poll that finds nothing due asks

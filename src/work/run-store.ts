@@ -128,19 +128,25 @@ export async function appendTrailEvent(tx: TxSql, scope: RunScope, event: TrailE
   await appendTrailEvents(tx, scope, [event]);
 }
 
-/**
- * Appends several events in one statement (the relay's `sent` events of a batch). The statement has
- * one shape whatever the number of events (arrays unnested server-side, in order, so ids follow the
- * input): postgres.js prepares it once per connection, where a VALUES list per count would be a new
- * statement for each batch size, and a new statement costs a round trip to describe it before anything
- * can be pipelined behind it (the relay sends its marks, these events and COMMIT in one write).
- */
+/** Appends several events: one statement (insertTrailEvents), or one per event that has its own occurred_at. */
 export async function appendTrailEvents(tx: TxSql, scope: RunScope, events: readonly TrailEventInput[]): Promise<void> {
   if (events.length === 0) return;
   if (events.some((e) => e.occurredAt !== undefined)) {
     for (const e of events) await appendTrailEventAt(tx, scope, e);
     return;
   }
+  await insertTrailEvents(tx, scope, events);
+}
+
+/**
+ * Events that happen now (no occurred_at of their own), as ONE statement, returned unsent so a caller
+ * can pipeline it (the relay's `sent` events go out with its marks and COMMIT, in one write). The
+ * statement has one shape whatever the number of events (arrays unnested server-side, in order, so ids
+ * follow the input): postgres.js prepares it once per connection, where a VALUES list per count would be
+ * a new statement for each batch size, and a new statement costs a round trip to describe it before
+ * anything can be pipelined behind it. Call with at least one event.
+ */
+export function insertTrailEvents(tx: TxSql, scope: RunScope, events: ReadonlyArray<Omit<TrailEventInput, 'occurredAt'>>) {
   const runIds = events.map((e) => e.runId);
   const names = events.map((e) => e.event);
   const attempts = events.map((e) => e.attempt);
@@ -152,15 +158,14 @@ export async function appendTrailEvents(tx: TxSql, scope: RunScope, events: read
   const details = events.map((e) => JSON.stringify(e.detail ?? {}));
   if (scope === 'tenant') {
     const tenants = events.map((e) => checkTenant(scope, e.tenantId));
-    await tx`INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance, error_code, error_type, detail)
+    return tx`INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance, error_code, error_type, detail)
       SELECT r, t, e, a, c, q, w, ec, et, d::jsonb
         FROM unnest(${runIds}::uuid[], ${tenants as string[]}::bigint[], ${names}::text[], ${attempts}::int[], ${receives}::int[], ${queues}::text[],
                     ${instances}::text[], ${codes}::text[], ${types}::text[], ${details}::text[])
              WITH ORDINALITY AS u(r, t, e, a, c, q, w, ec, et, d, n) ORDER BY n`;
-    return;
   }
   for (const e of events) checkTenant(scope, e.tenantId);
-  await tx`INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance, error_code, error_type, detail)
+  return tx`INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance, error_code, error_type, detail)
     SELECT r, e, a, c, q, w, ec, et, d::jsonb
       FROM unnest(${runIds}::uuid[], ${names}::text[], ${attempts}::int[], ${receives}::int[], ${queues}::text[],
                   ${instances}::text[], ${codes}::text[], ${types}::text[], ${details}::text[])

@@ -175,7 +175,11 @@ export async function dispatchJobs(stack: OursStack, tenantId: string, jobs: rea
 export function ours(): SystemAdapter {
   let ctx: SystemContext;
   let stack: OursStack | undefined;
-  /** The workers process, which runs the relay too (unless BENCH_RELAY_SEPARATE=true: then `relay`). */
+  // BENCH_RELAY_SEPARATE=true: the topology measured before the thirteenth session of issue 18
+  // (bench/results/hot-path-levers-2026-11-24.md), the relay in a process of its own.
+  const separateRelay = process.env.BENCH_RELAY_SEPARATE === 'true';
+  const relaySetting = 'wake signal + 5 s sweep, its default batch settings';
+  /** The workers process, which runs the relay too unless `separateRelay` (then `relay`). */
   let workers: OursProcess | undefined;
   let relay: OursProcess | undefined;
   let tenantId = '';
@@ -190,13 +194,12 @@ export function ours(): SystemAdapter {
     durable: true,
     workers: 'external',
     get settings() {
-      return `fixture task bench.job (tenant context, queue default, unit concurrency=C), ${process.env.BENCH_RELAY_SEPARATE === 'true' ? 'workers process (pool 2C+2, long poll 2 s) and relay process (wake signal + 5 s sweep, its default batch settings) separate' : 'one workers process (pool 2C+2, long poll 2 s) running the relay too, as SVC_RELAY=true does (wake signal + 5 s sweep, its default batch settings)'}; the harness dispatches in transactions of ${BULK_CHUNK} runs (burst) or 1 run (steady) and pushes the wake signal after commit; PostgreSQL durable, Redis gate/cache/wake, fauxqs SQS server in the harness process`;
+      return `fixture task bench.job (tenant context, queue default, unit concurrency=C), ${separateRelay ? `workers process (pool 2C+2, long poll 2 s) and relay process (${relaySetting}) separate` : `one workers process (pool 2C+2, long poll 2 s) running the relay too, as SVC_RELAY=true does (${relaySetting})`}; the harness dispatches in transactions of ${BULK_CHUNK} runs (burst) or 1 run (steady) and pushes the wake signal after commit; PostgreSQL durable, Redis gate/cache/wake, fauxqs SQS server in the harness process`;
     },
     async setup(c) {
       ctx = c;
       stack = await prepareOurs({ pgUrl: c.pgUrl, redisUrl: c.redisUrl, sqs: c.sqs, concurrency: c.concurrency, log: c.log });
-      if (process.env.BENCH_RELAY_SEPARATE === 'true') {
-        // The topology measured before the thirteenth session (bench/results/hot-path-levers-2026-11-24.md).
+      if (separateRelay) {
         workers = await spawnOurs('workers', stack.env);
         relay = await spawnOurs('relay', { ...stack.env, BENCH_RELAY_PAUSED: 'true' });
       } else {
