@@ -11,10 +11,14 @@ FROM ${NODE_IMAGE} AS base
 WORKDIR /app
 ENV NODE_ENV=production
 
-# Production dependencies only, exactly as locked.
+# Production dependencies only, exactly as locked, with the project's fixes to them (patches/, applied
+# by patch-package as `npm ci` does through the postinstall script; see the README's "Patched
+# dependencies").
 FROM base AS deps
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
+COPY patches ./patches
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
+ && npm exec --yes --package=patch-package@8.0.1 -- patch-package --error-on-fail
 
 # Emit the build artifacts from code; any broken route rule, invalid permission registry or
 # undiscovered unit stops the build here.

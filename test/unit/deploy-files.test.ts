@@ -82,6 +82,18 @@ describe('Dockerfile', () => {
     expect(user).not.toContain('root');
   });
 
+  it('applies the dependency patches (patches/) to the production dependencies it installs, with the patch-package the project pins', () => {
+    const deps = stage('deps').text;
+    const pinned = pkg.devDependencies['patch-package'] as string;
+    expect(pkg.scripts.postinstall).toBe('patch-package --error-on-fail');
+    expect(deps).toContain('COPY patches ./patches');
+    // After the install, and failing the build when a patch no longer applies.
+    const apply = `&& npm exec --yes --package=patch-package@${pinned} -- patch-package --error-on-fail`;
+    expect(deps).toContain(apply);
+    expect(deps.indexOf(apply)).toBeGreaterThan(deps.indexOf('npm ci --omit=dev'));
+    expect(fs.readdirSync(path.join(root, 'patches'))).toContain(`postgres+${pkg.dependencies.postgres}.patch`);
+  });
+
   it('R-EXE-14 gives the migrator the permission registry of the same build and deploy as default command', () => {
     expect(stage('app').text).toMatch(/SVC_PERMISSIONS_REGISTRY=\/app\/dist\/permissions\.json/);
     expect(stage('migrator').text).toMatch(/ENTRYPOINT \["node", "src\/main\/cli\.ts", "migrator"\]/);
