@@ -1,12 +1,12 @@
 // Shared by the operate-* tests: the `svc` CLI as a real child process against the harness's
 // database, Redis and SQS server, and units whose failure the test switches on and off ("fixed").
-import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { defineTask, type WorkUnit } from '../../src/work/unit.ts';
 import { ValidationFailure } from '../../src/work/unit-errors.ts';
 import type { WorkHarness } from '../fixtures/work-harness.ts';
+import { runNodeProcess } from '../support/node-process.ts';
 import { RUNTIME_UNITS } from '../fixtures/units/runtime-units.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
@@ -18,33 +18,21 @@ export interface CliResult {
 }
 
 /** Runs `svc <args>` (src/main/cli.ts on this Node) without blocking the in-process workers. */
-export function svc(h: WorkHarness, args: string[], timeoutMs = 60_000): Promise<CliResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(ROOT, 'src/main/cli.ts'), ...args], {
-      env: {
-        ...process.env,
-        DATABASE_URL: h.db.url,
-        REDIS_URL: h.redisUrl ?? 'redis://127.0.0.1:1',
-        SVC_SQS_ENDPOINT: h.endpoint,
-        SVC_SQS_QUEUE_URL_PREFIX: h.queueUrlPrefix,
-        SVC_SQS_LOCAL_CREDENTIALS: 'true',
-        LOG_LEVEL: 'info',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`svc ${args.join(' ')} did not finish within ${timeoutMs} ms; stderr: ${stderr}`));
-    }, timeoutMs);
-    child.on('close', (status) => {
-      clearTimeout(timer);
-      resolve({ status, stdout, stderr });
-    });
+export async function svc(h: WorkHarness, args: string[], timeoutMs = 60_000): Promise<CliResult> {
+  const { code, stdout, stderr, timedOut } = await runNodeProcess([path.join(ROOT, 'src/main/cli.ts'), ...args], {
+    env: {
+      ...process.env,
+      DATABASE_URL: h.db.url,
+      REDIS_URL: h.redisUrl ?? 'redis://127.0.0.1:1',
+      SVC_SQS_ENDPOINT: h.endpoint,
+      SVC_SQS_QUEUE_URL_PREFIX: h.queueUrlPrefix,
+      SVC_SQS_LOCAL_CREDENTIALS: 'true',
+      LOG_LEVEL: 'info',
+    },
+    timeoutMs,
   });
+  if (timedOut) throw new Error(`svc ${args.join(' ')} did not finish within ${timeoutMs} ms; stderr: ${stderr}`);
+  return { status: code, stdout, stderr };
 }
 
 /** Runs several `svc` commands, at most `concurrency` at a time (the machine's cores are shared). */

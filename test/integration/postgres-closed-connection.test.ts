@@ -5,10 +5,10 @@
 // and its close unsettled. patches/postgres+3.4.9.patch fixes both; this test fails without it.
 // The scenario runs in a process of its own (test/fixtures/closed-connection.ts), since the failure it
 // guards against ends the process.
-import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runNodeProcess } from '../support/node-process.ts';
 import { freshDatabase, type TestDatabase } from '../support/services.ts';
 
 const FIXTURE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'closed-connection.ts');
@@ -21,25 +21,9 @@ afterAll(async () => {
   await db?.drop();
 });
 
-function runFixture(url: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [FIXTURE, url], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.once('error', reject);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
-
 describe('a PostgreSQL connection whose backend died', () => {
   it('rejects every later statement on a reserved connection and in a transaction, keeps the process alive and the pool usable', async () => {
-    const { code, stdout, stderr } = await runFixture(db.url);
+    const { code, stdout, stderr } = await runNodeProcess([FIXTURE, db.url]);
     expect(stdout, stderr).not.toContain('uncaught');
     expect(code, stderr).toBe(0);
     const result = JSON.parse(stdout.trim().split('\n').at(-1)!) as {

@@ -1,38 +1,19 @@
 // Shared by the seed tests: run the real `svc` CLI against a test database, and take content
 // snapshots of the seeded tables to prove a rerun changed nothing.
-import { spawn } from 'node:child_process';
 import path from 'node:path';
 import type { Sql } from '../../src/db/client.ts';
+import { runNodeProcess, type NodeProcessResult } from '../support/node-process.ts';
 
 export const PROJECT_ROOT = path.resolve(import.meta.dirname, '..', '..');
 
-export interface CliResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+export type CliResult = Omit<NodeProcessResult, 'timedOut'>;
 
 /** Runs `svc <args>` on Node 26 with ONLY the given variables (plus PATH/HOME), capturing all output. */
-export function svc(args: string[], env: Record<string, string | undefined>): Promise<CliResult> {
+export async function svc(args: string[], env: Record<string, string | undefined>): Promise<CliResult> {
   const childEnv: Record<string, string> = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp' };
   for (const [k, v] of Object.entries(env)) if (v !== undefined) childEnv[k] = v;
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(PROJECT_ROOT, 'src/main/cli.ts'), ...args], {
-      cwd: PROJECT_ROOT,
-      env: childEnv,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
-    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
+  const { code, stdout, stderr } = await runNodeProcess([path.join(PROJECT_ROOT, 'src/main/cli.ts'), ...args], { cwd: PROJECT_ROOT, env: childEnv });
+  return { code, stdout, stderr };
 }
 
 export const SEEDED_TABLES = [
