@@ -26,6 +26,8 @@
 //   more), so the linger never holds a slot; the delivery still counts as in flight (a drain waits for
 //   it) until its own entry is deleted, and its ack rejects when that entry failed. A crash inside the
 //   linger only brings the message back after its visibility timeout, where the ledger replays it.
+// - a group commit gives its members' slots back earlier, once their handlers have returned
+//   (`handlerReturned`, README "Group commit"); they stay in flight until deleted, as above.
 import {
   ChangeMessageVisibilityCommand,
   DeleteMessageBatchCommand,
@@ -232,6 +234,9 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
         // Settled: the slot is free for the next receive while the delete waits for its batch.
         giveBackSlot();
         await deleteMessage(message.ReceiptHandle!);
+      },
+      handlerReturned() {
+        giveBackSlot();
       },
       async retryAfter(seconds: number) {
         await heartbeat.stop();

@@ -56,6 +56,16 @@ const handler = async (p: z.infer<typeof payload>, run: Parameters<WorkUnit['han
 const quietPayload = z.object({ key: z.string().min(1), hold: z.boolean().optional() });
 const quietDone = new Set<string>();
 const holds = new Map<string, () => void>();
+const quietHandler = async (p: z.infer<typeof quietPayload>, run: Parameters<WorkUnit['handler']>[1]) => {
+  if (p.hold) {
+    await new Promise<void>((resolve) => {
+      holds.set(p.key, resolve);
+      setTimeout(resolve, 8_000).unref();
+    });
+  }
+  quietDone.add(`${p.key}#${run.attempt}`);
+  return { key: p.key, attempt: run.attempt };
+};
 const groupQuiet = defineTask({
   name: 'fixture.group_quiet',
   queue: 'bulk',
@@ -64,21 +74,24 @@ const groupQuiet = defineTask({
   timeoutSeconds: 10,
   groupCommit: true,
   payload: quietPayload,
-  async handler(p, run) {
-    if (p.hold) {
-      await new Promise<void>((resolve) => {
-        holds.set(p.key, resolve);
-        setTimeout(resolve, 8_000).unref();
-      });
-    }
-    quietDone.add(`${p.key}#${run.attempt}`);
-    return { key: p.key, attempt: run.attempt };
-  },
+  handler: quietHandler,
+});
+
+/** Two slots, and a timeout past the time its finish is held on a row lock below. */
+const groupTail = defineTask({
+  name: 'fixture.group_tail',
+  queue: 'bulk',
+  context: 'tenant',
+  concurrency: 2,
+  timeoutSeconds: 30,
+  groupCommit: true,
+  payload: quietPayload,
+  handler: quietHandler,
 });
 
 const groupTenant = defineTask({ name: 'fixture.group_tenant', queue: 'bulk', context: 'tenant', concurrency: 10, timeoutSeconds: 2, groupCommit: true, payload, handler });
 const groupSystem = defineTask({ name: 'fixture.group_system', queue: 'bulk', context: 'system', concurrency: 10, timeoutSeconds: 2, groupCommit: true, payload, handler });
-const UNITS: ReadonlyMap<string, WorkUnit> = new Map([groupTenant, groupSystem, groupQuiet].map((u) => [u.name, u]));
+const UNITS: ReadonlyMap<string, WorkUnit> = new Map([groupTenant, groupSystem, groupQuiet, groupTail].map((u) => [u.name, u]));
 
 let h: WorkHarness;
 let tenantId: string;
@@ -438,6 +451,56 @@ describe('group commit', () => {
       expect((await causalProblems(h.sql, runId)).problems).toEqual([]);
     }
     expect(txids.size).toBeLessThan(keys.length);
+  });
+
+  it('R-UNT-09 a group gives its slots back once its handlers returned: the next receive runs while its finish waits, for one group of a unit at a time', async () => {
+    // fixture.group_tail has 2 slots. Each group's finish is held on a row lock the test takes on one
+    // of its runs (after their registration), so the group stays in its tail until the test commits.
+    await h.fenceAbandonedPolls('bulk');
+    const dispatch = async (key: string, hold: boolean) => (await h.dispatch('fixture.group_tail', { key, hold }, tenantActor())).runId;
+    const a = [await dispatch('t-a1', true), await dispatch('t-a2', false)];
+    await h.relay();
+    const runtime = await h.startWorkers({ queues: ['bulk'] });
+    const locks = await h.sql.reserve();
+    try {
+      await waitFor(() => holds.has('t-a1'), 10_000, { what: 'group A running' });
+      await locks`BEGIN`;
+      await locks`SELECT 1 FROM task_runs WHERE run_id = ${a[0]!} FOR UPDATE`;
+      // Group B waits in the queue: A holds both slots.
+      const b = [await dispatch('t-b1', true), await dispatch('t-b2', false)];
+      await h.relay();
+      holds.get('t-a1')!();
+      // A's handlers returned; its finish waits on the lock, and B runs in the slots A gave back.
+      await waitFor(() => holds.has('t-b1'), 10_000, { what: 'group B running while group A commits' });
+      expect((await Promise.all(a.map((id) => h.run(id)))).map((r) => r!.status)).toEqual(['running', 'running']);
+      await locks`SELECT 1 FROM task_runs WHERE run_id = ${b[0]!} FOR UPDATE`;
+      const c = await dispatch('t-c1', false);
+      await h.relay();
+      holds.get('t-b1')!();
+      // B's handlers returned while A is still in its tail: B keeps its slots through its own finish.
+      const waitingFinishes = async () =>
+        (await h.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_stat_activity
+                                        WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE task_runs r SET status = ''succeeded''%'`)[0]!.n;
+      await waitFor(async () => (await waitingFinishes()) === 2, 10_000, { what: 'both finishes waiting on the locks' });
+      // Nothing would announce C running: give it the time a receive and a run take here, many times over.
+      await sleep(750);
+      expect(quietDone.has('t-c1#1')).toBe(false);
+      expect((await h.run(c))!.status).toBe('queued');
+      await locks`COMMIT`;
+      for (const runId of [...a, ...b, c]) {
+        expect((await h.waitForStatus(runId, ['succeeded', 'failed'])).status).toBe('succeeded');
+        expect((await h.run(runId))!.attempts).toBe(1);
+        expect((await causalProblems(h.sql, runId)).problems).toEqual([]);
+      }
+      // A and B each committed as one group.
+      expect(new Set([...(await trailTx(a[0]!)), ...(await trailTx(a[1]!))]).size).toBe(1);
+      expect(new Set([...(await trailTx(b[0]!)), ...(await trailTx(b[1]!))]).size).toBe(1);
+    } finally {
+      for (const release of holds.values()) release();
+      await locks`ROLLBACK`.catch(() => {});
+      locks.release();
+      await runtime.stop();
+    }
   });
 
   it('R-UNT-09 R-IDM-09 a cancel that lands after the handler of a member that sent no statement leaves it out of the finish: no succeeded, its claim taken back, its neighbours commit', async () => {

@@ -43,6 +43,12 @@ export interface DeliveryPort {
   retryAfter(seconds: number): Promise<void>;
   /** Sends a copy with its error context to the dead-letter queue (the runner then acks). */
   deadLetter(context: DeadLetterContext): Promise<void>;
+  /**
+   * The delivery's handler has returned and what is left of it runs no unit code (a group's finish
+   * and COMMIT, group-execution.ts): its slot may take the next message meanwhile. Optional; without
+   * it the slot is held until the delivery settles.
+   */
+  handlerReturned?(): void;
 }
 
 export interface RunnerDeps {

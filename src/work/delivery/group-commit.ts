@@ -37,6 +37,9 @@ export class GroupCommits {
 
   private poked = false;
 
+  /** Units with a group in its commit tail (see enterTail). */
+  private readonly tails = new Set<string>();
+
   /** Marks a delivery entering its checks; call the returned function when they end (however they end). */
   enterChecks(): () => void {
     const token = {};
@@ -69,6 +72,24 @@ export class GroupCommits {
       this.forming.set(key, { key, members: [joined], awaited: new Set(this.inChecks) });
       this.poke();
     });
+  }
+
+  /**
+   * A group whose handlers have all returned enters its commit tail (its finish, COMMIT and Redis
+   * results, no unit code) and gives its members' slots back for it, so the next receive runs while it
+   * commits. One group of a unit at a time: false when another is there, and the caller's group then
+   * keeps its slots until it settles. This bounds a unit to twice its concurrency in `running` runs
+   * and one effect transaction beyond its slots. A true answer must be matched by leaveTail.
+   */
+  enterTail(unit: string): boolean {
+    if (this.tails.has(unit)) return false;
+    this.tails.add(unit);
+    return true;
+  }
+
+  /** The group's transaction has ended (committed or rolled back). */
+  leaveTail(unit: string): void {
+    this.tails.delete(unit);
   }
 
   /** After the current turn (the deliveries resolved with this one join first), starts every group no longer waiting. */

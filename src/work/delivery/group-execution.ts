@@ -70,6 +70,8 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
   let evicted: Promise<void> = Promise.resolve();
   let backend: EffectBackend | null = null;
   let released = false;
+  // This group gave its finishing members' slots back for its commit tail (GroupCommits.enterTail).
+  let inTail = false;
   const onRelease = () => {
     released = true;
     for (const s of states) s.controller.abort(new ReleasedOnShutdown());
@@ -116,6 +118,12 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
         }
         const finishing = executing.filter((s) => s.done && !s.done.replayed);
         if (finishing.length === 0) return null;
+        // What is left runs no unit code: the finishing members' slots take the next receive while the
+        // group commits. A member that failed or replayed keeps its slot until it settles.
+        if (!released && deps.groups.enterTail(unit.name)) {
+          inTail = true;
+          for (const s of finishing) s.m.c.port.handlerReturned?.();
+        }
         // Sent before COMMIT without waiting; if it fails, beginPipelined throws its error.
         const finished = beforeCommit(
           finishDeliveries(
@@ -149,6 +157,7 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
   } catch (error) {
     groupError = { error };
   }
+  if (inTail) deps.groups.leaveTail(unit.name);
   deps.releaseSignal?.removeEventListener('abort', onRelease);
   // The committed members' results go to Redis in one pipeline; each member's settlement waits for it.
   const succeeded = groupError ? [] : states.filter((s) => s.registration?.kind === 'execute' && s.done);
