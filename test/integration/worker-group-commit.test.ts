@@ -10,6 +10,8 @@
 // inside it (txid_current(), the top-level transaction even inside the member's savepoint): equal
 // ids prove the runs shared one transaction.
 import { setTimeout as sleep } from 'node:timers/promises';
+import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
+import { queueUrl } from '../../src/queue/names.ts';
 import { metricsRegistry } from '../../src/observe/metrics.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import postgres from 'postgres';
@@ -89,9 +91,30 @@ const groupTail = defineTask({
   handler: quietHandler,
 });
 
+/**
+ * As fixture.group_tail, with the effect-writing handler (a deferred check fails `commitfail` keys at
+ * COMMIT), except for keys starting with `quiet`: those send no statement (and sleep `sleepMs`).
+ */
+const tailStarted = new Set<string>();
+const groupTailEffect = defineTask({
+  name: 'fixture.group_tail_effect',
+  queue: 'bulk',
+  context: 'tenant',
+  concurrency: 2,
+  timeoutSeconds: 30,
+  groupCommit: true,
+  payload,
+  async handler(p, run) {
+    if (!p.key.startsWith('quiet')) return handler(p, run);
+    tailStarted.add(`${p.key}#${run.attempt}`);
+    if (p.sleepMs) await sleep(p.sleepMs, undefined, { signal: run.signal });
+    return { key: p.key, attempt: run.attempt };
+  },
+});
+
 const groupTenant = defineTask({ name: 'fixture.group_tenant', queue: 'bulk', context: 'tenant', concurrency: 10, timeoutSeconds: 2, groupCommit: true, payload, handler });
 const groupSystem = defineTask({ name: 'fixture.group_system', queue: 'bulk', context: 'system', concurrency: 10, timeoutSeconds: 2, groupCommit: true, payload, handler });
-const UNITS: ReadonlyMap<string, WorkUnit> = new Map([groupTenant, groupSystem, groupQuiet, groupTail].map((u) => [u.name, u]));
+const UNITS: ReadonlyMap<string, WorkUnit> = new Map([groupTenant, groupSystem, groupQuiet, groupTail, groupTailEffect].map((u) => [u.name, u]));
 
 let h: WorkHarness;
 let tenantId: string;
@@ -454,8 +477,9 @@ describe('group commit', () => {
   });
 
   it('R-UNT-09 a group gives its slots back once its handlers returned: the next receive runs while its finish waits, for one group of a unit at a time', async () => {
-    // fixture.group_tail has 2 slots. Each group's finish is held on a row lock the test takes on one
-    // of its runs (after their registration), so the group stays in its tail until the test commits.
+    // fixture.group_tail has 2 slots (the unit's; the queue's other units give the consumer more). Each
+    // group's finish is held on a row lock the test takes on one of its runs (after their
+    // registration), so the group stays in its tail until the test commits.
     await h.fenceAbandonedPolls('bulk');
     const dispatch = async (key: string, hold: boolean) => (await h.dispatch('fixture.group_tail', { key, hold }, tenantActor())).runId;
     const a = [await dispatch('t-a1', true), await dispatch('t-a2', false)];
@@ -480,10 +504,16 @@ describe('group commit', () => {
       // B's handlers returned while A is still in its tail: B keeps its slots through its own finish.
       const waitingFinishes = async () =>
         (await h.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_stat_activity
-                                        WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE task_runs r SET status = ''succeeded''%'`)[0]!.n;
+                                        WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE task_runs%succeeded%'`)[0]!.n;
       await waitFor(async () => (await waitingFinishes()) === 2, 10_000, { what: 'both finishes waiting on the locks' });
-      // Nothing would announce C running: give it the time a receive and a run take here, many times over.
-      await sleep(750);
+      // The queue's other units leave the consumer free slots, so C is received and waits for one of its
+      // unit's two slots, which would take it at once. Nothing would announce C running: give it the
+      // time a run takes here, many times over.
+      const visible = async () =>
+        (await h.sqs.send(new GetQueueAttributesCommand({ QueueUrl: queueUrl(h.queueUrlPrefix, 'bulk'), AttributeNames: ['ApproximateNumberOfMessages'] })))
+          .Attributes?.ApproximateNumberOfMessages;
+      await waitFor(async () => (await visible()) === '0', 10_000, { what: 'C received, waiting for its unit slot' });
+      await sleep(1_000);
       expect(quietDone.has('t-c1#1')).toBe(false);
       expect((await h.run(c))!.status).toBe('queued');
       await locks`COMMIT`;
@@ -499,6 +529,68 @@ describe('group commit', () => {
       for (const release of holds.values()) release();
       await locks`ROLLBACK`.catch(() => {});
       locks.release();
+      await runtime.stop();
+    }
+  });
+
+  it('R-UNT-09 R-WRK-04 a group whose COMMIT fails after it gave its slots back stays in its tail until its runs have settled', async () => {
+    // A's COMMIT fails (a deferred check); the settlement of A's first run is held on its ledger row
+    // (the test inserts that key in a transaction of its own once A's claim rolled back). While it is
+    // held, group B's handlers return with B's finish held on a row lock: B must keep its slots, so
+    // C waits. Leaving the tail at A's rollback would have let B give its slots to C.
+    await h.fenceAbandonedPolls('bulk');
+    const unit = 'fixture.group_tail_effect';
+    const dispatch = async (p: z.input<typeof payload>) => (await h.dispatch(unit, p, tenantActor())).runId;
+    const a = [await dispatch({ key: 'commitfail-tail-a1' }), await dispatch({ key: 'tail-a2', sleepMs: 1_500, firstAttemptOnly: true })];
+    await h.relay();
+    const runtime = await h.startWorkers({ queues: ['bulk'] });
+    const ledger = await h.sql.reserve();
+    const rows = await h.sql.reserve();
+    try {
+      // A's claim of a1's key is in: the test's insert of that key waits for A's transaction, then holds the key.
+      await waitFor(() => handlerTx.has('tail-a2#1'), 10_000, { what: 'group A in its last handler' });
+      await ledger`BEGIN`;
+      const held = ledger`INSERT INTO idempotency_keys (tenant_id, idempotency_key, request_fingerprint, expires_at)
+                          VALUES (${tenantId}, ${idempotencyKeyOf(unit, a[0]!)}, ${Buffer.alloc(32)}, now() + interval '1 hour')`.execute();
+      held.catch(() => {});
+      // B's handlers send no statement, so nothing of B waits on the lock below before its finish.
+      const b = [await dispatch({ key: 'quiet-tail-b1', sleepMs: 1_500 }), await dispatch({ key: 'quiet-tail-b2' })];
+      await h.relay();
+      await waitFor(() => tailStarted.has('quiet-tail-b1#1'), 15_000, { what: 'group B running in the slots A gave back' });
+      await rows`BEGIN`;
+      await rows`SELECT 1 FROM task_runs WHERE run_id = ${b[0]!} FOR UPDATE`;
+      const c = await dispatch({ key: 'quiet-tail-c1' });
+      await h.relay();
+      const waiting = async (like: string) =>
+        (await h.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE ${like}`)[0]!.n;
+      await waitFor(async () => (await waiting('%INSERT INTO idempotency_keys AS k%')) === 1, 15_000, { what: "A's first run settling, held on its ledger row" });
+      await waitFor(async () => (await waiting('%UPDATE task_runs%succeeded%')) === 1, 15_000, { what: "B's finish held on the row lock" });
+      expect(await effectsOf('commitfail-tail-a1')).toEqual([]);
+      // Nothing would announce C running: give it the time a run takes here, many times over.
+      await sleep(1_000);
+      expect(tailStarted.has('quiet-tail-c1#1')).toBe(false);
+      expect((await h.run(c))!.status).toBe('queued');
+      await ledger`ROLLBACK`;
+      await rows`COMMIT`;
+      for (const runId of [...a, ...b, c]) expect((await h.waitForStatus(runId, ['succeeded', 'failed'], 30_000)).status).toBe('succeeded');
+      expect(((await Promise.all(a.map((id) => h.run(id)))) as Array<{ attempts: number }>).map((r) => r.attempts)).toEqual([2, 2]);
+      for (const [i, key] of ['commitfail-tail-a1', 'tail-a2'].entries()) {
+        // A's refused transaction left no effect; each run's retry committed exactly one.
+        expect((await effectsOf(key)).map((e) => e.attempt)).toEqual([2]);
+        expect(events(await h.trail(a[i]!)).filter((e) => e !== 'sent')).toEqual(['queued', 'received', 'started', 'retry_scheduled', 'received', 'started', 'succeeded']);
+        expect((await causalProblems(h.sql, a[i]!)).problems).toEqual([]);
+      }
+      for (const runId of [...b, c]) {
+        expect((await h.run(runId))!.attempts).toBe(1);
+        expect((await causalProblems(h.sql, runId)).problems).toEqual([]);
+      }
+      // B committed as one group.
+      expect(new Set([...(await trailTx(b[0]!)), ...(await trailTx(b[1]!))]).size).toBe(1);
+    } finally {
+      await ledger`ROLLBACK`.catch(() => {});
+      await rows`ROLLBACK`.catch(() => {});
+      ledger.release();
+      rows.release();
       await runtime.stop();
     }
   });

@@ -75,11 +75,12 @@ export class GroupCommits {
   }
 
   /**
-   * A group whose handlers have all returned enters its commit tail (its finish, COMMIT and Redis
-   * results, no unit code) and gives its members' slots back for it, so the next receive runs while it
-   * commits. One group of a unit at a time: false when another is there, and the caller's group then
-   * keeps its slots until it settles. This bounds a unit to twice its concurrency in `running` runs
-   * and one effect transaction beyond its slots. A true answer must be matched by leaveTail.
+   * A group whose handlers have all returned enters its commit tail (its finish and COMMIT, no unit
+   * code) and gives its members' slots back for it, so the next receive runs while it commits. One
+   * group of a unit at a time: false when another is there, and the caller's group then keeps its
+   * slots until it settles. This bounds a unit to twice its concurrency in `running` runs and one
+   * connection beyond its slots. A true answer must be matched by leaveTail: at the commit, or, when a
+   * member given back settles as a failed attempt, once the members have settled.
    */
   enterTail(unit: string): boolean {
     if (this.tails.has(unit)) return false;
@@ -87,7 +88,7 @@ export class GroupCommits {
     return true;
   }
 
-  /** The group's transaction has ended (committed or rolled back). */
+  /** The group has committed, or its members given back have settled (see enterTail). */
   leaveTail(unit: string): void {
     this.tails.delete(unit);
   }

@@ -54,6 +54,8 @@ interface MemberState {
   /** `unchecked`: the handler sent no statement, so no savepoint was opened and the run row is not locked before the finish. */
   done?: { outcome: UnitOutcome; replayed: boolean; wroteFollowUps: boolean; startedToWrite: string | null; unchecked: boolean };
   failure?: { error: unknown; reason: unknown };
+  /** Its slot was given back for the group's commit tail (GroupCommits.enterTail). */
+  gaveBack?: boolean;
 }
 
 type Executing = MemberState & { registration: Extract<Registration, { kind: 'execute' }> };
@@ -72,6 +74,9 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
   let released = false;
   // This group gave its finishing members' slots back for its commit tail (GroupCommits.enterTail).
   let inTail = false;
+  // Set once this function is past its transaction: beginPipelined gives up on a lost connection
+  // while the callback may still be running its members, and such a late group must not enter the tail.
+  let ended = false;
   const onRelease = () => {
     released = true;
     for (const s of states) s.controller.abort(new ReleasedOnShutdown());
@@ -120,9 +125,12 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
         if (finishing.length === 0) return null;
         // What is left runs no unit code: the finishing members' slots take the next receive while the
         // group commits. A member that failed or replayed keeps its slot until it settles.
-        if (!released && deps.groups.enterTail(unit.name)) {
+        if (!released && !ended && deps.groups.enterTail(unit.name)) {
           inTail = true;
-          for (const s of finishing) s.m.c.port.handlerReturned?.();
+          for (const s of finishing) {
+            s.gaveBack = true;
+            s.m.c.port.handlerReturned?.();
+          }
         }
         // Sent before COMMIT without waiting; if it fails, beginPipelined throws its error.
         const finished = beforeCommit(
@@ -157,12 +165,22 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
   } catch (error) {
     groupError = { error };
   }
-  if (inTail) deps.groups.leaveTail(unit.name);
+  ended = true;
+  // A committed group leaves its tail now. If a member that gave its slot back settles as a failed
+  // attempt instead (the group failed, or the member was left out of the finish), that settlement
+  // writes to the database outside any slot: the tail then lasts until every member has settled, so
+  // the next group keeps its slots meanwhile.
+  const tailUntilSettled = inTail && states.some((s) => s.gaveBack && (groupError !== null || s.failure !== undefined));
+  if (inTail && !tailUntilSettled) deps.groups.leaveTail(unit.name);
   deps.releaseSignal?.removeEventListener('abort', onRelease);
   // The committed members' results go to Redis in one pipeline; each member's settlement waits for it.
   const succeeded = groupError ? [] : states.filter((s) => s.registration?.kind === 'execute' && s.done);
   const recorded = recordResults(deps, evicted, succeeded.map((s) => gateResultOf(s.m.c, s.done!.outcome)));
-  await Promise.all(states.map((s) => settleMember(s, groupError, leaseMs, evicted, recorded)));
+  try {
+    await Promise.all(states.map((s) => settleMember(s, groupError, leaseMs, evicted, recorded)));
+  } finally {
+    if (tailUntilSettled) deps.groups.leaveTail(unit.name);
+  }
 
   /**
    * One member's turn: its claim when not fresh, its handler, and, once the handler has sent a
