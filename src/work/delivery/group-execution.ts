@@ -54,7 +54,7 @@ interface MemberState {
   /** `unchecked`: the handler sent no statement, so no savepoint was opened and the run row is not locked before the finish. */
   done?: { outcome: UnitOutcome; replayed: boolean; wroteFollowUps: boolean; startedToWrite: string | null; unchecked: boolean };
   failure?: { error: unknown; reason: unknown };
-  /** Its slot was given back for the group's commit tail (GroupCommits.enterTail). */
+  /** Its slot was given back for the group's commit tail (GroupCommits.enterTail): set on every finishing member when the group entered it. */
   gaveBack?: boolean;
 }
 
@@ -72,8 +72,6 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
   let evicted: Promise<void> = Promise.resolve();
   let backend: EffectBackend | null = null;
   let released = false;
-  // This group gave its finishing members' slots back for its commit tail (GroupCommits.enterTail).
-  let inTail = false;
   // Set once this function is past its transaction: beginPipelined gives up on a lost connection
   // while the callback may still be running its members, and such a late group must not enter the tail.
   let ended = false;
@@ -126,7 +124,6 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
         // What is left runs no unit code: the finishing members' slots take the next receive while the
         // group commits. A member that failed or replayed keeps its slot until it settles.
         if (!released && !ended && deps.groups.enterTail(unit.name)) {
-          inTail = true;
           for (const s of finishing) {
             s.gaveBack = true;
             s.m.c.port.handlerReturned?.();
@@ -170,7 +167,8 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
   // attempt instead (the group failed, or the member was left out of the finish), that settlement
   // writes to the database outside any slot: the tail then lasts until every member has settled, so
   // the next group keeps its slots meanwhile.
-  const tailUntilSettled = inTail && states.some((s) => s.gaveBack && (groupError !== null || s.failure !== undefined));
+  const inTail = states.some((s) => s.gaveBack);
+  const tailUntilSettled = states.some((s) => s.gaveBack && (groupError !== null || s.failure !== undefined));
   if (inTail && !tailUntilSettled) deps.groups.leaveTail(unit.name);
   deps.releaseSignal?.removeEventListener('abort', onRelease);
   // The committed members' results go to Redis in one pipeline; each member's settlement waits for it.
