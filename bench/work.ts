@@ -16,10 +16,10 @@ import {
   DeleteMessageBatchCommand,
   ReceiveMessageCommand,
   SendMessageBatchCommand,
-  type SQSClient,
+  SQSClient,
 } from '@aws-sdk/client-sqs';
 import { createSql } from '../src/db/client.ts';
-import { createSqsClient } from '../src/queue/client.ts';
+import { createSqsClient, LOCAL_SQS_CREDENTIALS } from '../src/queue/client.ts';
 import { countMismatchLine, roundLine, type RoundResult } from './peers/report.ts';
 import { startServices, type Services } from './peers/services.ts';
 import { num, spread } from './peers/stats.ts';
@@ -72,6 +72,8 @@ export function parseWorkOptions(args: readonly string[]): WorkOptions {
  * The queue server's own ceiling for the same hop: one sender sending `n` messages with
  * SendMessageBatch (10 per call, like the relay) while `loops` receivers ReceiveMessage (10 at a time)
  * and DeleteMessageBatch. messages/s = n / (last delete − first receive). Every body is counted.
+ * cpuMsPerMessage: this process's CPU (the hop's client and the in-process SQS server: the whole hop)
+ * over the call, per message.
  */
 async function rawBaseline(sqs: SQSClient, queueUrl: string, n: number, loops: number, timeoutMs: number) {
   const seen = new Uint32Array(n);
@@ -100,6 +102,7 @@ async function rawBaseline(sqs: SQSClient, queueUrl: string, n: number, loops: n
       lastDelete = nowMs();
     }
   };
+  const cpuBefore = process.cpuUsage();
   const receivers = Array.from({ length: loops }, receiver);
   for (let i = 0; i < n; i += 10) {
     const entries = [];
@@ -114,7 +117,8 @@ async function rawBaseline(sqs: SQSClient, queueUrl: string, n: number, loops: n
     if (c === 0) lost += 1;
     if (c > 1) duplicated += c - 1;
   }
-  return { perS: (n * 1000) / (lastDelete - firstReceive), lost, duplicated };
+  const cpu = process.cpuUsage(cpuBefore);
+  return { perS: (n * 1000) / (lastDelete - firstReceive), cpuMsPerMessage: (cpu.user + cpu.system) / 1000 / n, lost, duplicated };
 }
 
 export async function main(args: string[]): Promise<number> {
@@ -132,6 +136,7 @@ export async function main(args: string[]): Promise<number> {
   let adapterUp = false;
   const results: RoundResult[] = [];
   const baselines: number[] = [];
+  const sdkBaselines: number[] = [];
   let baselineProblems = 0;
   try {
     services = await startServices({ sqs: true, log });
@@ -170,17 +175,29 @@ export async function main(args: string[]): Promise<number> {
         record(await steady(adapter, ctx, o.rate, o.seconds, o.warmupSeconds, round, roundOptions));
       }
 
-      const sqs = createSqsClient({ region: 'us-east-1', endpoint: svc.sqs!.endpoint, localCredentials: true });
+      // Two clients on the same server, alternated by round: the service's own (direct calls, what
+      // baseline_ratio divides by) and the plain AWS SDK client the issue's first figures were taken with
+      // (printed for comparison only; README "Benchmarks").
+      const endpoint = svc.sqs!.endpoint;
+      const clients: Array<{ name: string; sqs: SQSClient; rates: number[] }> = [
+        { name: 'direct', sqs: createSqsClient({ region: 'us-east-1', endpoint, localCredentials: true }), rates: baselines },
+        { name: 'sdk', sqs: new SQSClient({ region: 'us-east-1', endpoint, credentials: { ...LOCAL_SQS_CREDENTIALS }, maxAttempts: 3 }), rates: sdkBaselines },
+      ];
       try {
-        const created = await sqs.send(new CreateQueueCommand({ QueueName: 'bench-baseline' }));
+        const created = await clients[0]!.sqs.send(new CreateQueueCommand({ QueueName: 'bench-baseline' }));
         for (let round = 1; round <= o.rounds; round++) {
-          const b = await rawBaseline(sqs, created.QueueUrl!, o.runs, o.concurrency, o.timeoutSeconds * 1000);
-          print(`BASELINE round=${round} messages=${o.runs} messages_per_s=${num(b.perS)} lost=${b.lost} duplicated=${b.duplicated}`);
-          baselines.push(b.perS);
-          baselineProblems += b.lost + b.duplicated;
+          for (const c of clients) {
+            const b = await rawBaseline(c.sqs, created.QueueUrl!, o.runs, o.concurrency, o.timeoutSeconds * 1000);
+            print(
+              `BASELINE round=${round} client=${c.name} messages=${o.runs} messages_per_s=${num(b.perS)} ` +
+                `cpu_ms_per_message=${num(b.cpuMsPerMessage, 3)} lost=${b.lost} duplicated=${b.duplicated}`,
+            );
+            c.rates.push(b.perS);
+            baselineProblems += b.lost + b.duplicated;
+          }
         }
       } finally {
-        sqs.destroy();
+        for (const c of clients) c.sqs.destroy();
       }
     } finally {
       if (adapterUp) await adapter.close();
@@ -200,9 +217,12 @@ export async function main(args: string[]): Promise<number> {
   // cpuPer1000 is CPU seconds per 1,000 runs, i.e. CPU milliseconds per run.
   const cpuMsPerRun = spread(measured('burn').map((r) => r.cpuPer1000)).median;
   if (baselineProblems > 0) console.error(`!!! the raw baseline itself lost or duplicated ${baselineProblems} message(s)`);
+  const sdkBaseline = spread(sdkBaselines).median;
+  const ratio = (d: number) => (Number.isFinite(runsPerS / d) ? (runsPerS / d).toFixed(3) : 'nan');
+  print(`BASELINES direct_messages_per_s=${num(baseline)} sdk_messages_per_s=${num(sdkBaseline)} ratio_to_sdk=${ratio(sdkBaseline)}`);
   print(
     `SUMMARY runs_per_s=${num(runsPerS)} p50_ms=${num(p50, 2)} p99_ms=${num(p99, 2)} lost=${lost} duplicated=${duplicated} ` +
-      `baseline_ratio=${Number.isFinite(runsPerS / baseline) ? (runsPerS / baseline).toFixed(3) : 'nan'} ` +
+      `baseline_ratio=${ratio(baseline)} ` +
       `cpu_ms_per_run=${num(cpuMsPerRun, 3)}`,
   );
   return lost > 0 || duplicated > 0 || baselineProblems > 0 ? 1 : 0;

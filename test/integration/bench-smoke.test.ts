@@ -8,6 +8,12 @@ describe('bench work --smoke', () => {
   it('runs dispatch → relay → SQS → workers end to end and prints SUMMARY with nothing lost or duplicated', async () => {
     const { code, out } = await runBenchSmoke('work');
     expect(code, out).toBe(0);
+    // The raw hop through both clients (the service's own, which baseline_ratio divides by, and the
+    // plain SDK the issue's first figures used), each with the hop's CPU per message.
+    for (const client of ['direct', 'sdk']) {
+      expect(out).toMatch(new RegExp(`^BASELINE round=1 client=${client} messages=\\d+ messages_per_s=[\\d.]+ cpu_ms_per_message=[\\d.]+ lost=0 duplicated=0$`, 'm'));
+    }
+    expect(out).toMatch(/^BASELINES direct_messages_per_s=[\d.]+ sdk_messages_per_s=[\d.]+ ratio_to_sdk=[\d.]+$/m);
     const last = out.trim().split('\n').at(-1)!;
     expect(last).toMatch(
       /^SUMMARY runs_per_s=[\d.]+ p50_ms=[\d.]+ p99_ms=[\d.]+ lost=0 duplicated=0 baseline_ratio=[\d.]+ cpu_ms_per_run=[\d.]+$/,
