@@ -16,10 +16,10 @@ import {
   DeleteMessageBatchCommand,
   ReceiveMessageCommand,
   SendMessageBatchCommand,
-  SQSClient,
+  type SQSClient,
 } from '@aws-sdk/client-sqs';
 import { createSql } from '../src/db/client.ts';
-import { createSqsClient, LOCAL_SQS_CREDENTIALS } from '../src/queue/client.ts';
+import { createSqsClient } from '../src/queue/client.ts';
 import { countMismatchLine, roundLine, type RoundResult } from './peers/report.ts';
 import { startServices, type Services } from './peers/services.ts';
 import { num, spread } from './peers/stats.ts';
@@ -178,10 +178,10 @@ export async function main(args: string[]): Promise<number> {
       // Two clients on the same server, alternated by round: the service's own (direct calls, what
       // baseline_ratio divides by) and the plain AWS SDK client the first figures were taken with
       // (printed for comparison only; README "Benchmarks").
-      const endpoint = svc.sqs!.endpoint;
+      const settings = { region: 'us-east-1', endpoint: svc.sqs!.endpoint, localCredentials: true };
       const clients: Array<{ name: string; sqs: SQSClient; rates: number[] }> = [
-        { name: 'direct', sqs: createSqsClient({ region: 'us-east-1', endpoint, localCredentials: true }), rates: baselines },
-        { name: 'sdk', sqs: new SQSClient({ region: 'us-east-1', endpoint, credentials: { ...LOCAL_SQS_CREDENTIALS }, maxAttempts: 3 }), rates: sdkBaselines },
+        { name: 'direct', sqs: createSqsClient(settings), rates: baselines },
+        { name: 'sdk', sqs: createSqsClient(settings, { directCalls: false }), rates: sdkBaselines },
       ];
       try {
         const created = await clients[0]!.sqs.send(new CreateQueueCommand({ QueueName: 'bench-baseline' }));

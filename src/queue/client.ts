@@ -1,7 +1,7 @@
 // SQS client built from configuration only: region, optional endpoint, and either fixed local
 // credentials or the default AWS credential chain. Nothing here knows whether it talks to a cloud
 // queue or the in-memory local server.
-import type { SQSClient } from '@aws-sdk/client-sqs';
+import { SQSClient } from '@aws-sdk/client-sqs';
 import { DEFAULT_SQS_REQUEST_TIMEOUT_MS } from './config.ts';
 import { DirectCallsSqsClient } from './direct-calls.ts';
 
@@ -24,12 +24,17 @@ export interface SqsSettings {
 export interface SqsClientOptions {
   /** SDK attempts per call, default 3; tests and the relay may prefer failing fast and retrying themselves. */
   maxAttempts?: number;
+  /**
+   * Default true: the delivery path's four calls skip the SDK's middleware stack. false gives the plain
+   * SDK client with the same settings (`npm run bench -- work` times the raw hop through both); its
+   * request timeout then bounds a long poll's wait too, so keep WaitTimeSeconds below it.
+   */
+  directCalls?: boolean;
 }
 
 export function createSqsClient(settings: Omit<SqsSettings, 'queueUrlPrefix'>, options: SqsClientOptions = {}): SQSClient {
   const requestTimeoutMs = settings.requestTimeoutMs ?? DEFAULT_SQS_REQUEST_TIMEOUT_MS;
-  // The delivery path's four calls skip the SDK's middleware stack (src/queue/direct-calls.ts).
-  return new DirectCallsSqsClient({
+  const config = {
     region: settings.region,
     ...(settings.endpoint ? { endpoint: settings.endpoint } : {}),
     // A copy: the SDK annotates the credentials object it is given.
@@ -38,5 +43,8 @@ export function createSqsClient(settings: Omit<SqsSettings, 'queueUrlPrefix'>, o
     // Every other command is bounded too (the SDK sets no limit of its own); a long poll the SDK sends
     // gets its wait on top (direct-calls.ts).
     requestHandler: { requestTimeout: requestTimeoutMs, throwOnRequestTimeout: true },
-  }, { requestTimeoutMs });
+  };
+  if (options.directCalls === false) return new SQSClient(config);
+  // The delivery path's four calls skip the SDK's middleware stack (src/queue/direct-calls.ts).
+  return new DirectCallsSqsClient(config, { requestTimeoutMs });
 }

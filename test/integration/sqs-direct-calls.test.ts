@@ -189,6 +189,19 @@ describe('the delivery path calls SQS directly', () => {
     expect(first.headers['x-amzn-query-mode']).toBe('true');
   });
 
+  it('with directCalls false, sends the same calls through the SDK (the bench\'s plain-SDK hop)', async () => {
+    const url = await queue('plain');
+    seen = [];
+    const c = createSqsClient({ region: 'us-east-1', endpoint: proxyUrl, localCredentials: true }, { maxAttempts: 1, directCalls: false });
+    clients.push(c);
+    await c.send(new SendMessageBatchCommand({ QueueUrl: url, Entries: [{ Id: 'a', MessageBody: 'plain' }] }));
+    const { Messages } = await c.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 1, WaitTimeSeconds: 1 }));
+    await c.send(new DeleteMessageBatchCommand({ QueueUrl: url, Entries: [{ Id: '0', ReceiptHandle: Messages![0]!.ReceiptHandle! }] }));
+    expect(seen.map((s) => s.target)).toEqual(['AmazonSQS.SendMessageBatch', 'AmazonSQS.ReceiveMessage', 'AmazonSQS.DeleteMessageBatch']);
+    // The SDK's stack stamps every request it sends; the direct calls (the default) stamp none.
+    expect(seen.map((s) => s.headers['amz-sdk-invocation-id'] !== undefined)).toEqual([true, true, true]);
+  });
+
   it("without a configured endpoint, goes to the queue URL's origin, as the SDK does", async () => {
     const url = await queue('origin');
     seen = [];
