@@ -8,8 +8,10 @@
 //   polls again while work runs; `preReceiveMessageCallback` waits until the queue has a free slot,
 //   and each ReceiveMessage asks for as many messages as there are free slots when it goes out (the
 //   library builds its input before that wait, so the client we hand it sets the count at send
-//   time). The messages this process is working on for a queue therefore never exceed its slots (the
-//   sum of the concurrency of its units); settled messages waiting for their delete hold none.
+//   time). The messages this process is working on for a queue therefore never exceed what it holds
+//   (`slots`: one per slot of its units, GROUP_COMMIT_MAX_RUNS per slot of a `groupCommit` unit, whose
+//   slot runs a whole group: worker-runtime.ts messagesForQueue); settled messages waiting for their
+//   delete hold none.
 // - receive linger (issue 18): with fewer than half the slots free (and at most 10), the next receive
 //   waits up to `receiveLingerMs` for more to free. Under load a receive then carries several
 //   messages instead of one as each run ends: fewer ReceiveMessage calls, and the registrations of
@@ -62,9 +64,9 @@ export interface QueueConsumerOptions {
   heartbeatIntervalMs: number;
   /** Long-polling wait, seconds (SVC_SQS_WAIT_SECONDS). */
   waitSeconds: number;
-  /** Sum of the concurrency of the units on this queue: the most messages held at once. */
+  /** The most messages held at once (worker-runtime.ts messagesForQueue); the free ones are what a receive asks for. */
   slots: number;
-  /** Process-wide slot limit of each unit, by unit name. */
+  /** Process-wide limit of each unit's messages held (its slots; GROUP_COMMIT_MAX_RUNS per slot for a `groupCommit` unit), by unit name. */
   unitSlots: ReadonlyMap<string, SlotLimit>;
   /** Per-tenant share of a unit's slots (units with tenantConcurrency); default none. */
   tenantSlots?: TenantSlots;

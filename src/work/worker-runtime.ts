@@ -9,6 +9,7 @@ import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Sql } from '../db/client.ts';
+import { GROUP_COMMIT_MAX_RUNS } from '../config/limits.ts';
 import { DEFAULT_VISIBILITY_SECONDS, dlqUrl, queueUrl, type QueueName } from '../queue/names.ts';
 import type { BackoffOptions } from './backoff.ts';
 import { createQueueConsumer, type QueueConsumer } from './consumer.ts';
@@ -104,15 +105,40 @@ export function slotsForQueues(units: Iterable<WorkUnit>, queues: readonly strin
   return slots;
 }
 
+/**
+ * Messages a consumer holds at once for one unit: one per slot, and GROUP_COMMIT_MAX_RUNS per slot for
+ * a `groupCommit` unit, whose slot runs a whole group (src/work/delivery/group-commit.ts): the next
+ * groups form while its slots are busy.
+ */
+export function messagesPerUnit(unit: WorkUnit): number {
+  return unit.groupCommit ? unit.concurrency * GROUP_COMMIT_MAX_RUNS : unit.concurrency;
+}
+
+/** Messages the consumer of one queue holds at once: the sum over its units (at least 1, as its slots). */
+export function messagesForQueue(units: Iterable<WorkUnit>, queue: string): number {
+  let held = 0;
+  for (const unit of units) if (unit.queue === queue) held += messagesPerUnit(unit);
+  return Math.max(1, held);
+}
+
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<WorkerRuntime> {
   const log = o.logger;
   const workerInstance = (o.workerInstance ?? defaultInstanceLabel()).slice(0, 128);
   const release = new AbortController();
+  // Aborted when the drain begins: a group still waiting for its unit's slot goes back to the queue.
+  const stopping = new AbortController();
   const units = [...o.units.values()];
+  // What the consumer takes per message (messagesPerUnit), and, for a groupCommit unit, the slots its
+  // groups take (a group runs its handlers one after another, in one slot).
   const unitSlots = new Map<string, SlotLimit>();
-  for (const unit of units) if (o.queues.includes(unit.queue)) unitSlots.set(unit.name, new SlotLimit(unit.concurrency));
+  const groupSlots = new Map<string, SlotLimit>();
+  for (const unit of units) {
+    if (!o.queues.includes(unit.queue)) continue;
+    unitSlots.set(unit.name, new SlotLimit(messagesPerUnit(unit)));
+    if (unit.groupCommit) groupSlots.set(unit.name, new SlotLimit(unit.concurrency));
+  }
   // A tenant's share of a unit's slots (tenantConcurrency): over it, a message goes back delayed.
   const tenantSlots = TenantSlots.forUnits(units.filter((u) => o.queues.includes(u.queue)));
 
@@ -137,7 +163,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
     // A cancel is seen within one heartbeat interval (src/work/operate/cancel-watch.ts).
     cancelCheckIntervalMs: o.heartbeatIntervalMs,
     starts: new StartCoalescer(o.sql),
-    groups: new GroupCommits(),
+    groups: new GroupCommits({ slots: groupSlots, stopSignal: AbortSignal.any([stopping.signal, release.signal]) }),
   };
 
   const consumers: QueueConsumer[] = o.queues.map((queue) =>
@@ -151,8 +177,8 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
       waitSeconds: o.waitSeconds ?? 20,
       receiveLingerMs: o.receiveLingerMs,
       ackLingerMs: o.ackLingerMs,
-      // A queue without units still gets one slot, so messages for unknown units are dead-lettered.
-      slots: slotsForQueues(units, [queue]),
+      // A queue without units still takes one message, so messages for unknown units are dead-lettered.
+      slots: messagesForQueue(units, queue),
       unitSlots,
       tenantSlots,
       runner,
@@ -239,6 +265,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
       const drainMs = o.drainMs ?? 25_000;
       const deadline = Date.now() + drainMs;
       await scheduler?.stop();
+      stopping.abort();
       for (const c of consumers) c.stopFetching();
       log.info({ drainMs, inFlight: inFlight() }, 'draining');
       while (Date.now() < deadline && (inFlight() > 0 || consumers.some((c) => c.polling))) await sleep(25);

@@ -79,12 +79,12 @@ const groupQuiet = defineTask({
   handler: quietHandler,
 });
 
-/** Two slots, and a timeout past the time its finish is held on a row lock below. */
+/** One slot (a group runs in it), and a timeout past the time its finish is held on a row lock below. */
 const groupTail = defineTask({
   name: 'fixture.group_tail',
   queue: 'bulk',
   context: 'tenant',
-  concurrency: 2,
+  concurrency: 1,
   timeoutSeconds: 30,
   groupCommit: true,
   payload: quietPayload,
@@ -100,7 +100,7 @@ const groupTailEffect = defineTask({
   name: 'fixture.group_tail_effect',
   queue: 'bulk',
   context: 'tenant',
-  concurrency: 2,
+  concurrency: 1,
   timeoutSeconds: 30,
   groupCommit: true,
   payload,
@@ -112,9 +112,31 @@ const groupTailEffect = defineTask({
   },
 });
 
+/** One slot, quiet handlers that may hold; counts the handlers running at once. */
+let oneActive = 0;
+let onePeak = 0;
+const groupOne = defineTask({
+  name: 'fixture.group_one',
+  queue: 'bulk',
+  context: 'tenant',
+  concurrency: 1,
+  timeoutSeconds: 30,
+  groupCommit: true,
+  payload: quietPayload,
+  async handler(p, run) {
+    oneActive += 1;
+    onePeak = Math.max(onePeak, oneActive);
+    try {
+      return await quietHandler(p, run);
+    } finally {
+      oneActive -= 1;
+    }
+  },
+});
+
 const groupTenant = defineTask({ name: 'fixture.group_tenant', queue: 'bulk', context: 'tenant', concurrency: 10, timeoutSeconds: 2, groupCommit: true, payload, handler });
 const groupSystem = defineTask({ name: 'fixture.group_system', queue: 'bulk', context: 'system', concurrency: 10, timeoutSeconds: 2, groupCommit: true, payload, handler });
-const UNITS: ReadonlyMap<string, WorkUnit> = new Map([groupTenant, groupSystem, groupQuiet, groupTail, groupTailEffect].map((u) => [u.name, u]));
+const UNITS: ReadonlyMap<string, WorkUnit> = new Map([groupTenant, groupSystem, groupQuiet, groupTail, groupTailEffect, groupOne].map((u) => [u.name, u]));
 
 let h: WorkHarness;
 let tenantId: string;
@@ -164,6 +186,12 @@ async function groupMetric(unit: string): Promise<{ count: number; sum: number }
   const metric = await metricsRegistry.getSingleMetric('svc_group_commit_runs')!.get();
   const of = (name: string) => metric.values.find((v) => (v as { metricName?: string }).metricName === name && v.labels.unit === unit)?.value ?? 0;
   return { count: of('svc_group_commit_runs_count'), sum: of('svc_group_commit_runs_sum') };
+}
+
+/** svc_deliveries_total of a unit's deliveries given back to the queue (`released`). */
+async function releasedDeliveries(unit: string): Promise<number> {
+  const metric = await metricsRegistry.getSingleMetric('svc_deliveries_total')!.get();
+  return metric.values.filter((v) => v.labels.unit === unit && v.labels.result === 'released').reduce((n, v) => n + v.value, 0);
 }
 
 /** The transaction that wrote a run's `started` and `succeeded` rows (as txid_current() reports it). */
@@ -495,10 +523,11 @@ describe('group commit', () => {
     expect(txids.size).toBeLessThan(keys.length);
   });
 
-  it('R-UNT-09 a group gives its slots back once its handlers returned: the next receive runs while its finish waits, for one group of a unit at a time', async () => {
-    // fixture.group_tail has 2 slots (the unit's; the queue's other units give the consumer more). Each
-    // group's finish is held on a row lock the test takes on one of its runs (after their
-    // registration), so the group stays in its tail until the test commits.
+  it('R-UNT-09 a group gives its slot back once its handlers returned: the next group runs while its finish waits, for one group of a unit at a time', async () => {
+    // fixture.group_tail has 1 slot, which a whole group takes; the consumer holds up to 10 of its
+    // messages, so the next groups are received and wait for that slot. Each group's finish is held on
+    // a row lock the test takes on one of its runs (after their registration), so the group stays in
+    // its tail until the test commits.
     await h.fenceAbandonedPolls('bulk');
     const dispatch = async (key: string, hold: boolean) => (await h.dispatch('fixture.group_tail', { key, hold }, tenantActor())).runId;
     const a = [await dispatch('t-a1', true), await dispatch('t-a2', false)];
@@ -509,22 +538,21 @@ describe('group commit', () => {
       await waitFor(() => holds.has('t-a1'), 10_000, { what: 'group A running' });
       await locks`BEGIN`;
       await locks`SELECT 1 FROM task_runs WHERE run_id = ${a[0]!} FOR UPDATE`;
-      // Group B is received and waits for the unit's slots: A holds both.
+      // Group B is received and waits for the unit's slot: A holds it.
       const b = [await dispatch('t-b1', true), await dispatch('t-b2', false)];
       await h.relay();
       holds.get('t-a1')!();
-      // A's handlers returned; its finish waits on the lock, and B runs in the slots A gave back.
+      // A's handlers returned; its finish waits on the lock, and B runs in the slot A gave back.
       await waitFor(() => holds.has('t-b1'), 10_000, { what: 'group B running while group A commits' });
       expect((await Promise.all(a.map((id) => h.run(id)))).map((r) => r!.status)).toEqual(['running', 'running']);
       await locks`SELECT 1 FROM task_runs WHERE run_id = ${b[0]!} FOR UPDATE`;
       const c = await dispatch('t-c1', false);
       await h.relay();
       holds.get('t-b1')!();
-      // B's handlers returned while A is still in its tail: B keeps its slots through its own finish.
+      // B's handlers returned while A is still in its tail: B keeps its slot through its own finish.
       await waitFor(async () => (await lockWaiters('%UPDATE task_runs%succeeded%')) === 2, 10_000, { what: 'both finishes waiting on the locks' });
-      // The queue's other units leave the consumer free slots, so C is received and waits for one of its
-      // unit's two slots, which would take it at once. Nothing would announce C running: give it the
-      // time a run takes here, many times over.
+      // C is received and waits for its unit's slot, which would take it at once. Nothing would announce
+      // C running: give it the time a run takes here, many times over.
       await waitFor(async () => (await visibleInBulk()) === '0', 10_000, { what: 'C received, waiting for its unit slot' });
       await sleep(1_000);
       expect(quietDone.has('t-c1#1')).toBe(false);
@@ -546,11 +574,86 @@ describe('group commit', () => {
     }
   });
 
+  it('R-UNT-03 R-UNT-09 a slot of a group-commit unit runs a whole group: with concurrency 1, a receive of three commits as one group, the next runs are received and wait, and never two handlers run at once', async () => {
+    await h.fenceAbandonedPolls('bulk');
+    onePeak = 0;
+    const dispatch = async (key: string, hold: boolean) => (await h.dispatch('fixture.group_one', { key, hold }, tenantActor())).runId;
+    const a = [await dispatch('one-a1', true), await dispatch('one-a2', false), await dispatch('one-a3', false)];
+    await h.relay();
+    const runtime = await h.startWorkers({ queues: ['bulk'] });
+    try {
+      await waitFor(() => holds.has('one-a1'), 10_000, { what: 'group A running' });
+      const b = [await dispatch('one-b1', false), await dispatch('one-b2', false)];
+      await h.relay();
+      // B is received while A holds the unit's one slot, and waits for it: checked, not registered.
+      await waitFor(async () => (await visibleInBulk()) === '0', 10_000, { what: 'B received, waiting for the slot' });
+      await sleep(500);
+      expect(quietDone.has('one-b1#1')).toBe(false);
+      expect((await Promise.all(b.map((id) => h.run(id)))).map((r) => r!.status)).toEqual(['queued', 'queued']);
+      holds.get('one-a1')!();
+      for (const runId of [...a, ...b]) {
+        expect((await h.waitForStatus(runId, ['succeeded', 'failed'])).status).toBe('succeeded');
+        expect((await h.run(runId))!.attempts).toBe(1);
+        expect((await causalProblems(h.sql, runId)).problems).toEqual([]);
+      }
+      // A's three runs shared one transaction (one slot held three messages), and so did B's two.
+      expect(await committedTogether(a)).toBe(true);
+      expect(await committedTogether(b)).toBe(true);
+      expect(onePeak).toBe(1);
+    } finally {
+      for (const release of holds.values()) release();
+      await runtime.stop();
+    }
+  });
+
+  it('R-WRK-09 a group waiting for its unit slot goes back to the queue as soon as the worker stops, untouched, and runs once later', async () => {
+    await h.fenceAbandonedPolls('bulk');
+    const dispatch = async (key: string, hold: boolean) => (await h.dispatch('fixture.group_one', { key, hold }, tenantActor())).runId;
+    const a = await dispatch('one-stop-a', true);
+    await h.relay();
+    const runtime = await h.startWorkers({ queues: ['bulk'], drainMs: 20_000 });
+    let stopped: Promise<void> | undefined;
+    try {
+      await waitFor(() => holds.has('one-stop-a'), 10_000, { what: 'A running in the slot' });
+      const b = [await dispatch('one-stop-b1', false), await dispatch('one-stop-b2', false)];
+      await h.relay();
+      await waitFor(async () => (await visibleInBulk()) === '0', 10_000, { what: 'B received, waiting for the slot' });
+      // The drain waits for A (its handler holds) but gives B back at once, long before its window ends.
+      const released = await releasedDeliveries('fixture.group_one');
+      stopped = runtime.stop();
+      // (Its visibility is not what is watched: fauxqs may hand a message made visible to the long poll
+      // the stop aborted, and then counts it in flight until a later receive.)
+      await waitFor(async () => (await releasedDeliveries('fixture.group_one')) === released + 2, 10_000, { what: 'B given back while A still runs' });
+      expect(holds.has('one-stop-a') && !quietDone.has('one-stop-a#1')).toBe(true);
+      for (const runId of b) {
+        expect((await h.run(runId))!.status).toBe('queued');
+        // Untouched: not even received in the trail, so no attempt was spent.
+        expect(events(await h.trail(runId))).not.toContain('received');
+      }
+      holds.get('one-stop-a')!();
+      await stopped;
+      expect((await h.run(a))!.status).toBe('succeeded');
+      const next = await h.startWorkers({ queues: ['bulk'] });
+      try {
+        for (const runId of b) {
+          expect((await h.waitForStatus(runId, ['succeeded', 'failed'])).status).toBe('succeeded');
+          expect((await h.run(runId))!.attempts).toBe(1);
+          expect((await causalProblems(h.sql, runId)).problems).toEqual([]);
+        }
+      } finally {
+        await next.stop();
+      }
+    } finally {
+      for (const release of holds.values()) release();
+      await (stopped ?? runtime.stop());
+    }
+  });
+
   it('R-UNT-09 R-WRK-04 a group whose COMMIT fails after it gave its slots back stays in its tail until its runs have settled', async () => {
     // A's COMMIT fails (a deferred check); the settlement of A's first run is held on its ledger row
     // (the test inserts that key in a transaction of its own once A's claim rolled back). While it is
-    // held, group B's handlers return with B's finish held on a row lock: B must keep its slots, so
-    // C waits. Leaving the tail at A's rollback would have let B give its slots to C.
+    // held, group B's handlers return with B's finish held on a row lock: B must keep its slot, so
+    // C waits. Leaving the tail at A's rollback would have let B give its slot to C.
     await h.fenceAbandonedPolls('bulk');
     const unit = 'fixture.group_tail_effect';
     const dispatch = async (p: z.input<typeof payload>) => (await h.dispatch(unit, p, tenantActor())).runId;
@@ -569,7 +672,7 @@ describe('group commit', () => {
       // B's handlers send no statement, so nothing of B waits on the lock below before its finish.
       const b = [await dispatch({ key: 'quiet-tail-b1', sleepMs: 1_500 }), await dispatch({ key: 'quiet-tail-b2' })];
       await h.relay();
-      await waitFor(() => tailStarted.has('quiet-tail-b1#1'), 15_000, { what: 'group B running in the slots A gave back' });
+      await waitFor(() => tailStarted.has('quiet-tail-b1#1'), 15_000, { what: 'group B running in the slot A gave back' });
       await rows`BEGIN`;
       await rows`SELECT 1 FROM task_runs WHERE run_id = ${b[0]!} FOR UPDATE`;
       const c = await dispatch({ key: 'quiet-tail-c1' });
@@ -577,8 +680,8 @@ describe('group commit', () => {
       await waitFor(async () => (await lockWaiters('%INSERT INTO idempotency_keys AS k%')) === 1, 15_000, { what: "A's first run settling, held on its ledger row" });
       await waitFor(async () => (await lockWaiters('%UPDATE task_runs%succeeded%')) === 1, 15_000, { what: "B's finish held on the row lock" });
       expect(await effectsOf('commitfail-tail-a1')).toEqual([]);
-      // C is received and waits for one of its unit's two slots, which would take it at once. Nothing
-      // would announce C running: give it the time a run takes here, many times over.
+      // C is received and waits for its unit's slot, which would take it at once. Nothing would
+      // announce C running: give it the time a run takes here, many times over.
       await waitFor(async () => (await visibleInBulk()) === '0', 10_000, { what: 'C received, waiting for its unit slot' });
       await sleep(1_000);
       expect(tailStarted.has('quiet-tail-c1#1')).toBe(false);

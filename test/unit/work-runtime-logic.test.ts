@@ -9,7 +9,7 @@ import { nextScheduledMoment, parseScheduleExpression, scheduledMomentAt } from 
 import { SlotLimit } from '../../src/work/slot-limit.ts';
 import { classifyFailure, ForbiddenFailure, NotFoundFailure, TransientFailure, UnitNotRegistered, ValidationFailure } from '../../src/work/unit-errors.ts';
 import { defineSubscriber, defineTask, unitProblems } from '../../src/work/unit.ts';
-import { slotsForQueues } from '../../src/work/worker-runtime.ts';
+import { messagesForQueue, slotsForQueues } from '../../src/work/worker-runtime.ts';
 
 const noop = async () => ({});
 
@@ -127,6 +127,17 @@ describe('pool rule', () => {
     expect(checkPoolSize(12, slots)).toBe(12);
     expect(checkPoolSize(undefined, slots)).toBe(12);
     expect(() => checkPoolSize(11, slots)).toThrow(/DATABASE_POOL_SIZE/);
+  });
+
+  it('R-WRK-11 R-UNT-09 a groupCommit unit counts its concurrency in the pool rule, while its consumer holds 10 messages per slot (a slot runs a whole group)', () => {
+    const units = [
+      defineTask({ name: 'g.grouped', queue: 'default', concurrency: 3, groupCommit: true, payload: z.object({}), handler: noop }),
+      defineTask({ name: 'g.plain', queue: 'default', concurrency: 2, payload: z.object({}), handler: noop }),
+    ];
+    expect(slotsForQueues(units, ['default'])).toBe(5);
+    expect(checkPoolSize(undefined, slotsForQueues(units, ['default']))).toBe(12);
+    expect(messagesForQueue(units, 'default')).toBe(32);
+    expect(messagesForQueue(units, 'critical')).toBe(1);
   });
 
   it('R-WRK-11 a consumed queue without units counts the one slot its consumer still takes, so the pool floor covers it', () => {

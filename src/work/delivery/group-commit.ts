@@ -10,12 +10,23 @@
 // its receive: the group waits for them to reach execution (or to settle otherwise), never for later
 // ones, so its size does not depend on how Redis happened to split its replies. The checks are bounded
 // (the Redis command timeout), and so is this wait.
+//
+// A unit's slots (its `concurrency`) bound the handlers running at once. A group runs its handlers one
+// after another, so a group takes ONE slot of its unit, from before its transaction opens until its
+// last handler has returned (or, when it cannot enter its commit tail, until it settles); a delivery
+// that goes alone takes one too. The consumer holds up to GROUP_COMMIT_MAX_RUNS messages per slot of
+// such a unit (worker-runtime.ts), so while a unit's slots are all running groups, the next receive's
+// messages are already checked and form the next group, which starts the moment a slot frees. A
+// forming group that waits for its slot keeps taking members until it is full. If the worker stops
+// meanwhile, its members go back to the queue at once, untouched (nothing of them was written).
 import { GROUP_COMMIT_MAX_RUNS } from '../../config/limits.ts';
 import { recordGroupCommit } from '../../observe/delivery-metrics.ts';
 import type { GateState } from '../idempotency.ts';
+import type { SlotLimit } from '../slot-limit.ts';
 import { actorSettingsOf, type DeliveryContext, type DeliveryResult, type Failure } from './context.ts';
 import { deliverAlone } from './execution.ts';
 import { executeGroup, type GroupMember } from './group-execution.ts';
+import { giveBackUnstarted } from './settlement.ts';
 
 /** A delivery may join a group when it will claim its key and run its handler: no early failure, a key, a gate it may pass. */
 export function groupCommitEligible(c: DeliveryContext, early: Failure | null, gate: GateState): boolean {
@@ -24,14 +35,36 @@ export function groupCommitEligible(c: DeliveryContext, early: Failure | null, g
 
 interface Forming {
   key: string;
+  unit: string;
   members: GroupMember[];
   /** Deliveries that were in their checks when the group formed and have not left them yet. */
   awaited: Set<object>;
+  /** It has asked for its unit's slot (it waits no more for deliveries in their checks). */
+  asked: boolean;
+}
+
+/** Once-only release of a unit slot taken for a group or a lone delivery (a no-op when none was taken). */
+export type SlotRelease = () => void;
+
+export interface GroupCommitsOptions {
+  /** The handler slots of the `groupCommit` units, by unit name (a unit absent here runs without one). */
+  slots?: ReadonlyMap<string, SlotLimit>;
+  /** Aborted when the worker stops fetching (or its drain window ends): members still waiting for a slot go back to the queue. */
+  stopSignal?: AbortSignal;
 }
 
 /** The groups forming now. One per worker runtime (created with its RunnerDeps). */
 export class GroupCommits {
   private readonly forming = new Map<string, Forming>();
+
+  private readonly slots: ReadonlyMap<string, SlotLimit>;
+
+  private readonly stopSignal: AbortSignal | undefined;
+
+  constructor(options: GroupCommitsOptions = {}) {
+    this.slots = options.slots ?? new Map();
+    this.stopSignal = options.stopSignal;
+  }
 
   private readonly inChecks = new Set<object>();
 
@@ -57,28 +90,31 @@ export class GroupCommits {
    */
   join(member: { c: DeliveryContext; gate: GateState; payload: unknown; leaseMs: number }): Promise<DeliveryResult> {
     const { c } = member;
-    const alone = () => deliverAlone(c, null, member.gate, member.payload, member.leaseMs);
+    const unit = c.unit!.name;
     const settings = actorSettingsOf(c.actor);
-    const key = [c.scope, c.unit!.name, c.tenantId ?? '', settings.tenantId, settings.userId, settings.process].join('\u0000');
+    const key = [c.scope, unit, c.tenantId ?? '', settings.tenantId, settings.userId, settings.process].join('\u0000');
     const group = this.forming.get(key);
-    if (group?.members.some((m) => m.c.key!.equals(c.key!))) return alone();
     return new Promise<DeliveryResult>((resolve, reject) => {
       const joined: GroupMember = { ...member, resolve, reject };
-      if (group) {
-        group.members.push(joined);
-        if (group.members.length >= GROUP_COMMIT_MAX_RUNS) this.start(group);
+      if (group?.members.some((m) => m.c.key!.equals(c.key!))) {
+        this.inSlot(unit, [joined]);
         return;
       }
-      this.forming.set(key, { key, members: [joined], awaited: new Set(this.inChecks) });
+      if (group) {
+        group.members.push(joined);
+        if (group.members.length >= GROUP_COMMIT_MAX_RUNS) this.close(group);
+        return;
+      }
+      this.forming.set(key, { key, unit, members: [joined], awaited: new Set(this.inChecks), asked: false });
       this.poke();
     });
   }
 
   /**
    * A group whose handlers have all returned enters its commit tail (its finish and COMMIT, no unit
-   * code) and gives its members' slots back for it, so the next receive runs while it commits. One
-   * group of a unit at a time: false when another is there, and the caller's group then keeps its
-   * slots until it settles. This bounds a unit to twice its concurrency in `running` runs and one
+   * code) and gives its unit slot and its members' places in the consumer back for it, so the next
+   * group runs while it commits. One group of a unit at a time: false when another is there, and the
+   * caller's group then keeps its slot and places until it settles. This bounds a unit to one
    * connection beyond its slots. A true answer must be matched by leaveTail: at the commit, or, when a
    * member given back settles as a failed attempt, once the members have settled.
    */
@@ -93,7 +129,7 @@ export class GroupCommits {
     this.tails.delete(unit);
   }
 
-  /** After the current turn (the deliveries resolved with this one join first), starts every group no longer waiting. */
+  /** After the current turn (the deliveries resolved with this one join first), every group no longer waiting for checks asks for its slot. */
   private poke(): void {
     if (this.poked) return;
     this.poked = true;
@@ -101,19 +137,60 @@ export class GroupCommits {
       this.poked = false;
       for (const group of [...this.forming.values()]) {
         for (const token of group.awaited) if (!this.inChecks.has(token)) group.awaited.delete(token);
-        if (group.awaited.size === 0) this.start(group);
+        if (group.awaited.size === 0) this.ask(group);
       }
     });
   }
 
-  private start(group: Forming): void {
+  /** A full group takes no more members; it asks for its slot if it has not yet. */
+  private close(group: Forming): void {
     if (this.forming.get(group.key) === group) this.forming.delete(group.key);
-    const [first, ...rest] = group.members;
-    recordGroupCommit(first!.c.unit!.name, group.members.length); // svc_group_commit_runs (src/observe)
+    this.ask(group);
+  }
+
+  /** The group asks for its unit's slot once; until it gets it (and is not full), it keeps taking members. */
+  private ask(group: Forming): void {
+    if (group.asked) return;
+    group.asked = true;
+    void this.takeSlot(group.unit).then((release) => {
+      if (this.forming.get(group.key) === group) this.forming.delete(group.key);
+      if (release) this.start(group.members, release);
+      else this.giveBack(group.members);
+    });
+  }
+
+  /** Members that run at once in a slot of their own (a duplicate of a forming group's key). */
+  private inSlot(unit: string, members: GroupMember[]): void {
+    void this.takeSlot(unit).then((release) => (release ? this.start(members, release) : this.giveBack(members)));
+  }
+
+  /** One slot of the unit, or null when the worker stopped first; a unit without slots here gets a no-op release. */
+  private async takeSlot(unit: string): Promise<SlotRelease | null> {
+    const slot = this.slots.get(unit);
+    if (!slot) return () => {};
+    if (!(await slot.acquire(this.stopSignal))) return null;
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      slot.release();
+    };
+  }
+
+  private start(members: GroupMember[], release: SlotRelease): void {
+    const [first, ...rest] = members;
+    recordGroupCommit(first!.c.unit!.name, members.length); // svc_group_commit_runs (src/observe)
     if (rest.length === 0) {
-      deliverAlone(first!.c, null, first!.gate, first!.payload, first!.leaseMs).then(first!.resolve, first!.reject);
+      deliverAlone(first!.c, null, first!.gate, first!.payload, first!.leaseMs)
+        .then(first!.resolve, first!.reject)
+        .finally(release);
       return;
     }
-    void executeGroup(first!.c.deps, group.members);
+    void executeGroup(first!.c.deps, members, release);
+  }
+
+  /** The worker stopped before these members' turn: each goes back to the queue untouched. */
+  private giveBack(members: GroupMember[]): void {
+    for (const m of members) giveBackUnstarted(m.c).then(m.resolve, m.reject);
   }
 }

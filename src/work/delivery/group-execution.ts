@@ -30,6 +30,7 @@ import { actOnClaim, claimInstant } from './claim.ts';
 import { actorSettingsOf, ledgerScope, ReleasedOnShutdown, RunMovedOn, type DeliveryContext, type DeliveryResult, type RunnerDeps } from './context.ts';
 import { cancelStatement, type EffectBackend } from './execution.ts';
 import { callHandler } from './handler-call.ts';
+import type { SlotRelease } from './group-commit.ts';
 import { register, type Registration } from './registration.ts';
 import { gateResultOf, recordResults, settleExecuted, settleRegistration, settleSuccess } from './settlement.ts';
 
@@ -60,8 +61,12 @@ interface MemberState {
 
 type Executing = MemberState & { registration: Extract<Registration, { kind: 'execute' }> };
 
-/** Runs one group (2 to GROUP_COMMIT_MAX_RUNS members) and settles each member with its own result. Never rejects. */
-export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Promise<void> {
+/**
+ * Runs one group (2 to GROUP_COMMIT_MAX_RUNS members) in the unit slot it was given, and settles each
+ * member with its own result. `releaseSlot` gives that slot back: when the group enters its commit
+ * tail, else once its members have settled. Never rejects.
+ */
+export async function executeGroup(deps: RunnerDeps, members: GroupMember[], releaseSlot: SlotRelease): Promise<void> {
   const first = members[0]!.c;
   const { scope, tenantId } = first;
   const unit = first.unit!;
@@ -121,9 +126,11 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
         }
         const finishing = executing.filter((s) => s.done && !s.done.replayed);
         if (finishing.length === 0) return null;
-        // What is left runs no unit code: the finishing members' slots take the next receive while the
-        // group commits. A member that failed or replayed keeps its slot until it settles.
+        // What is left runs no unit code: the group's unit slot takes the next group, and the finishing
+        // members' places in the consumer the next receive, while this group commits. A member that
+        // failed or replayed keeps its place until it settles.
         if (!released && !ended && deps.groups.enterTail(unit.name)) {
+          releaseSlot();
           for (const s of finishing) {
             s.gaveBack = true;
             s.m.c.port.handlerReturned?.();
@@ -178,6 +185,7 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[]): Pr
     await Promise.all(states.map((s) => settleMember(s, groupError, leaseMs, evicted, recorded)));
   } finally {
     if (tailUntilSettled) deps.groups.leaveTail(unit.name);
+    releaseSlot();
   }
 
   /**

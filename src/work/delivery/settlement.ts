@@ -144,6 +144,16 @@ async function rememberStart(tx: TxSql, c: DeliveryContext, run: RunRow, attempt
   if (startedAt !== null) await trail(tx, c, run, 'started', attempt, { detail: { startedAt, effect: 'rolled_back' }, occurredAt: startedAt });
 }
 
+/**
+ * A delivery given back before its turn came (the worker stopped while its group waited for its unit's
+ * slot): nothing of it was written, so only its gate is released and its message made visible at once.
+ */
+export async function giveBackUnstarted(c: DeliveryContext): Promise<DeliveryResult> {
+  await releaseOwnGate(c);
+  await c.port.retryAfter(0);
+  return 'released';
+}
+
 export async function release(c: DeliveryContext, run: RunRow, attempt: number, startedAt: string | null): Promise<DeliveryResult> {
   const released = await inUnitOfWork(c.deps.sql, c.actor, async (tx) => {
     if (!(await transitionRun(tx, c.scope, { runId: run.runId, tenantId: c.tenantId, to: 'queued', from: ['running'] }))) return false;
