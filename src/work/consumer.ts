@@ -48,7 +48,7 @@ import { startHeartbeat } from './heartbeat.ts';
 import { runDelivery, type DeadLetterContext, type DeliveryPort, type RunnerDeps } from './runner.ts';
 import type { SlotLimit } from './slot-limit.ts';
 import { DEFAULT_ACK_LINGER_MS, DEFAULT_RECEIVE_LINGER_MS } from '../config/limits.ts';
-import { RECEIVES_BEFORE_ATTRIBUTE, receivesBefore, sendBackOverTenantLimit, type TenantSlots } from './tenant-slots.ts';
+import { RECEIVES_BEFORE_ATTRIBUTE, receivesBefore, sendBackKeepingReceives, sendBackOverTenantLimit, type TenantSlots } from './tenant-slots.ts';
 
 /** sqs-consumer (and SQS) receive at most 10 messages per call. */
 const MAX_BATCH = 10;
@@ -243,6 +243,10 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
       async retryAfter(seconds: number) {
         await heartbeat.stop();
         await changeVisibility(message, seconds);
+      },
+      async giveBack() {
+        await heartbeat.stop();
+        await sendBackKeepingReceives(o.sqs, o.queueUrl, message, receiveCount, 0);
       },
       async deadLetter(context: DeadLetterContext) {
         await heartbeat.stop();

@@ -1,5 +1,6 @@
 // A counting semaphore: at most `limit` holders at once, waiters served in arrival order. Bounds the
-// simultaneous executions of one unit in this process (the unit's `concurrency`).
+// simultaneous executions of one unit in this process (the unit's `concurrency`), and the messages the
+// consumer holds for a unit (worker-runtime.ts messagesPerUnit).
 export class SlotLimit {
   readonly limit: number;
   #held = 0;
@@ -11,6 +12,11 @@ export class SlotLimit {
 
   get held(): number {
     return this.#held;
+  }
+
+  /** Holders waiting for a slot. */
+  get waiting(): number {
+    return this.#waiting.length;
   }
 
   /** Resolves true once a slot is held; false if `signal` aborts first (nothing is then held). */

@@ -1,7 +1,9 @@
 // Per-tenant concurrency of one unit in this worker process (`tenantConcurrency` in the unit
 // definition), held like the unit's slots (slot-limit.ts), but never waited for: a message of a tenant
 // already at its limit goes back to the queue with a short delay, holding no slot meanwhile, so the
-// process's slots stay free for other tenants' messages.
+// process's slots stay free for other tenants' messages. For a `groupCommit` unit this share counts the
+// tenant's messages held (10 per slot of its share, as the unit's own), and its groups take at most
+// `tenantConcurrency` of the unit's slots (src/work/delivery/group-commit.ts).
 //
 // Going back must not spend the message's receives (the 5th receive takes the permanent path, and a
 // message that never ran has not failed): the message is sent again as a copy, delayed, carrying the
@@ -15,6 +17,7 @@ import {
   type Message,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
+import { GROUP_COMMIT_MAX_RUNS } from '../config/limits.ts';
 import type { WorkUnit } from './unit.ts';
 
 /** How long a message over its tenant's limit waits before it is received again, seconds. */
@@ -31,9 +34,16 @@ export class TenantSlots {
     this.#limits = limits;
   }
 
+  /**
+   * The tenant shares of the consumer's messages: `tenantConcurrency`, times GROUP_COMMIT_MAX_RUNS for
+   * a `groupCommit` unit, whose messages wait in groups and whose tenant's groups take at most
+   * `tenantConcurrency` slots (group-commit.ts).
+   */
   static forUnits(units: Iterable<WorkUnit>): TenantSlots {
     const limits = new Map<string, number>();
-    for (const unit of units) if (unit.tenantConcurrency !== null) limits.set(unit.name, unit.tenantConcurrency);
+    for (const unit of units) {
+      if (unit.tenantConcurrency !== null) limits.set(unit.name, unit.tenantConcurrency * (unit.groupCommit ? GROUP_COMMIT_MAX_RUNS : 1));
+    }
     return new TenantSlots(limits);
   }
 
@@ -73,18 +83,27 @@ export function receivesBefore(message: Message): number {
  * the delivery's effective receive count (this receive included).
  */
 export async function sendBackOverTenantLimit(sqs: SQSClient, queueUrl: string, message: Message, receiveCount: number): Promise<void> {
+  await sendBackKeepingReceives(sqs, queueUrl, message, receiveCount, TENANT_LIMIT_DELAY_SECONDS);
+}
+
+/**
+ * Sends the message back as a copy visible after `delaySeconds`, carrying the receives it had before
+ * this one, and deletes the original; should the send fail, the original is made visible after the
+ * delay instead (that receive is then spent).
+ */
+export async function sendBackKeepingReceives(sqs: SQSClient, queueUrl: string, message: Message, receiveCount: number, delaySeconds: number): Promise<void> {
   try {
     await sqs.send(
       new SendMessageCommand({
         QueueUrl: queueUrl,
         MessageBody: message.Body ?? '',
-        DelaySeconds: TENANT_LIMIT_DELAY_SECONDS,
+        DelaySeconds: delaySeconds,
         MessageAttributes: { [RECEIVES_BEFORE_ATTRIBUTE]: { DataType: 'Number', StringValue: String(Math.max(0, receiveCount - 1)) } },
       }),
     );
   } catch {
     await sqs.send(
-      new ChangeMessageVisibilityCommand({ QueueUrl: queueUrl, ReceiptHandle: message.ReceiptHandle!, VisibilityTimeout: TENANT_LIMIT_DELAY_SECONDS }),
+      new ChangeMessageVisibilityCommand({ QueueUrl: queueUrl, ReceiptHandle: message.ReceiptHandle!, VisibilityTimeout: delaySeconds }),
     );
     return;
   }

@@ -89,10 +89,11 @@ export interface WorkerRuntime {
 }
 
 /**
- * The slots of the consumed queues, as the consumers take them: per queue the sum of the concurrency
- * of its units, and at least 1 (a queue without units still takes one message at a time, so messages
- * for unknown units are dead-lettered). The pool rule counts these same slots, so a pool sized to it
- * can always give every slot its two transactions.
+ * The slots of the consumed queues: per queue the sum of the concurrency of its units, and at least 1
+ * (a queue without units still takes one message at a time, so messages for unknown units are
+ * dead-lettered). Every delivery that opens transactions runs in a slot (a `groupCommit` unit's
+ * deliveries in the slots its groups take, src/work/delivery/group-commit.ts), so a pool sized to the
+ * pool rule's count of these can always give every slot its two transactions.
  */
 export function slotsForQueues(units: Iterable<WorkUnit>, queues: readonly string[]): number {
   const list = [...units];
@@ -134,10 +135,13 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
   // groups take (a group runs its handlers one after another, in one slot).
   const unitSlots = new Map<string, SlotLimit>();
   const groupSlots = new Map<string, SlotLimit>();
+  const groupTenantShares = new Map<string, number>();
   for (const unit of units) {
     if (!o.queues.includes(unit.queue)) continue;
     unitSlots.set(unit.name, new SlotLimit(messagesPerUnit(unit)));
-    if (unit.groupCommit) groupSlots.set(unit.name, new SlotLimit(unit.concurrency));
+    if (!unit.groupCommit) continue;
+    groupSlots.set(unit.name, new SlotLimit(unit.concurrency));
+    if (unit.tenantConcurrency !== null) groupTenantShares.set(unit.name, unit.tenantConcurrency);
   }
   // A tenant's share of a unit's slots (tenantConcurrency): over it, a message goes back delayed.
   const tenantSlots = TenantSlots.forUnits(units.filter((u) => o.queues.includes(u.queue)));
@@ -163,7 +167,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
     // A cancel is seen within one heartbeat interval (src/work/operate/cancel-watch.ts).
     cancelCheckIntervalMs: o.heartbeatIntervalMs,
     starts: new StartCoalescer(o.sql),
-    groups: new GroupCommits({ slots: groupSlots, stopSignal: AbortSignal.any([stopping.signal, release.signal]) }),
+    groups: new GroupCommits({ slots: groupSlots, tenantShares: groupTenantShares, stopSignal: AbortSignal.any([stopping.signal, release.signal]) }),
   };
 
   const consumers: QueueConsumer[] = o.queues.map((queue) =>

@@ -10,7 +10,7 @@
 // inside it (txid_current(), the top-level transaction even inside the member's savepoint): equal
 // ids prove the runs shared one transaction.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
+import { ChangeMessageVisibilityCommand, GetQueueAttributesCommand, SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { queueUrl } from '../../src/queue/names.ts';
 import { metricsRegistry } from '../../src/observe/metrics.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,6 +18,7 @@ import postgres from 'postgres';
 import { z } from 'zod';
 import { idempotencyGateKey, runStatusKey } from '../../src/kv/keys.ts';
 import { cancelRunNow } from '../../src/work/operate/cancel-run.ts';
+import { RECEIVES_BEFORE_ATTRIBUTE } from '../../src/work/tenant-slots.ts';
 import { fingerprintOf, idempotencyKeyOf } from '../../src/work/idempotency.ts';
 import { TransientFailure, ValidationFailure } from '../../src/work/unit-errors.ts';
 import { defineTask, type WorkUnit } from '../../src/work/unit.ts';
@@ -134,9 +135,22 @@ const groupOne = defineTask({
   },
 });
 
+/** Two slots, of which one tenant's groups may take one (tenantConcurrency 1). */
+const groupFair = defineTask({
+  name: 'fixture.group_fair',
+  queue: 'bulk',
+  context: 'tenant',
+  concurrency: 2,
+  tenantConcurrency: 1,
+  timeoutSeconds: 30,
+  groupCommit: true,
+  payload: quietPayload,
+  handler: quietHandler,
+});
+
 const groupTenant = defineTask({ name: 'fixture.group_tenant', queue: 'bulk', context: 'tenant', concurrency: 10, timeoutSeconds: 2, groupCommit: true, payload, handler });
 const groupSystem = defineTask({ name: 'fixture.group_system', queue: 'bulk', context: 'system', concurrency: 10, timeoutSeconds: 2, groupCommit: true, payload, handler });
-const UNITS: ReadonlyMap<string, WorkUnit> = new Map([groupTenant, groupSystem, groupQuiet, groupTail, groupTailEffect, groupOne].map((u) => [u.name, u]));
+const UNITS: ReadonlyMap<string, WorkUnit> = new Map([groupTenant, groupSystem, groupQuiet, groupTail, groupTailEffect, groupOne, groupFair].map((u) => [u.name, u]));
 
 let h: WorkHarness;
 let tenantId: string;
@@ -606,12 +620,94 @@ describe('group commit', () => {
     }
   });
 
-  it('R-WRK-09 a group waiting for its unit slot goes back to the queue as soon as the worker stops, untouched, and runs once later', async () => {
+  it('R-UNT-03 R-IDM-11 a delivery of a group-commit unit that cannot join a group (a replay of a finished run) waits for the unit slot too', async () => {
     await h.fenceAbandonedPolls('bulk');
+    const d = await h.dispatch('fixture.group_one', { key: 'one-replay-d' }, tenantActor());
+    await h.relay();
+    const runtime = await h.startWorkers({ queues: ['bulk'] });
+    try {
+      expect((await h.waitForStatus(d.runId, ['succeeded', 'failed'])).status).toBe('succeeded');
+      const a = (await h.dispatch('fixture.group_one', { key: 'one-replay-a', hold: true }, tenantActor())).runId;
+      await h.relay();
+      await waitFor(() => holds.has('one-replay-a'), 10_000, { what: 'A running in the slot' });
+      // A duplicate of D: its gate holds D's result, so it replays alone, which opens transactions.
+      await h.sendRaw('bulk', d.envelope);
+      await waitFor(async () => (await visibleInBulk()) === '0', 10_000, { what: 'the duplicate received' });
+      await sleep(500);
+      const received = async () => events(await h.trail(d.runId)).filter((e) => e === 'received').length;
+      expect(await received()).toBe(1);
+      holds.get('one-replay-a')!();
+      await waitFor(async () => (await received()) === 2, 10_000, { what: 'the duplicate handled once the slot freed' });
+      expect((await h.waitForStatus(a, ['succeeded', 'failed'])).status).toBe('succeeded');
+      expect((await h.trail(d.runId)).filter((t) => t.event === 'started')).toHaveLength(1);
+    } finally {
+      for (const release of holds.values()) release();
+      await runtime.stop();
+    }
+  });
+
+  it("R-UNT-09 a group's slot is free once its runs have settled, before their deletes' linger", async () => {
+    // Two tenants' runs: two groups of one, one slot. The second runs as soon as the first has settled,
+    // though the first's delete waits 3 s for others to share its call.
+    await h.fenceAbandonedPolls('bulk');
+    const other = await createTenant(h.sql);
+    const x = (await h.dispatch('fixture.group_one', { key: 'one-linger-x' }, tenantActor())).runId;
+    const y = (await h.dispatch('fixture.group_one', { key: 'one-linger-y' }, { kind: 'system' as const, tenantId: other, label: 'test' })).runId;
+    await h.relay();
+    const runtime = await h.startWorkers({ queues: ['bulk'], ackLingerMs: 3_000 });
+    try {
+      for (const runId of [x, y]) expect((await h.waitForStatus(runId, ['succeeded', 'failed'])).status).toBe('succeeded');
+      const at = async (runId: string, event: string) =>
+        (await h.sql<{ ms: number }[]>`SELECT (extract(epoch FROM occurred_at) * 1000)::float8 AS ms FROM task_run_events WHERE run_id = ${runId} AND event = ${event}`)[0]!.ms;
+      const [first, second] = (await at(x, 'succeeded')) < (await at(y, 'succeeded')) ? [x, y] : [y, x];
+      const gapMs = (await at(second, 'started')) - (await at(first, 'succeeded'));
+      expect(gapMs).toBeGreaterThanOrEqual(0);
+      expect(gapMs).toBeLessThan(1_500);
+    } finally {
+      await runtime.stop();
+    }
+  });
+
+  it("R-UNT-09 a tenant's groups take at most its tenantConcurrency of the unit's slots; another tenant runs in the others", async () => {
+    await h.fenceAbandonedPolls('bulk');
+    const other = await createTenant(h.sql);
+    const a = (await h.dispatch('fixture.group_fair', { key: 'fair-a', hold: true }, tenantActor())).runId;
+    await h.relay();
+    const runtime = await h.startWorkers({ queues: ['bulk'] });
+    try {
+      await waitFor(() => holds.has('fair-a'), 10_000, { what: "the tenant's first group running" });
+      const b = (await h.dispatch('fixture.group_fair', { key: 'fair-b' }, tenantActor())).runId;
+      const c = (await h.dispatch('fixture.group_fair', { key: 'fair-c' }, { kind: 'system' as const, tenantId: other, label: 'test' })).runId;
+      await h.relay();
+      // The other tenant's run takes the unit's second slot; the first tenant's second group waits for its share.
+      expect((await h.waitForStatus(c, ['succeeded', 'failed'])).status).toBe('succeeded');
+      await sleep(500);
+      expect(quietDone.has('fair-b#1')).toBe(false);
+      expect((await h.run(b))!.status).toBe('queued');
+      holds.get('fair-a')!();
+      for (const runId of [a, b]) expect((await h.waitForStatus(runId, ['succeeded', 'failed'])).status).toBe('succeeded');
+      expect((await h.run(b))!.attempts).toBe(1);
+    } finally {
+      for (const release of holds.values()) release();
+      await runtime.stop();
+    }
+  });
+
+  it('R-WRK-09 a group waiting for its unit slot goes back to the queue as soon as the worker stops, untouched, its receive not spent, and runs once later', async () => {
+    await h.fenceAbandonedPolls('bulk');
+    // The worker's SQS calls, to see how B goes back: as a copy carrying its earlier receives (none).
+    const sentBack: Array<string | undefined> = [];
+    const recording = {
+      send(command: Parameters<SQSClient['send']>[0], options?: Parameters<SQSClient['send']>[1]) {
+        if (command instanceof SendMessageCommand) sentBack.push(command.input.MessageAttributes?.[RECEIVES_BEFORE_ATTRIBUTE]?.StringValue);
+        if (command instanceof ChangeMessageVisibilityCommand && command.input.VisibilityTimeout === 0) sentBack.push('visibility 0');
+        return h.sqs.send(command, options);
+      },
+    } as unknown as SQSClient;
     const dispatch = async (key: string, hold: boolean) => (await h.dispatch('fixture.group_one', { key, hold }, tenantActor())).runId;
     const a = await dispatch('one-stop-a', true);
     await h.relay();
-    const runtime = await h.startWorkers({ queues: ['bulk'], drainMs: 20_000 });
+    const runtime = await h.startWorkers({ queues: ['bulk'], drainMs: 20_000, sqs: recording });
     let stopped: Promise<void> | undefined;
     try {
       await waitFor(() => holds.has('one-stop-a'), 10_000, { what: 'A running in the slot' });
@@ -619,15 +715,16 @@ describe('group commit', () => {
       await h.relay();
       await waitFor(async () => (await visibleInBulk()) === '0', 10_000, { what: 'B received, waiting for the slot' });
       // The drain waits for A (its handler holds) but gives B back at once, long before its window ends.
+      // (Its visibility is not what is watched: fauxqs may hand a message sent back to the long poll the
+      // stop aborted, and then counts it in flight until a later receive.)
       const released = await releasedDeliveries('fixture.group_one');
       stopped = runtime.stop();
-      // (Its visibility is not what is watched: fauxqs may hand a message made visible to the long poll
-      // the stop aborted, and then counts it in flight until a later receive.)
       await waitFor(async () => (await releasedDeliveries('fixture.group_one')) === released + 2, 10_000, { what: 'B given back while A still runs' });
+      expect(sentBack).toEqual(['0', '0']);
       expect(holds.has('one-stop-a') && !quietDone.has('one-stop-a#1')).toBe(true);
       for (const runId of b) {
         expect((await h.run(runId))!.status).toBe('queued');
-        // Untouched: not even received in the trail, so no attempt was spent.
+        // Untouched: not even received in the trail.
         expect(events(await h.trail(runId))).not.toContain('received');
       }
       holds.get('one-stop-a')!();

@@ -44,9 +44,15 @@ export interface DeliveryPort {
   /** Sends a copy with its error context to the dead-letter queue (the runner then acks). */
   deadLetter(context: DeadLetterContext): Promise<void>;
   /**
+   * The delivery never started and nothing of it was written (the worker stopped while it waited for
+   * its unit's slot): the message goes back at once, and this receive does not count against its
+   * receives.
+   */
+  giveBack(): Promise<void>;
+  /**
    * The delivery's handler has returned and what is left of it runs no unit code (a group's finish
-   * and COMMIT, group-execution.ts): its slot may take the next message meanwhile. Optional; without
-   * it the slot is held until the delivery settles.
+   * and COMMIT, group-execution.ts): its place in the consumer may take the next message meanwhile.
+   * Optional; without it the place is held until the delivery settles.
    */
   handlerReturned?(): void;
 }

@@ -27,11 +27,13 @@ import { groupCommitEligible } from './group-commit.ts';
 import { gateResultOf, recordResults, settleExecuted, settleRegistration, settleSuccess } from './settlement.ts';
 
 /**
- * Executes one checked delivery. A delivery of a unit with `groupCommit` joins the group of this
- * event-loop turn (group-commit.ts); any other has the effect transaction to itself.
+ * Executes one checked delivery. A delivery of a unit with `groupCommit` joins the forming group of
+ * its unit, tenant and actor (group-commit.ts), or, when it may not, runs alone in a slot of its unit
+ * taken there; any other has the effect transaction to itself, in the slot the consumer took for it.
  */
 export function deliver(c: DeliveryContext, early: Failure | null, gate: GateState, payload: unknown, leaseMs: number): Promise<DeliveryResult> {
   if (groupCommitEligible(c, early, gate)) return c.deps.groups.join({ c, gate, payload, leaseMs });
+  if (c.unit?.groupCommit) return c.deps.groups.alone(c, early, gate, payload, leaseMs);
   return deliverAlone(c, early, gate, payload, leaseMs);
 }
 

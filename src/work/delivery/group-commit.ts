@@ -22,8 +22,8 @@
 import { GROUP_COMMIT_MAX_RUNS } from '../../config/limits.ts';
 import { recordGroupCommit } from '../../observe/delivery-metrics.ts';
 import type { GateState } from '../idempotency.ts';
-import type { SlotLimit } from '../slot-limit.ts';
-import { actorSettingsOf, type DeliveryContext, type DeliveryResult, type Failure } from './context.ts';
+import { SlotLimit } from '../slot-limit.ts';
+import { actorSettingsOf, type DeliveryContext, type DeliveryPort, type DeliveryResult, type Failure } from './context.ts';
 import { deliverAlone } from './execution.ts';
 import { executeGroup, type GroupMember } from './group-execution.ts';
 import { giveBackUnstarted } from './settlement.ts';
@@ -47,8 +47,10 @@ interface Forming {
 export type SlotRelease = () => void;
 
 export interface GroupCommitsOptions {
-  /** The handler slots of the `groupCommit` units, by unit name (a unit absent here runs without one). */
+  /** The slots of the `groupCommit` units (their `concurrency`), by unit name (a unit absent here runs without one). */
   slots?: ReadonlyMap<string, SlotLimit>;
+  /** `tenantConcurrency` of the `groupCommit` units that have one: the most slots one tenant's groups take. */
+  tenantShares?: ReadonlyMap<string, number>;
   /** Aborted when the worker stops fetching (or its drain window ends): members still waiting for a slot go back to the queue. */
   stopSignal?: AbortSignal;
 }
@@ -61,9 +63,28 @@ export class GroupCommits {
 
   private readonly stopSignal: AbortSignal | undefined;
 
+  private readonly tenantShares: ReadonlyMap<string, number>;
+
+  /** One tenant's slots of a unit with a tenant share, while any is held or awaited (by unit and tenant). */
+  private readonly tenantSlots = new Map<string, SlotLimit>();
+
   constructor(options: GroupCommitsOptions = {}) {
     this.slots = options.slots ?? new Map();
     this.stopSignal = options.stopSignal;
+    this.tenantShares = options.tenantShares ?? new Map();
+  }
+
+  /**
+   * A delivery of a `groupCommit` unit that does not join a group (an early failure, a replay, a held
+   * key, a duplicate of a forming group's key) runs alone, in a slot of its unit all the same: the
+   * consumer holds up to GROUP_COMMIT_MAX_RUNS messages per slot, and each delivery opens transactions.
+   */
+  alone(c: DeliveryContext, early: Failure | null, gate: GateState, payload: unknown, leaseMs: number): Promise<DeliveryResult> {
+    return this.takeSlot(c).then((release) => {
+      if (!release) return giveBackUnstarted(c);
+      releaseAtSettle([c], release);
+      return deliverAlone(c, early, gate, payload, leaseMs).finally(release);
+    });
   }
 
   private readonly inChecks = new Set<object>();
@@ -94,12 +115,9 @@ export class GroupCommits {
     const settings = actorSettingsOf(c.actor);
     const key = [c.scope, unit, c.tenantId ?? '', settings.tenantId, settings.userId, settings.process].join('\u0000');
     const group = this.forming.get(key);
+    if (group?.members.some((m) => m.c.key!.equals(c.key!))) return this.alone(c, null, member.gate, member.payload, member.leaseMs);
     return new Promise<DeliveryResult>((resolve, reject) => {
       const joined: GroupMember = { ...member, resolve, reject };
-      if (group?.members.some((m) => m.c.key!.equals(c.key!))) {
-        this.inSlot(unit, [joined]);
-        return;
-      }
       if (group) {
         group.members.push(joined);
         if (group.members.length >= GROUP_COMMIT_MAX_RUNS) this.close(group);
@@ -152,34 +170,63 @@ export class GroupCommits {
   private ask(group: Forming): void {
     if (group.asked) return;
     group.asked = true;
-    void this.takeSlot(group.unit).then((release) => {
+    // Every member shares the unit, tenant and actor: the first one's context stands for the group's.
+    void this.takeSlot(group.members[0]!.c).then((release) => {
       if (this.forming.get(group.key) === group) this.forming.delete(group.key);
       if (release) this.start(group.members, release);
       else this.giveBack(group.members);
     });
   }
 
-  /** Members that run at once in a slot of their own (a duplicate of a forming group's key). */
-  private inSlot(unit: string, members: GroupMember[]): void {
-    void this.takeSlot(unit).then((release) => (release ? this.start(members, release) : this.giveBack(members)));
-  }
-
-  /** One slot of the unit, or null when the worker stopped first; a unit without slots here gets a no-op release. */
-  private async takeSlot(unit: string): Promise<SlotRelease | null> {
+  /**
+   * A slot of the delivery's unit, and first one of its tenant's share when the unit has one; null when
+   * the worker stopped first (nothing is then held). A unit without slots here gets a no-op release.
+   */
+  private async takeSlot(c: DeliveryContext): Promise<SlotRelease | null> {
+    const unit = c.unit!.name;
     const slot = this.slots.get(unit);
     if (!slot) return () => {};
-    if (!(await slot.acquire(this.stopSignal))) return null;
+    const share = this.tenantShares.get(unit);
+    const tenantKey = share !== undefined && c.envelope.tenant_id !== undefined ? `${unit}\u0000${c.envelope.tenant_id}` : null;
+    let tenantSlot: SlotLimit | undefined;
+    if (tenantKey) {
+      tenantSlot = this.tenantSlots.get(tenantKey) ?? new SlotLimit(share!);
+      this.tenantSlots.set(tenantKey, tenantSlot);
+      if (!(await tenantSlot.acquire(this.stopSignal))) {
+        this.forgetIdle(tenantKey, tenantSlot);
+        return null;
+      }
+    }
+    const releaseTenant = () => {
+      if (!tenantKey) return;
+      tenantSlot!.release();
+      this.forgetIdle(tenantKey, tenantSlot!);
+    };
+    if (!(await slot.acquire(this.stopSignal))) {
+      releaseTenant();
+      return null;
+    }
     let held = true;
     return () => {
       if (!held) return;
       held = false;
       slot.release();
+      releaseTenant();
     };
+  }
+
+  /** A tenant's share nobody holds or awaits is dropped, so tenants that come and go leave nothing behind. */
+  private forgetIdle(key: string, tenantSlot: SlotLimit): void {
+    if (tenantSlot.held === 0 && tenantSlot.waiting === 0 && this.tenantSlots.get(key) === tenantSlot) this.tenantSlots.delete(key);
   }
 
   private start(members: GroupMember[], release: SlotRelease): void {
     const [first, ...rest] = members;
     recordGroupCommit(first!.c.unit!.name, members.length); // svc_group_commit_runs (src/observe)
+    releaseAtSettle(
+      members.map((m) => m.c),
+      release,
+    );
     if (rest.length === 0) {
       deliverAlone(first!.c, null, first!.gate, first!.payload, first!.leaseMs)
         .then(first!.resolve, first!.reject)
@@ -192,5 +239,33 @@ export class GroupCommits {
   /** The worker stopped before these members' turn: each goes back to the queue untouched. */
   private giveBack(members: GroupMember[]): void {
     for (const m of members) giveBackUnstarted(m.c).then(m.resolve, m.reject);
+  }
+}
+
+/**
+ * Gives the slot back once every one of these deliveries has settled, at its first ack, retry,
+ * dead-letter or give-back (its database writes are done by then), so the slot never waits for a
+ * delete's linger (consumer.ts). The caller still releases it when they return, in case one never
+ * calls its port.
+ */
+function releaseAtSettle(contexts: DeliveryContext[], release: SlotRelease): void {
+  let unsettled = contexts.length;
+  for (const c of contexts) {
+    const port = c.port;
+    let settled = false;
+    const settle = () => {
+      if (settled) return;
+      settled = true;
+      unsettled -= 1;
+      if (unsettled === 0) release();
+    };
+    const wrapped: DeliveryPort = {
+      ack: () => (settle(), port.ack()),
+      retryAfter: (seconds) => (settle(), port.retryAfter(seconds)),
+      deadLetter: (context) => (settle(), port.deadLetter(context)),
+      giveBack: () => (settle(), port.giveBack()),
+    };
+    if (port.handlerReturned) wrapped.handlerReturned = () => port.handlerReturned!();
+    c.port = wrapped;
   }
 }

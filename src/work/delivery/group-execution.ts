@@ -55,7 +55,7 @@ interface MemberState {
   /** `unchecked`: the handler sent no statement, so no savepoint was opened and the run row is not locked before the finish. */
   done?: { outcome: UnitOutcome; replayed: boolean; wroteFollowUps: boolean; startedToWrite: string | null; unchecked: boolean };
   failure?: { error: unknown; reason: unknown };
-  /** Its slot was given back for the group's commit tail (GroupCommits.enterTail): set on every finishing member when the group entered it. */
+  /** Its place in the consumer was given back for the group's commit tail (GroupCommits.enterTail): set on every finishing member when the group entered it. */
   gaveBack?: boolean;
 }
 
@@ -170,10 +170,10 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
     groupError = { error };
   }
   ended = true;
-  // A committed group leaves its tail now. If a member that gave its slot back settles as a failed
+  // A committed group leaves its tail now. If a member that gave its place back settles as a failed
   // attempt instead (the group failed, or the member was left out of the finish), that settlement
-  // writes to the database outside any slot: the tail then lasts until every member has settled, so
-  // the next group keeps its slots meanwhile.
+  // writes to the database outside the group's slot: the tail then lasts until every member has
+  // settled, so the next group keeps its slot meanwhile.
   const inTail = states.some((s) => s.gaveBack);
   const tailUntilSettled = states.some((s) => s.gaveBack && (groupError !== null || s.failure !== undefined));
   if (inTail && !tailUntilSettled) deps.groups.leaveTail(unit.name);

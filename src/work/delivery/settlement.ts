@@ -145,12 +145,13 @@ async function rememberStart(tx: TxSql, c: DeliveryContext, run: RunRow, attempt
 }
 
 /**
- * A delivery given back before its turn came (the worker stopped while its group waited for its unit's
- * slot): nothing of it was written, so only its gate is released and its message made visible at once.
+ * A delivery given back before its turn came (the worker stopped while it waited for its unit's slot):
+ * nothing of it was written, so only its gate is released and its message goes back at once, without
+ * spending the receive.
  */
 export async function giveBackUnstarted(c: DeliveryContext): Promise<DeliveryResult> {
   await releaseOwnGate(c);
-  await c.port.retryAfter(0);
+  await c.port.giveBack();
   return 'released';
 }
 
