@@ -17,8 +17,7 @@ import {
   type Message,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
-import { GROUP_COMMIT_MAX_RUNS } from '../config/limits.ts';
-import type { WorkUnit } from './unit.ts';
+import { messagesPerSlot, type WorkUnit } from './unit.ts';
 
 /** How long a message over its tenant's limit waits before it is received again, seconds. */
 export const TENANT_LIMIT_DELAY_SECONDS = 1;
@@ -35,15 +34,12 @@ export class TenantSlots {
   }
 
   /**
-   * The tenant shares of the consumer's messages: `tenantConcurrency`, times GROUP_COMMIT_MAX_RUNS for
-   * a `groupCommit` unit, whose messages wait in groups and whose tenant's groups take at most
-   * `tenantConcurrency` slots (group-commit.ts).
+   * The tenant shares of the consumer's messages: `tenantConcurrency` slots' worth (messagesPerSlot);
+   * a `groupCommit` unit's tenant groups take at most `tenantConcurrency` slots (group-commit.ts).
    */
   static forUnits(units: Iterable<WorkUnit>): TenantSlots {
     const limits = new Map<string, number>();
-    for (const unit of units) {
-      if (unit.tenantConcurrency !== null) limits.set(unit.name, unit.tenantConcurrency * (unit.groupCommit ? GROUP_COMMIT_MAX_RUNS : 1));
-    }
+    for (const unit of units) if (unit.tenantConcurrency !== null) limits.set(unit.name, unit.tenantConcurrency * messagesPerSlot(unit));
     return new TenantSlots(limits);
   }
 

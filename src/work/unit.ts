@@ -6,7 +6,7 @@
 import type { z } from 'zod';
 import type { Logger } from 'pino';
 import type { TxSql } from '../db/client.ts';
-import { QUEUE_NAMES, RUNTIME_MAX_RECEIVES, type QueueName } from '../config/limits.ts';
+import { GROUP_COMMIT_MAX_RUNS, QUEUE_NAMES, RUNTIME_MAX_RECEIVES, type QueueName } from '../config/limits.ts';
 import { isValidScheduleExpression } from './schedule-expression.ts';
 import type { DispatchedRun } from './dispatch.ts';
 import { MAX_BACKOFF_MS } from './backoff.ts';
@@ -147,6 +147,15 @@ interface UnitBase<S extends z.ZodType = z.ZodType> {
   /** Several runs may share one effect transaction (src/work/delivery/group-commit.ts). */
   groupCommit: boolean;
   handler: UnitHandler<never>;
+}
+
+/**
+ * Messages the workers hold per slot of a unit: GROUP_COMMIT_MAX_RUNS for a `groupCommit` unit, whose
+ * slot runs a whole group, one after another (src/work/delivery/group-commit.ts), so the next groups form
+ * while its slots are busy; one for any other unit.
+ */
+export function messagesPerSlot(unit: Pick<UnitBase, 'groupCommit'>): number {
+  return unit.groupCommit ? GROUP_COMMIT_MAX_RUNS : 1;
 }
 
 /** A task; `S` is its payload schema, so typed dispatch checks a payload against it at compile time. */

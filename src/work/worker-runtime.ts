@@ -9,7 +9,6 @@ import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Sql } from '../db/client.ts';
-import { GROUP_COMMIT_MAX_RUNS } from '../config/limits.ts';
 import { DEFAULT_VISIBILITY_SECONDS, dlqUrl, queueUrl, type QueueName } from '../queue/names.ts';
 import type { BackoffOptions } from './backoff.ts';
 import { createQueueConsumer, type QueueConsumer } from './consumer.ts';
@@ -22,7 +21,7 @@ import { startLocalScheduler, type LocalScheduler } from './scheduler.ts';
 import { schemaHolds } from './schema-gate.ts';
 import { SlotLimit } from './slot-limit.ts';
 import { TenantSlots } from './tenant-slots.ts';
-import type { WorkUnit } from './unit.ts';
+import { messagesPerSlot, type WorkUnit } from './unit.ts';
 
 export interface WorkerRuntimeOptions {
   sql: Sql;
@@ -106,13 +105,9 @@ export function slotsForQueues(units: Iterable<WorkUnit>, queues: readonly strin
   return slots;
 }
 
-/**
- * Messages a consumer holds at once for one unit: one per slot, and GROUP_COMMIT_MAX_RUNS per slot for
- * a `groupCommit` unit, whose slot runs a whole group (src/work/delivery/group-commit.ts): the next
- * groups form while its slots are busy.
- */
+/** Messages a consumer holds at once for one unit: its slots' worth (messagesPerSlot in unit.ts). */
 export function messagesPerUnit(unit: WorkUnit): number {
-  return unit.groupCommit ? unit.concurrency * GROUP_COMMIT_MAX_RUNS : unit.concurrency;
+  return unit.concurrency * messagesPerSlot(unit);
 }
 
 /** Messages the consumer of one queue holds at once: the sum over its units (at least 1, as its slots). */
@@ -131,20 +126,13 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
   // Aborted when the drain begins: a group still waiting for its unit's slot goes back to the queue.
   const stopping = new AbortController();
   const units = [...o.units.values()];
-  // What the consumer takes per message (messagesPerUnit), and, for a groupCommit unit, the slots its
-  // groups take (a group runs its handlers one after another, in one slot).
+  const consumed = units.filter((u) => o.queues.includes(u.queue));
+  // What the consumer takes per message (messagesPerUnit); a groupCommit unit's groups take its slots
+  // in GroupCommits (a group runs its handlers one after another, in one slot).
   const unitSlots = new Map<string, SlotLimit>();
-  const groupSlots = new Map<string, SlotLimit>();
-  const groupTenantShares = new Map<string, number>();
-  for (const unit of units) {
-    if (!o.queues.includes(unit.queue)) continue;
-    unitSlots.set(unit.name, new SlotLimit(messagesPerUnit(unit)));
-    if (!unit.groupCommit) continue;
-    groupSlots.set(unit.name, new SlotLimit(unit.concurrency));
-    if (unit.tenantConcurrency !== null) groupTenantShares.set(unit.name, unit.tenantConcurrency);
-  }
+  for (const unit of consumed) unitSlots.set(unit.name, new SlotLimit(messagesPerUnit(unit)));
   // A tenant's share of a unit's slots (tenantConcurrency): over it, a message goes back delayed.
-  const tenantSlots = TenantSlots.forUnits(units.filter((u) => o.queues.includes(u.queue)));
+  const tenantSlots = TenantSlots.forUnits(consumed);
 
   // While Redis hangs or is down, the runner gets no client at all: its gate, cache and wake take
   // their database paths at once instead of paying the command timeout on every call.
@@ -167,7 +155,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
     // A cancel is seen within one heartbeat interval (src/work/operate/cancel-watch.ts).
     cancelCheckIntervalMs: o.heartbeatIntervalMs,
     starts: new StartCoalescer(o.sql),
-    groups: new GroupCommits({ slots: groupSlots, tenantShares: groupTenantShares, stopSignal: AbortSignal.any([stopping.signal, release.signal]) }),
+    groups: GroupCommits.forUnits(consumed, AbortSignal.any([stopping.signal, release.signal])),
   };
 
   const consumers: QueueConsumer[] = o.queues.map((queue) =>

@@ -23,6 +23,7 @@ import { GROUP_COMMIT_MAX_RUNS } from '../../config/limits.ts';
 import { recordGroupCommit } from '../../observe/delivery-metrics.ts';
 import type { GateState } from '../idempotency.ts';
 import { SlotLimit } from '../slot-limit.ts';
+import type { WorkUnit } from '../unit.ts';
 import { actorSettingsOf, type DeliveryContext, type DeliveryPort, type DeliveryResult, type Failure } from './context.ts';
 import { deliverAlone } from './execution.ts';
 import { executeGroup, type GroupMember } from './group-execution.ts';
@@ -35,7 +36,6 @@ export function groupCommitEligible(c: DeliveryContext, early: Failure | null, g
 
 interface Forming {
   key: string;
-  unit: string;
   members: GroupMember[];
   /** Deliveries that were in their checks when the group formed and have not left them yet. */
   awaited: Set<object>;
@@ -74,17 +74,25 @@ export class GroupCommits {
     this.tenantShares = options.tenantShares ?? new Map();
   }
 
+  /** The slots (`concurrency`) and tenant shares (`tenantConcurrency`) of the `groupCommit` units among these consumed ones. */
+  static forUnits(units: Iterable<WorkUnit>, stopSignal: AbortSignal): GroupCommits {
+    const slots = new Map<string, SlotLimit>();
+    const tenantShares = new Map<string, number>();
+    for (const unit of units) {
+      if (!unit.groupCommit) continue;
+      slots.set(unit.name, new SlotLimit(unit.concurrency));
+      if (unit.tenantConcurrency !== null) tenantShares.set(unit.name, unit.tenantConcurrency);
+    }
+    return new GroupCommits({ slots, tenantShares, stopSignal });
+  }
+
   /**
    * A delivery of a `groupCommit` unit that does not join a group (an early failure, a replay, a held
    * key, a duplicate of a forming group's key) runs alone, in a slot of its unit all the same: the
    * consumer holds up to GROUP_COMMIT_MAX_RUNS messages per slot, and each delivery opens transactions.
    */
   alone(c: DeliveryContext, early: Failure | null, gate: GateState, payload: unknown, leaseMs: number): Promise<DeliveryResult> {
-    return this.takeSlot(c).then((release) => {
-      if (!release) return giveBackUnstarted(c);
-      releaseAtSettle([c], release);
-      return deliverAlone(c, early, gate, payload, leaseMs).finally(release);
-    });
+    return this.takeSlot(c).then((release) => (release ? runAlone(c, early, gate, payload, leaseMs, release) : giveBackUnstarted(c)));
   }
 
   private readonly inChecks = new Set<object>();
@@ -111,9 +119,8 @@ export class GroupCommits {
    */
   join(member: { c: DeliveryContext; gate: GateState; payload: unknown; leaseMs: number }): Promise<DeliveryResult> {
     const { c } = member;
-    const unit = c.unit!.name;
     const settings = actorSettingsOf(c.actor);
-    const key = [c.scope, unit, c.tenantId ?? '', settings.tenantId, settings.userId, settings.process].join('\u0000');
+    const key = [c.scope, c.unit!.name, c.tenantId ?? '', settings.tenantId, settings.userId, settings.process].join('\u0000');
     const group = this.forming.get(key);
     if (group?.members.some((m) => m.c.key!.equals(c.key!))) return this.alone(c, null, member.gate, member.payload, member.leaseMs);
     return new Promise<DeliveryResult>((resolve, reject) => {
@@ -123,7 +130,7 @@ export class GroupCommits {
         if (group.members.length >= GROUP_COMMIT_MAX_RUNS) this.close(group);
         return;
       }
-      this.forming.set(key, { key, unit, members: [joined], awaited: new Set(this.inChecks), asked: false });
+      this.forming.set(key, { key, members: [joined], awaited: new Set(this.inChecks), asked: false });
       this.poke();
     });
   }
@@ -223,16 +230,14 @@ export class GroupCommits {
   private start(members: GroupMember[], release: SlotRelease): void {
     const [first, ...rest] = members;
     recordGroupCommit(first!.c.unit!.name, members.length); // svc_group_commit_runs (src/observe)
+    if (rest.length === 0) {
+      runAlone(first!.c, null, first!.gate, first!.payload, first!.leaseMs, release).then(first!.resolve, first!.reject);
+      return;
+    }
     releaseAtSettle(
       members.map((m) => m.c),
       release,
     );
-    if (rest.length === 0) {
-      deliverAlone(first!.c, null, first!.gate, first!.payload, first!.leaseMs)
-        .then(first!.resolve, first!.reject)
-        .finally(release);
-      return;
-    }
     void executeGroup(first!.c.deps, members, release);
   }
 
@@ -240,6 +245,12 @@ export class GroupCommits {
   private giveBack(members: GroupMember[]): void {
     for (const m of members) giveBackUnstarted(m.c).then(m.resolve, m.reject);
   }
+}
+
+/** One delivery with the transaction to itself, in the slot it was given (released once it settles). */
+function runAlone(c: DeliveryContext, early: Failure | null, gate: GateState, payload: unknown, leaseMs: number, release: SlotRelease): Promise<DeliveryResult> {
+  releaseAtSettle([c], release);
+  return deliverAlone(c, early, gate, payload, leaseMs).finally(release);
 }
 
 /**
