@@ -97,12 +97,15 @@ export interface WorkerRuntime {
 export function slotsForQueues(units: Iterable<WorkUnit>, queues: readonly string[]): number {
   const list = [...units];
   let slots = 0;
-  for (const queue of queues) {
-    let onQueue = 0;
-    for (const unit of list) if (unit.queue === queue) onQueue += unit.concurrency;
-    slots += Math.max(1, onQueue);
-  }
+  for (const queue of queues) slots += sumOverQueue(list, queue, (unit) => unit.concurrency);
   return slots;
+}
+
+/** The sum of `amount` over the units of one queue, and at least 1: a queue without units still takes one message at a time. */
+function sumOverQueue(units: Iterable<WorkUnit>, queue: string, amount: (unit: WorkUnit) => number): number {
+  let sum = 0;
+  for (const unit of units) if (unit.queue === queue) sum += amount(unit);
+  return Math.max(1, sum);
 }
 
 /** Messages a consumer holds at once for one unit: its slots' worth (messagesPerSlot in unit.ts). */
@@ -112,9 +115,7 @@ export function messagesPerUnit(unit: WorkUnit): number {
 
 /** Messages the consumer of one queue holds at once: the sum over its units (at least 1, as its slots). */
 export function messagesForQueue(units: Iterable<WorkUnit>, queue: string): number {
-  let held = 0;
-  for (const unit of units) if (unit.queue === queue) held += messagesPerUnit(unit);
-  return Math.max(1, held);
+  return sumOverQueue(units, queue, messagesPerUnit);
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
