@@ -1,8 +1,8 @@
 // The outbox relay: moves pending outbox rows (both outboxes) to their queues. It blocks on the wake
 // list so a committed dispatch goes out within milliseconds, and sweeps every few seconds so a lost
-// signal (or Redis down) loses nothing. Each pass locks due rows with FOR UPDATE SKIP LOCKED, sends
-// them with SendMessageBatch, and marks them sent (plus the `sent` trail event) in the same
-// transaction; a failed entry only counts an attempt and stays pending. A resend after a partial
+// signal (or Redis down) loses nothing. Each pass locks the due rows of both outboxes with FOR UPDATE
+// SKIP LOCKED, sends them with SendMessageBatch, and marks them sent (plus the `sent` trail event) in
+// the same transaction, one for both outboxes; a failed entry only counts an attempt and stays pending. A resend after a partial
 // failure is safe: consumers are idempotent by run id.
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { Redis } from 'ioredis';
@@ -65,8 +65,8 @@ export interface RelayPassResult {
   cappedScopes?: RunScope[];
 }
 
-/** A due outbox row the relay locked, with fairness on or off (one row shape for both selections). */
-type PendingRow = FairRow;
+/** A due outbox row the relay locked, with fairness on or off (one row shape for both selections), and its outbox. */
+type PendingRow = FairRow & { scope: RunScope };
 
 /**
  * The relay's actor context, and a commit that does not wait for its WAL flush: the marks of a pass are
@@ -77,19 +77,14 @@ function relayContextSelect(tx: TxSql) {
   return tx`SELECT a.*, ${tx.unsafe(COMMIT_WITHOUT_FLUSH)} AS c FROM (${actorContextSelect(tx, RELAY_ACTOR)}) a`;
 }
 
-/**
- * The pass's first statement, which goes out with its BEGIN (src/db/pipelined-begin.ts): with fairness
- * off, the due rows themselves, locked FOR UPDATE SKIP LOCKED (harmless if BEGIN failed: the locks end
- * with the statement, and the pass then stops); with fairness on, the relay's actor context alone.
- * Either applies the actor context (app.process = relay) for the sent_at updates and `sent` trail rows
- * that follow. Fewest failed attempts first: a row that keeps failing never blocks newer ones.
- */
-function openPass(tx: TxSql, scope: RunScope, batchSize: number, fairness: { cap: number; groups: boolean }) {
-  if (fairness.cap > 0) return relayContextSelect(tx);
-  const tenantUid = scope === 'tenant' && fairness.groups ? tx`(SELECT t.uid FROM tenants t WHERE t.id = tenant_id) AS tenant_uid,` : tx``;
+/** One outbox's due rows, locked FOR UPDATE SKIP LOCKED, fewest failed attempts first (a row that keeps failing never blocks newer ones). */
+function dueRows(tx: TxSql, scope: RunScope, batchSize: number, groups: boolean) {
+  const tenantColumns =
+    scope === 'tenant'
+      ? tx`tenant_id::text AS tenant_id, ${groups ? tx`(SELECT t.uid FROM tenants t WHERE t.id = tenant_id)` : tx`NULL::text`} AS tenant_uid`
+      : tx`NULL::text AS tenant_id, NULL::text AS tenant_uid`;
   return tx`
-    WITH ctx AS MATERIALIZED (${relayContextSelect(tx)})
-    SELECT id::text AS id, run_id, ${scope === 'tenant' ? tx`tenant_id::text AS tenant_id,` : tx``} ${tenantUid} queue, envelope, attempts
+    SELECT ${scope}::text AS scope, id::text AS id, run_id, ${tenantColumns}, queue, envelope, attempts
       FROM ${tx(OUTBOX_TABLE[scope])}
      WHERE sent_at IS NULL AND available_at <= clock_timestamp() AND EXISTS (SELECT 1 FROM ctx)
      ORDER BY attempts, available_at, id
@@ -97,48 +92,80 @@ function openPass(tx: TxSql, scope: RunScope, batchSize: number, fairness: { cap
        FOR UPDATE SKIP LOCKED`;
 }
 
-async function passOne(
+/**
+ * The pass's first statement, which goes out with its BEGIN (src/db/pipelined-begin.ts): with fairness
+ * off, the due rows of every outbox of the pass, locked FOR UPDATE SKIP LOCKED (harmless if BEGIN
+ * failed: the locks end with the statement, and the pass then stops); with fairness on, the relay's
+ * actor context alone. Either applies the actor context (app.process = relay) for the sent_at updates
+ * and `sent` trail rows that follow.
+ */
+function openPass(tx: TxSql, scopes: readonly RunScope[], batchSize: number, fairness: { cap: number; groups: boolean }) {
+  if (fairness.cap > 0) return relayContextSelect(tx);
+  const [first, second] = scopes.map((scope) => dueRows(tx, scope, batchSize, fairness.groups));
+  return tx`
+    WITH ctx AS MATERIALIZED (${relayContextSelect(tx)}),
+    a AS (${first!}) ${second ? tx`, b AS (${second})` : tx``}
+    SELECT * FROM a ${second ? tx`UNION ALL SELECT * FROM b` : tx``}`;
+}
+
+/** What one outbox of a pass sent, failed and held back. */
+interface ScopeOutcome {
+  rows: PendingRow[];
+  /** Fair selection only: the rows this outbox may send (null: another relay holds its fair pass). */
+  fair?: PendingRow[] | null;
+  sentIds: string[];
+  sentRunIds: string[];
+  sentTrail: Array<Omit<TrailEventInput, 'occurredAt'>>;
+  failedIds: string[];
+}
+
+async function passAll(
   tx: TxSql,
-  opened: readonly object[],
+  opened: readonly PendingRow[],
   sqs: SQSClient,
   queueUrlPrefix: string,
-  scope: RunScope,
+  scopes: readonly RunScope[],
   batchSize: number,
   instance: string,
   log: RelayLogger,
   fairness: { cap: number; groups: boolean },
   beforeCommit: <S>(statement: Promise<S>) => Promise<S>,
-): Promise<RelayPassResult> {
-  const table = OUTBOX_TABLE[scope];
+): Promise<{ total: RelayPassResult; capped: Array<{ scope: RunScope; capped: boolean | Promise<boolean> }> }> {
   // With fairness on (tenantInflightMax > 0) the selection is tenant-inflight.ts's: per-tenant room,
-  // round robin between tenants, dispatch order within one.
-  const fair = fairness.cap > 0 ? await selectFairRows(tx, scope, fairness.cap, batchSize, actorContextSelect(tx, RELAY_ACTOR)) : undefined;
-  // null: another relay is in its fair pass of this outbox; look again shortly.
-  if (fair === null) return { sent: 0, failed: 0, full: false, capped: true };
-  const rows = fair ?? (opened as PendingRow[]);
-  if (rows.length === 0) return fair ? { sent: 0, failed: 0, full: false, capped: await dueRowsWaiting(tx, scope) } : { sent: 0, failed: 0, full: false };
+  // round robin between tenants, dispatch order within one. The outboxes' selections go out together.
+  const fairRows =
+    fairness.cap > 0
+      ? await Promise.all(scopes.map((scope) => selectFairRows(tx, scope, fairness.cap, batchSize, actorContextSelect(tx, RELAY_ACTOR))))
+      : undefined;
+  const outcomes = new Map<RunScope, ScopeOutcome>();
+  scopes.forEach((scope, i) => {
+    const fair = fairRows ? (fairRows[i]?.map((row) => ({ ...row, scope })) ?? null) : undefined;
+    const rows = fair === undefined ? opened.filter((row) => row.scope === scope) : (fair ?? []);
+    outcomes.set(scope, { rows, ...(fair === undefined ? {} : { fair }), sentIds: [], sentRunIds: [], sentTrail: [], failedIds: [] });
+  });
 
-  const byQueue = new Map<string, Array<{ row: PendingRow; body: string }>>();
-  for (const row of rows) {
-    const list = byQueue.get(row.queue) ?? [];
-    list.push({ row, body: JSON.stringify(row.envelope) });
-    byQueue.set(row.queue, list);
+  // One call carries the rows of one outbox and one queue (the ids of the two outboxes may coincide).
+  const byQueue = new Map<string, { scope: RunScope; queue: string; items: Array<{ row: PendingRow; body: string }> }>();
+  for (const { rows } of outcomes.values()) {
+    for (const row of rows) {
+      const key = `${row.scope}\u0000${row.queue}`;
+      const entry = byQueue.get(key) ?? { scope: row.scope, queue: row.queue, items: [] };
+      entry.items.push({ row, body: JSON.stringify(row.envelope) });
+      byQueue.set(key, entry);
+    }
   }
 
-  const sentIds: string[] = [];
-  const sentRunIds: string[] = [];
-  const sentTrail: Array<Omit<TrailEventInput, 'occurredAt'>> = [];
-  const failedIds: string[] = [];
   const calls: Array<() => Promise<void>> = [];
-  for (const [queue, items] of byQueue) {
+  for (const { scope, queue, items } of byQueue.values()) {
+    const outcome = outcomes.get(scope)!;
     const { batches, oversized } = packBatches(items, (i) => bodyBytes(i.body));
     for (const item of oversized) {
-      failedIds.push(item.row.id);
+      outcome.failedIds.push(item.row.id);
       log.error({ outboxId: item.row.id, runId: item.row.run_id, queue }, 'outbox message exceeds the queue message size limit and cannot be sent');
     }
     if (!isQueueName(queue)) {
       // The table refuses unknown queues; kept as a guard against a hand-edited row.
-      for (const b of batches) for (const i of b) failedIds.push(i.row.id);
+      for (const b of batches) for (const i of b) outcome.failedIds.push(i.row.id);
       continue;
     }
     const url = queueUrl(queueUrlPrefix, queue);
@@ -158,9 +185,9 @@ async function passOne(
         const byId = new Map(batch.map((i) => [i.row.id, i.row]));
         for (const s of result.sent) {
           const row = byId.get(s.id)!;
-          sentIds.push(row.id);
-          sentRunIds.push(row.run_id);
-          sentTrail.push({
+          outcome.sentIds.push(row.id);
+          outcome.sentRunIds.push(row.run_id);
+          outcome.sentTrail.push({
             runId: row.run_id,
             tenantId: row.tenant_id ?? null,
             event: 'sent',
@@ -170,7 +197,7 @@ async function passOne(
             detail: { message_id: s.messageId, outbox_attempts: row.attempts },
           });
         }
-        for (const f of result.failed) failedIds.push(f.id);
+        for (const f of result.failed) outcome.failedIds.push(f.id);
         if (result.failed.length > 0) {
           log.warn(
             { queue, failed: result.failed.length, code: result.failed[0]!.code, reason: result.failed[0]!.message },
@@ -188,32 +215,55 @@ async function passOne(
   // sent in this order). They are on the path of every run: a worker that received one of these
   // messages waits for this commit before it records `received` (startDelivery's KEY SHARE on the
   // outbox row), so each round trip here was one more wait before the run could start. A failure of
-  // any of them rolls the whole pass back, as before: the rows stay pending.
-  if (sentIds.length > 0) {
-    beforeCommit(tx`UPDATE ${tx(table)} SET sent_at = clock_timestamp() WHERE id = ANY(${sentIds}::bigint[])`.execute());
-    beforeCommit(insertTrailEvents(tx, scope, sentTrail).execute());
-    if (fair) beforeCommit(markSent(tx, scope, sentRunIds));
+  // any of them rolls the whole pass back, both outboxes: the rows stay pending.
+  const total: RelayPassResult = { sent: 0, failed: 0, full: false };
+  const capped: Array<{ scope: RunScope; capped: boolean | Promise<boolean> }> = [];
+  for (const [scope, o] of outcomes) {
+    const table = OUTBOX_TABLE[scope];
+    if (o.sentIds.length > 0) {
+      beforeCommit(tx`UPDATE ${tx(table)} SET sent_at = clock_timestamp() WHERE id = ANY(${o.sentIds}::bigint[])`.execute());
+      beforeCommit(insertTrailEvents(tx, scope, o.sentTrail).execute());
+      if (o.fair) beforeCommit(markSent(tx, scope, o.sentRunIds));
+    }
+    if (o.failedIds.length > 0) {
+      // With fairness on, a failed row steps aside for a while (1 s, doubling, at most 60 s): the fair
+      // selection walks a group in dispatch order, so a row the queue keeps refusing (a body SQS rejects)
+      // would otherwise be a candidate in every pass and take its tenant's room for ever (at cap 1, all of it).
+      const stepAside = o.fair !== undefined ? tx`, available_at = clock_timestamp() + least(power(2, attempts), 60) * interval '1 second'` : tx``;
+      beforeCommit(tx`UPDATE ${tx(table)} SET attempts = attempts + 1 ${stepAside} WHERE id = ANY(${o.failedIds}::bigint[])`.execute());
+    }
+    total.sent += o.sentIds.length;
+    total.failed += o.failedIds.length;
+    total.full ||= o.rows.length === batchSize;
+    // Only a fair pass reports `capped`: with fairness off the result is what it always was.
+    // null: another relay is in its fair pass of this outbox; look again shortly. Nothing selected:
+    // look again soon only while due rows wait (for room); asked in the write of the COMMIT, so it
+    // delays no other outbox's commit. A short fair batch that sent something: its groups reached the
+    // cap (room was all they got), so rows are probably held back; look again shortly without asking (a
+    // poll that finds nothing due asks, and ends the short polls). A batch that sent nothing but failed
+    // (a broken queue) waits for the sweep; one failed row beside sent ones (one tenant's bad body) must
+    // not send every other tenant's held-back rows to the sweep interval.
+    if (o.fair === undefined) continue;
+    capped.push({
+      scope,
+      capped:
+        o.fair === null
+          ? true
+          : o.rows.length === 0
+            ? beforeCommit(dueRowsWaiting(tx, scope))
+            : o.rows.length < batchSize && (o.sentIds.length > 0 || o.failedIds.length === 0),
+    });
   }
-  if (failedIds.length > 0) {
-    // With fairness on, a failed row steps aside for a while (1 s, doubling, at most 60 s): the fair
-    // selection walks a group in dispatch order, so a row the queue keeps refusing (a body SQS rejects)
-    // would otherwise be a candidate in every pass and take its tenant's room for ever (at cap 1, all of it).
-    const stepAside = fair ? tx`, available_at = clock_timestamp() + least(power(2, attempts), 60) * interval '1 second'` : tx``;
-    beforeCommit(tx`UPDATE ${tx(table)} SET attempts = attempts + 1 ${stepAside} WHERE id = ANY(${failedIds}::bigint[])`.execute());
-  }
-  // A short fair batch that sent something: its groups reached the cap (room was all they got), so
-  // rows are probably held back. Look again shortly without asking: a poll that finds nothing due asks
-  // dueRowsWaiting above, and ends the short polls. A batch that sent nothing but failed (a broken
-  // queue) waits for the sweep; one failed row beside sent ones (one tenant's bad body) must not send
-  // every other tenant's held-back rows to the sweep interval.
-  const result: RelayPassResult = { sent: sentIds.length, failed: failedIds.length, full: rows.length === batchSize };
-  if (fair) result.capped = rows.length < batchSize && (sentIds.length > 0 || failedIds.length === 0);
-  return result;
+  return { total, capped };
 }
 
 const BOTH_SCOPES: readonly RunScope[] = ['tenant', 'platform'];
 
-/** One pass over both outboxes (or the given ones), each in its own transaction. */
+/**
+ * One pass over both outboxes (or the given ones), in ONE transaction: a pass costs BEGIN and COMMIT
+ * once, not once per outbox (with fairness off, one statement selects the due rows of both), which a
+ * wake signal for a single run used to pay twice, the second time for an outbox with nothing due.
+ */
 export async function relayPass(
   sql: Sql,
   sqs: SQSClient,
@@ -225,20 +275,19 @@ export async function relayPass(
   const instance = options.instance ?? defaultInstanceLabel();
   const log = options.log ?? silent;
   const fairness = { cap: options.tenantInflightMax ?? 0, groups: options.fairGroups ?? false };
-  const total: RelayPassResult = { sent: 0, failed: 0, full: false };
-  for (const scope of scopes) {
-    const r = await beginPipelined(
-      sql,
-      (tx) => openPass(tx, scope, batchSize, fairness),
-      (tx, opened, beforeCommit) => passOne(tx, opened, sqs, queueUrlPrefix, scope, batchSize, instance, log, fairness, beforeCommit),
-    );
-    total.sent += r.sent;
-    total.failed += r.failed;
-    total.full ||= r.full;
-    // Only a fair pass reports `capped`: with fairness off the result is what it always was.
-    if (r.capped !== undefined) total.capped = (total.capped ?? false) || r.capped;
-    if (r.capped) (total.cappedScopes ??= []).push(scope);
+  const distinct = [...new Set(scopes)];
+  const { total, capped } = await beginPipelined(
+    sql,
+    (tx) => openPass(tx, distinct, batchSize, fairness),
+    (tx, opened, beforeCommit) => passAll(tx, opened as readonly object[] as PendingRow[], sqs, queueUrlPrefix, distinct, batchSize, instance, log, fairness, beforeCommit),
+  );
+  for (const c of capped) {
+    // Answered before the COMMIT was.
+    if (!(await c.capped)) continue;
+    total.capped = true;
+    (total.cappedScopes ??= []).push(c.scope);
   }
+  if (capped.length > 0) total.capped ??= false;
   recordRelayPass(total); // svc_relay_sent_total, svc_relay_send_failures_total (src/observe)
   return total;
 }

@@ -346,6 +346,60 @@ describe('relay', () => {
     await drain('default', 4);
   });
 
+  it('R-OBX-12 R-OBX-13 a pass over both outboxes is one transaction: an outbox with nothing due costs no BEGIN and COMMIT of its own, and rows of both commit together', async () => {
+    const proxy = await recordingProxy(db.url);
+    const viaProxy = createSql(proxy.url, { max: 1, applicationName: 'relay-both-outboxes-test' });
+    const bursts = () => proxy.directions.filter((d, i) => d === 'client' && proxy.directions[i - 1] !== 'client').length;
+    const platformRun = () => inUnitOfWork(sql, system, (tx) => dispatcher.dispatchTask(tx, 'demo.platform_task', { p: 1 }, { actor: system }));
+    try {
+      // A first pass with rows in both outboxes prepares the pass's statements on the connection, as
+      // on a relay that has been running.
+      await dispatchMany(1);
+      await platformRun();
+      expect(await relayPass(viaProxy, sqs, prefix, { instance: 'relay-test' })).toEqual({ sent: 2, failed: 0, full: false });
+
+      // Only the tenant outbox has a due row (a wake signal for one dispatch): BEGIN with the due rows
+      // of both outboxes, then the marks with COMMIT. Two round trips, where a transaction per outbox took four.
+      proxy.directions.length = 0;
+      const [tenantOnly] = await dispatchMany(1);
+      expect(await relayPass(viaProxy, sqs, prefix, { instance: 'relay-test' })).toEqual({ sent: 1, failed: 0, full: false });
+      expect(bursts()).toBe(2);
+
+      // Both outboxes have due rows: still two round trips, and one transaction wrote every `sent` row.
+      proxy.directions.length = 0;
+      const tenantIds = await dispatchMany(2);
+      const platform = await platformRun();
+      expect(await relayPass(viaProxy, sqs, prefix, { instance: 'relay-test' })).toEqual({ sent: 3, failed: 0, full: false });
+      expect(bursts()).toBe(2);
+      const writers = await sql<{ xmin: string }[]>`
+        SELECT DISTINCT xmin::text AS xmin FROM (
+          SELECT xmin FROM task_run_events WHERE run_id = ANY(${tenantIds}::uuid[]) AND event = 'sent'
+          UNION ALL SELECT xmin FROM platform_task_run_events WHERE run_id = ${platform.runId} AND event = 'sent') e`;
+      expect(writers).toHaveLength(1);
+      const [marked] = await sql`SELECT
+          (SELECT count(*)::int FROM outbox_messages WHERE run_id = ANY(${[...tenantIds, tenantOnly!]}::uuid[]) AND sent_at IS NOT NULL) AS tenant,
+          (SELECT count(*)::int FROM platform_outbox_messages WHERE run_id = ${platform.runId} AND sent_at IS NOT NULL) AS platform`;
+      expect(marked).toEqual({ tenant: 3, platform: 1 });
+
+      // Fairness on (the default): BEGIN with the actor context, both outboxes' fair locks, both
+      // selections, then the marks with the empty outbox's look for waiting rows and COMMIT: four round
+      // trips, five when the locks' answers arrive in two reads (the selections then go out in two
+      // writes). A transaction per outbox took nine.
+      const fair = { instance: 'relay-test', tenantInflightMax: 40 };
+      await dispatchMany(1);
+      await relayPass(viaProxy, sqs, prefix, fair);
+      proxy.directions.length = 0;
+      await dispatchMany(1);
+      expect(await relayPass(viaProxy, sqs, prefix, fair)).toEqual({ sent: 1, failed: 0, full: false, capped: true, cappedScopes: ['tenant'] });
+      expect(bursts()).toBeLessThanOrEqual(5);
+    } finally {
+      await viaProxy.end({ timeout: 5 });
+      await proxy.close();
+    }
+    await drain('default', 6);
+    await drain('critical', 2);
+  });
+
   it('R-OBX-16 a resend after a lost mark carries the same run_id and envelope', async () => {
     const [runId] = await dispatchMany(1);
     await relayPass(sql, sqs, prefix);
