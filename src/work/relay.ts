@@ -2,8 +2,8 @@
 // list so a committed dispatch goes out within milliseconds, and sweeps every few seconds so a lost
 // signal (or Redis down) loses nothing. Each pass locks the due rows of both outboxes with FOR UPDATE
 // SKIP LOCKED, sends them with SendMessageBatch, and marks them sent (plus the `sent` trail event) in
-// the same transaction, one for both outboxes; a failed entry only counts an attempt and stays pending. A resend after a partial
-// failure is safe: consumers are idempotent by run id.
+// the same transaction, one for both outboxes; a failed entry only counts an attempt and stays
+// pending. A resend after a partial failure is safe: consumers are idempotent by run id.
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { Redis } from 'ioredis';
 import type { Sql, TxSql } from '../db/client.ts';
