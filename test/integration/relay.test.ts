@@ -400,6 +400,34 @@ describe('relay', () => {
     await drain('critical', 2);
   });
 
+  it('R-OBX-13 R-OBX-16 a mark that fails in one outbox takes back the other outbox\'s marks of the same pass: both rows stay pending and the next pass sends both again', async () => {
+    const [tenantRun] = await dispatchMany(1);
+    const platform = await inUnitOfWork(sql, system, (tx) => dispatcher.dispatchTask(tx, 'demo.platform_task', { p: 2 }, { actor: system }));
+    await sql.unsafe(`CREATE FUNCTION relay_test_refuse_platform_sent() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF NEW.event = 'sent' THEN RAISE EXCEPTION 'platform sent refused by the test'; END IF; RETURN NEW; END $$`);
+    await sql.unsafe('CREATE TRIGGER relay_test_refuse_platform_sent BEFORE INSERT ON platform_task_run_events FOR EACH ROW EXECUTE FUNCTION relay_test_refuse_platform_sent()');
+    const marks = async () => {
+      const [row] = await sql`SELECT
+          (SELECT sent_at IS NOT NULL FROM outbox_messages WHERE run_id = ${tenantRun!}) AS tenant,
+          (SELECT sent_at IS NOT NULL FROM platform_outbox_messages WHERE run_id = ${platform.runId}) AS platform,
+          (SELECT count(*)::int FROM task_run_events WHERE run_id = ${tenantRun!} AND event = 'sent')
+            + (SELECT count(*)::int FROM platform_task_run_events WHERE run_id = ${platform.runId} AND event = 'sent') AS trail`;
+      return row;
+    };
+    try {
+      await expect(relayPass(sql, sqs, prefix)).rejects.toThrow('platform sent refused by the test');
+      expect(await marks()).toEqual({ tenant: false, platform: false, trail: 0 });
+    } finally {
+      await sql.unsafe('DROP TRIGGER relay_test_refuse_platform_sent ON platform_task_run_events');
+      await sql.unsafe('DROP FUNCTION relay_test_refuse_platform_sent()');
+    }
+    expect(await relayPass(sql, sqs, prefix)).toEqual({ sent: 2, failed: 0, full: false });
+    expect(await marks()).toEqual({ tenant: true, platform: true, trail: 2 });
+    // Each sent twice (once before the failed marks), the same run both times.
+    expect((await drain('default', 2)).map((b) => JSON.parse(b).run_id)).toEqual([tenantRun, tenantRun]);
+    expect((await drain('critical', 2)).map((b) => JSON.parse(b).run_id)).toEqual([platform.runId, platform.runId]);
+  });
+
   it('R-OBX-16 a resend after a lost mark carries the same run_id and envelope', async () => {
     const [runId] = await dispatchMany(1);
     await relayPass(sql, sqs, prefix);
