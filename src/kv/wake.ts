@@ -1,6 +1,10 @@
 // The relay's wake-up signal: after a transaction that wrote outbox rows commits, push onto
 // svc:outbox:wake; the relay blocks on that list and starts a pass within milliseconds. The signal is
-// only a hint: a lost one costs at most one sweep interval, so nothing here ever throws.
+// only a hint: a lost one costs at most one sweep interval, so nothing here ever throws. A signal
+// also says how old the rows it announces may be: 'recent' when the transaction that wrote them began
+// less than RECENT_WRITE_MS before the signal, so the relay's next pass need not read from the start
+// of the outbox (src/work/relay.ts); any other signal (an older write, a caller that did not say, an
+// older release's '1') sends the relay through every due row.
 import { once } from 'node:events';
 import type { Redis } from 'ioredis';
 import { redisFallback } from '../observe/redis-fallback.ts';
@@ -9,18 +13,31 @@ import { OUTBOX_WAKE_KEY } from './keys.ts';
 /** Signals kept in the list: the relay needs one to wake, more are noise. */
 export const WAKE_LIST_MAX = 16;
 
+/** A signal is 'recent' when the transaction that wrote its rows began less than this long before it, ms. */
+export const RECENT_WRITE_MS = 500;
+
+/** The payload of a 'recent' signal; any other payload announces rows of any age. */
+const RECENT_SIGNAL = 'recent';
+const ANY_SIGNAL = '1';
+
+/** What woke a wait: only 'recent' signals, or at least one that may announce an older row (or signals the list's cap dropped). */
+export type WakeSignal = 'recent' | 'any';
+
 /** Bound of a wake signal when the client has no commandTimeout of its own, ms. */
 const DEFAULT_SIGNAL_TIMEOUT_MS = 500;
 
 /**
- * LPUSH the wake signal (trimmed to WAKE_LIST_MAX). Resolves false when Redis is unavailable, and
+ * LPUSH the wake signal (trimmed to WAKE_LIST_MAX). `since`: performance.now() taken before the
+ * transaction that wrote the rows began (or before their inserts went out); without it the signal
+ * announces rows of any age. Resolves false when Redis is unavailable, and
  * never keeps the caller longer than `timeoutMs` (default: the client's commandTimeout, else 500 ms),
  * even when Redis hangs. A client still connecting (a fresh one, or one reconnecting) is waited for
  * within that bound: without an offline queue its command would otherwise be refused at once and
  * the wake lost.
  */
-export async function signalOutbox(redis: Redis | undefined, options: { timeoutMs?: number } = {}): Promise<boolean> {
+export async function signalOutbox(redis: Redis | undefined, options: { timeoutMs?: number; since?: number } = {}): Promise<boolean> {
   if (!redis) return false;
+  const payload = options.since !== undefined && performance.now() - options.since < RECENT_WRITE_MS ? RECENT_SIGNAL : ANY_SIGNAL;
   const timeoutMs = options.timeoutMs ?? redis.options.commandTimeout ?? DEFAULT_SIGNAL_TIMEOUT_MS;
   let timer: NodeJS.Timeout | undefined;
   const waiting = new AbortController();
@@ -33,7 +50,7 @@ export async function signalOutbox(redis: Redis | undefined, options: { timeoutM
       const ready = await Promise.race([once(redis, 'ready', { signal: waiting.signal }).then(() => true), bound]);
       if (!ready) return false;
     }
-    await redis.multi().lpush(OUTBOX_WAKE_KEY, '1').ltrim(OUTBOX_WAKE_KEY, 0, WAKE_LIST_MAX - 1).exec();
+    await redis.multi().lpush(OUTBOX_WAKE_KEY, payload).ltrim(OUTBOX_WAKE_KEY, 0, WAKE_LIST_MAX - 1).exec();
     return true;
   };
   try {
@@ -53,25 +70,30 @@ export async function signalOutbox(redis: Redis | undefined, options: { timeoutM
  *   const run = await afterCommit(redis, inUnitOfWork(sql, actor, (tx) => dispatcher.dispatchTask(tx, ...)));
  */
 export async function afterCommit<T>(redis: Redis | undefined, committed: Promise<T>): Promise<T> {
+  // The unit of work was called before this (an argument), but its inserts wait for its BEGIN's answer.
+  const since = performance.now();
   const result = await committed;
-  await signalOutbox(redis);
+  await signalOutbox(redis, { since });
   return result;
 }
 
 /**
  * Blocks on the wake list for at most `timeoutSeconds` (fractions allowed). Needs a connection of its
- * own, since the blocking pop holds it. Resolves true on a signal, false on timeout; rejects when Redis
+ * own, since the blocking pop holds it. Resolves with what the signals said ('recent' only when every
+ * popped signal is, and the list's cap cannot have dropped one), null on timeout; rejects when Redis
  * is unavailable. BLMPOP (Redis 7) pops every signal of the list at once (the list never holds more
  * than WAKE_LIST_MAX): one pass serves them all, and clearing them costs no second round trip before
  * the pass (BLPOP then DEL did, on the path of every steady run). A signal pushed after the pop stays
  * for the next wait, so the rows it announces are never left to the sweep. A server that refuses
  * BLMPOP (older than 7.0, or an ACL without it) gets BLPOP then DEL, as before.
  */
-export async function waitForWake(blocking: Redis, timeoutSeconds: number): Promise<boolean> {
+export async function waitForWake(blocking: Redis, timeoutSeconds: number): Promise<WakeSignal | null> {
   if (!refusesBlmpop.has(blocking)) {
     try {
       const popped = await blocking.blmpop(timeoutSeconds, 1, OUTBOX_WAKE_KEY, 'LEFT', 'COUNT', WAKE_LIST_MAX);
-      return popped !== null;
+      if (popped === null) return null;
+      const signals = popped[1];
+      return signals.length < WAKE_LIST_MAX && signals.every((s) => s === RECENT_SIGNAL) ? 'recent' : 'any';
     } catch (error) {
       if (!refusedCommand(error)) throw error;
       // A Redis before 7.0, or one whose ACL refuses BLMPOP: this connection waits with BLPOP from now on.
@@ -79,9 +101,10 @@ export async function waitForWake(blocking: Redis, timeoutSeconds: number): Prom
     }
   }
   const popped = await blocking.blpop(OUTBOX_WAKE_KEY, timeoutSeconds);
-  if (popped === null) return false;
+  if (popped === null) return null;
+  // The DEL drops the other signals unread.
   await blocking.del(OUTBOX_WAKE_KEY);
-  return true;
+  return 'any';
 }
 
 /** Connections whose server refused BLMPOP (unknown command, or not allowed by its ACL). */

@@ -26,8 +26,11 @@ export interface FollowUpContext {
 export interface FollowUps {
   /** The two UnitRun members. */
   api: Pick<UnitRun, 'dispatch' | 'publish'>;
-  /** Whether a follow-up was written: after the effect commits, signal the relay once. */
-  wrote(): boolean;
+  /**
+   * When the first follow-up began to be written (performance.now()), null when none was: after the
+   * effect commits, signal the relay once, saying how old the rows may be (src/kv/wake.ts `since`).
+   */
+  writtenSince(): number | null;
 }
 
 /**
@@ -44,7 +47,9 @@ async function permanentOnRefusal<T>(work: Promise<T>): Promise<T> {
 }
 
 export function createFollowUps(ctx: FollowUpContext): FollowUps {
-  let wrote = false;
+  let since: number | null = null;
+  // `started` is taken before a write's inserts go out, so its rows' available_at is no older than it.
+  const wrote = (started: number) => (since = since === null ? started : Math.min(since, started));
   // The follow-up's actor: a system process bound to the current run's tenant (or none).
   const actor: Actor = { kind: 'system', tenantId: ctx.tenantId, label: `run:${ctx.runId}` };
   const lineage = { actor, correlationId: ctx.correlationId, causationId: ctx.runId };
@@ -56,21 +61,23 @@ export function createFollowUps(ctx: FollowUpContext): FollowUps {
   return {
     api: {
       async dispatch(unit, payload, options = {}) {
+        const started = performance.now();
         const dispatcher = createDispatcher({
           resolve: (name) => (name === unit.name && unit.kind === 'task' ? targetOfUnit(unit) : undefined),
           instance: ctx.instance,
         });
         const run = await permanentOnRefusal(dispatcher.dispatchTask(ctx.tx, unit.name, payload, { ...lineage, delaySeconds: options.delaySeconds }));
-        wrote = true;
+        wrote(started);
         return run;
       },
       async publish(event, payload, options = {}) {
+        const started = performance.now();
         const dispatcher = createDispatcher({ resolve: () => undefined, subscribers: subscribersOf, instance: ctx.instance });
         const runs = await permanentOnRefusal(dispatcher.publishEvent(ctx.tx, event.type, event.version, payload, { ...lineage, delaySeconds: options.delaySeconds }));
-        if (runs.length > 0) wrote = true;
+        if (runs.length > 0) wrote(started);
         return runs;
       },
     },
-    wrote: () => wrote,
+    writtenSince: () => since,
   };
 }

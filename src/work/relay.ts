@@ -4,13 +4,23 @@
 // SKIP LOCKED, sends them with SendMessageBatch, and marks them sent (plus the `sent` trail event) in
 // the same transaction, one for both outboxes; a failed entry only counts an attempt and stays
 // pending. A resend after a partial failure is safe: consumers are idempotent by run id.
+//
+// Where a pass starts reading: a row marked sent leaves its entry in the pending-row index until a
+// vacuum, and those entries sort first (oldest available_at), so a pass from the start walks every
+// row sent since the last vacuum: 0.47 ms a pass after three bursts of 20,000 rows, and 3 ms once the
+// planner turned to a bitmap scan (bench/results/hot-path-levers-2026-11-25.md). So after a pass that
+// drained what it saw, a pass woken by 'recent' signals (src/kv/wake.ts) reads only the rows that
+// became due since shortly before that pass, and those with failed attempts. Any other wake, a sweep,
+// a failed pass and at least one pass per sweep interval read every due row, so a row a window misses
+// (a dispatch whose transaction outlived RECENT_WRITE_MS without saying so, a crashed relay's lock)
+// waits one sweep interval at most, as a lost signal does.
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { Redis } from 'ioredis';
 import type { Sql, TxSql } from '../db/client.ts';
 import { COMMIT_WITHOUT_FLUSH } from '../db/commit-without-flush.ts';
 import { beginPipelined } from '../db/pipelined-begin.ts';
 import { actorContextSelect, type Actor } from '../db/unit-of-work.ts';
-import { waitForWake } from '../kv/wake.ts';
+import { RECENT_WRITE_MS, waitForWake, type WakeSignal } from '../kv/wake.ts';
 import { startBacklogSampler } from '../observe/backlog.ts';
 import { redisFallback } from '../observe/redis-fallback.ts';
 import { recordRelayPass } from '../observe/relay-metrics.ts';
@@ -32,6 +42,13 @@ export const RELAY_ACTOR: Actor = { kind: 'system', label: 'relay' };
 const WAKE_BLOCK_SECONDS = 1;
 /** Parallel SendMessageBatch calls within one pass. */
 const SEND_CONCURRENCY = 4;
+/**
+ * How far before the previous pass a window starts, ms: a 'recent' signal's rows were written by a
+ * transaction that began less than RECENT_WRITE_MS before the signal, so they became due no earlier
+ * than that before the commit the previous pass could not see; twice that covers the gap between the
+ * two clocks' readings of a pass's start (this process's and the database's).
+ */
+const WINDOW_MARGIN_MS = 2 * RECENT_WRITE_MS;
 
 export interface RelayLogger {
   debug(obj: object, msg?: string): void;
@@ -52,6 +69,11 @@ export interface RelayPassOptions {
   tenantInflightMax?: number;
   /** Send MessageGroupId (tenant uid, `platform` for platform runs) with each message. Default false. */
   fairGroups?: boolean;
+  /**
+   * This pass reads only the rows with failed attempts and those that became due in the last
+   * `windowMs` (the relay's wake passes, see the header); ignored with fairness on. Default: every due row.
+   */
+  windowMs?: number;
 }
 
 export interface RelayPassResult {
@@ -77,8 +99,12 @@ function relayContextSelect(tx: TxSql) {
   return tx`SELECT a.*, ${tx.unsafe(COMMIT_WITHOUT_FLUSH)} AS c FROM (${actorContextSelect(tx, RELAY_ACTOR)}) a`;
 }
 
-/** One outbox's due rows, locked FOR UPDATE SKIP LOCKED, fewest failed attempts first (a row that keeps failing never blocks newer ones). */
-function dueRows(tx: TxSql, scope: RunScope, batchSize: number, groups: boolean) {
+/**
+ * One outbox's due rows, locked FOR UPDATE SKIP LOCKED, fewest failed attempts first (a row that keeps
+ * failing never blocks newer ones). With a window, the scan of the pending-row index starts at its
+ * floor (a row comparison on the index's columns; now() is the pass's BEGIN, stable, so an index bound).
+ */
+function dueRows(tx: TxSql, scope: RunScope, batchSize: number, groups: boolean, windowMs: number | undefined) {
   const tenantColumns =
     scope === 'tenant'
       ? tx`tenant_id::text AS tenant_id, ${groups ? tx`(SELECT t.uid FROM tenants t WHERE t.id = tenant_id)` : tx`NULL::text`} AS tenant_uid`
@@ -87,6 +113,7 @@ function dueRows(tx: TxSql, scope: RunScope, batchSize: number, groups: boolean)
     SELECT ${scope}::text AS scope, id::text AS id, run_id, ${tenantColumns}, queue, envelope, attempts
       FROM ${tx(OUTBOX_TABLE[scope])}
      WHERE sent_at IS NULL AND available_at <= clock_timestamp() AND EXISTS (SELECT 1 FROM ctx)
+       ${windowMs === undefined ? tx`` : tx`AND (attempts, available_at, id) >= (0, now() - ${Math.ceil(windowMs)}::int * interval '1 millisecond', 0::bigint)`}
      ORDER BY attempts, available_at, id
      LIMIT ${batchSize}
        FOR UPDATE SKIP LOCKED`;
@@ -99,9 +126,9 @@ function dueRows(tx: TxSql, scope: RunScope, batchSize: number, groups: boolean)
  * actor context alone. Either applies the actor context (app.process = relay) for the sent_at updates
  * and `sent` trail rows that follow.
  */
-function openPass(tx: TxSql, scopes: readonly RunScope[], batchSize: number, fairness: { cap: number; groups: boolean }) {
+function openPass(tx: TxSql, scopes: readonly RunScope[], batchSize: number, fairness: { cap: number; groups: boolean }, windowMs: number | undefined) {
   if (fairness.cap > 0) return relayContextSelect(tx);
-  const [first, second] = scopes.map((scope) => dueRows(tx, scope, batchSize, fairness.groups));
+  const [first, second] = scopes.map((scope) => dueRows(tx, scope, batchSize, fairness.groups, windowMs));
   return tx`
     WITH ctx AS MATERIALIZED (${relayContextSelect(tx)}),
     a AS (${first!}) ${second ? tx`, b AS (${second})` : tx``}
@@ -278,7 +305,7 @@ export async function relayPass(
   const distinct = [...new Set(scopes)];
   const { total, capped } = await beginPipelined(
     sql,
-    (tx) => openPass(tx, distinct, batchSize, fairness),
+    (tx) => openPass(tx, distinct, batchSize, fairness, options.windowMs),
     (tx, opened, beforeCommit) => passAll(tx, opened as readonly object[] as PendingRow[], sqs, queueUrlPrefix, distinct, batchSize, instance, log, fairness, beforeCommit),
   );
   for (const c of capped) {
@@ -312,10 +339,10 @@ export interface RelayOptions extends RelayPassOptions {
  * waitForWake bounded by `boundMs` on the caller's clock: a hung Redis (frozen, black-holed) never
  * answers the blocking pop, and the relay must not wait for it past its sweep.
  */
-async function boundedWake(blocking: Redis, blockSeconds: number, boundMs: number): Promise<'woken' | 'timeout' | 'failed' | 'hung'> {
+async function boundedWake(blocking: Redis, blockSeconds: number, boundMs: number): Promise<WakeSignal | 'timeout' | 'failed' | 'hung'> {
   let timer: NodeJS.Timeout | undefined;
   const waited = waitForWake(blocking, blockSeconds).then(
-    (woken) => (woken ? ('woken' as const) : ('timeout' as const)),
+    (woken) => woken ?? ('timeout' as const),
     () => 'failed' as const,
   );
   try {
@@ -371,16 +398,16 @@ export function startRelay(options: RelayOptions): Relay {
     ]).finally(() => clearTimeout(timer));
   };
 
-  /** Waits for a wake signal or `waitMs`; true when a signal (a commit of new rows) ended the wait. */
-  async function idle(waitMs: number = sweepIntervalMs): Promise<boolean> {
+  /** Waits for a wake signal or `waitMs`; what the signals said when they (commits of new rows) ended the wait, null when none did. */
+  async function idle(waitMs: number = sweepIntervalMs): Promise<WakeSignal | null> {
     const deadline = Date.now() + waitMs;
     while (!stopping) {
       const remaining = deadline - Date.now();
-      if (remaining <= 0) return false;
+      if (remaining <= 0) return null;
       if (blocking && blocking.status === 'ready') {
         const blockSeconds = Math.max(0.01, Math.min(WAKE_BLOCK_SECONDS, remaining / 1000));
         const woke = await boundedWake(blocking, blockSeconds, blockSeconds * 1000 + wakeTimeoutMs);
-        if (woke === 'woken') return true;
+        if (woke === 'recent' || woke === 'any') return woke;
         if (woke === 'timeout') continue;
         redisFallback('outbox_wake_wait');
         if (woke === 'hung') {
@@ -391,10 +418,10 @@ export function startRelay(options: RelayOptions): Relay {
         }
         // 'failed': Redis went away mid-wait: fall through to a short pause and keep sweeping.
       }
-      if (stopping) return false;
+      if (stopping) return null;
       await pause(Math.min(remaining, 100));
     }
-    return false;
+    return null;
   }
 
   const loop = (async () => {
@@ -404,25 +431,39 @@ export function startRelay(options: RelayOptions): Relay {
     // interval all the same: a lost wake signal must not leave the other outbox waiting for the burst.
     let shortPoll: RunScope[] | null = null;
     let lastFullPass = 0;
+    // Where the next pass starts reading (the header): null, every due row; else a performance.now()
+    // instant, and the pass reads the rows that became due since it (and those with failed attempts).
+    let windowFrom: number | null = null;
+    let lastEveryRow = -Infinity;
     while (!stopping) {
       let again = false;
       let cappedScopes: RunScope[] = [];
       const scopes = shortPoll && Date.now() - lastFullPass < sweepIntervalMs ? shortPoll : BOTH_SCOPES;
       if (scopes === BOTH_SCOPES) lastFullPass = Date.now();
+      const passStart = performance.now();
+      if (passStart - lastEveryRow >= sweepIntervalMs) windowFrom = null;
+      if (windowFrom === null) lastEveryRow = passStart;
       try {
-        const result = await relayPass(sql, sqs, queueUrlPrefix, passOptions, scopes);
+        const windowMs = windowFrom === null ? undefined : passStart - windowFrom;
+        const result = await relayPass(sql, sqs, queueUrlPrefix, { ...passOptions, windowMs }, scopes);
         if (result.sent > 0 || result.failed > 0) log.debug({ ...result }, 'outbox relay pass');
         // A full batch means more is due now; but not when sends fail, or a broken queue would spin.
         again = result.full && result.failed === 0;
         cappedScopes = result.cappedScopes ?? [];
+        // A pass that drained what it saw moves the window up to it; after a full batch the next pass
+        // starts where this one did (the rows past the batch, and any committed meanwhile, are there).
+        if (!result.full) windowFrom = passStart - WINDOW_MARGIN_MS;
       } catch (error) {
+        windowFrom = null;
         log.error({ err: error }, 'outbox relay pass failed; retrying after the sweep interval');
       }
       shortPoll = null;
       if (again) continue;
       // Rows held back by the fairness cap go out as soon as runs finish: a short wait, not a sweep.
       const woken = await idle(cappedScopes.length > 0 ? cappedPollMs : sweepIntervalMs);
-      if (!woken && cappedScopes.length > 0) shortPoll = cappedScopes;
+      if (woken === null && cappedScopes.length > 0) shortPoll = cappedScopes;
+      // A sweep, or a signal that may announce an older row: the next pass reads every due row.
+      if (woken !== 'recent') windowFrom = null;
     }
   })();
 

@@ -137,18 +137,45 @@ describe('relay', () => {
     try {
       await redis.del(OUTBOX_WAKE_KEY);
       for (let i = 0; i < 5; i++) expect(await signalOutbox(redis)).toBe(true);
-      expect(await waitForWake(blocking, 1)).toBe(true);
+      expect(await waitForWake(blocking, 1)).toBe('any');
       expect(await redis.llen(OUTBOX_WAKE_KEY)).toBe(0);
       // The list is capped, so one pop always empties it.
       for (let i = 0; i < WAKE_LIST_MAX + 4; i++) await signalOutbox(redis);
-      expect(await waitForWake(blocking, 1)).toBe(true);
+      expect(await waitForWake(blocking, 1)).toBe('any');
       expect(await redis.llen(OUTBOX_WAKE_KEY)).toBe(0);
-      expect(await waitForWake(blocking, 0.05)).toBe(false);
+      expect(await waitForWake(blocking, 0.05)).toBeNull();
       // A wait already blocking is woken by the next signal.
       const waiting = waitForWake(blocking, 2);
       await waitFor(async () => ((await redis.client('LIST')) as string).includes('name=relay-test-wake'), 2_000, { stepMs: 10 });
       await signalOutbox(redis);
-      expect(await waiting).toBe(true);
+      expect(await waiting).toBe('any');
+    } finally {
+      blocking.disconnect();
+    }
+  });
+
+  it('R-OBX-10 a signal says whether its rows are recent: only recent signals, fewer than the list keeps, wake the wait as recent', async () => {
+    const blocking = redis.duplicate({ connectionName: 'relay-test-wake-kind', enableAutoPipelining: false, commandTimeout: undefined });
+    try {
+      await waitFor(() => blocking.status === 'ready', 5_000, { stepMs: 10, what: 'the blocking connection is ready' });
+      await redis.del(OUTBOX_WAKE_KEY);
+      await signalOutbox(redis, { since: performance.now() });
+      await signalOutbox(redis, { since: performance.now() - 100 });
+      expect(await waitForWake(blocking, 1)).toBe('recent');
+      // A transaction that began 500 ms or more before its signal (pinned literally: RECENT_WRITE_MS).
+      await signalOutbox(redis, { since: performance.now() });
+      await signalOutbox(redis, { since: performance.now() - 500 });
+      expect(await waitForWake(blocking, 1)).toBe('any');
+      // A caller that does not say, and an older release's signal.
+      await signalOutbox(redis);
+      expect(await waitForWake(blocking, 1)).toBe('any');
+      await redis.lpush(OUTBOX_WAKE_KEY, '1');
+      expect(await waitForWake(blocking, 1)).toBe('any');
+      // A full list may have dropped an older signal that was not recent.
+      for (let i = 0; i < WAKE_LIST_MAX; i++) await signalOutbox(redis, { since: performance.now() });
+      expect(await waitForWake(blocking, 1)).toBe('any');
+      for (let i = 0; i < WAKE_LIST_MAX - 1; i++) await signalOutbox(redis, { since: performance.now() });
+      expect(await waitForWake(blocking, 1)).toBe('recent');
     } finally {
       blocking.disconnect();
     }
@@ -168,12 +195,13 @@ describe('relay', () => {
       await waitFor(() => blocking.status === 'ready', 5_000, { stepMs: 10, what: 'the restricted connection is ready' });
       await expect(blocking.blmpop(0.01, 1, OUTBOX_WAKE_KEY, 'LEFT', 'COUNT', 1)).rejects.toThrow(/NOPERM/);
       await redis.del(OUTBOX_WAKE_KEY);
-      for (let i = 0; i < 3; i++) await signalOutbox(redis);
-      expect(await waitForWake(blocking, 1)).toBe(true);
+      // Recent signals all the same: the DEL drops the ones BLPOP did not read, so the wait cannot say.
+      for (let i = 0; i < 3; i++) await signalOutbox(redis, { since: performance.now() });
+      expect(await waitForWake(blocking, 1)).toBe('any');
       expect(await redis.llen(OUTBOX_WAKE_KEY)).toBe(0);
-      expect(await waitForWake(blocking, 0.05)).toBe(false);
+      expect(await waitForWake(blocking, 0.05)).toBeNull();
       await signalOutbox(redis);
-      expect(await waitForWake(blocking, 1)).toBe(true);
+      expect(await waitForWake(blocking, 1)).toBe('any');
     } finally {
       blocking.disconnect();
       await redis.call('ACL', 'DELUSER', user);
@@ -208,6 +236,65 @@ describe('relay', () => {
     expect(batchCalls.every((n) => n <= 10)).toBe(true);
     expect(batchCalls.reduce((a, b) => a + b, 0)).toBe(25);
     expect(new Set((await drain('default', 25)).map((b) => JSON.parse(b).run_id))).toEqual(new Set(ids));
+  });
+
+  /** A dispatch whose transaction began a minute before it committed: its row became due a minute ago. */
+  async function dispatchOld(): Promise<string> {
+    return inUnitOfWork(sql, actor, async (tx) => {
+      const { runId } = await dispatcher.dispatchTask(tx, 'demo.tenant_task', { n: -1 }, { actor });
+      await tx`UPDATE outbox_messages SET available_at = available_at - interval '1 minute' WHERE run_id = ${runId}`;
+      return runId;
+    });
+  }
+
+  it('R-OBX-10 R-OBX-11 a row older than the window goes out at once when its signal says it may be old, and within a sweep interval when only recent signals keep coming', async () => {
+    relay({ sweepIntervalMs: 60_000 });
+    await relayListening();
+    await dispatchMany(1, { signal: redis });
+    await waitFor(async () => (await pendingCount()) === 0, 5_000, { stepMs: 10 });
+    // The signal of a transaction that began a minute ago: the pass reads every due row (no sweep is due for 60 s).
+    const old = await dispatchOld();
+    await signalOutbox(redis, { since: performance.now() - 60_000 });
+    await waitFor(async () => (await pendingCount()) === 0, 5_000, { stepMs: 10, what: 'the old row sent on its own signal' });
+    expect((await drain('default', 2)).map((b) => JSON.parse(b).run_id)).toContain(old);
+  });
+
+  it('R-OBX-11 under a steady stream of recent signals, a row the window cannot see still goes out with the pass of the next sweep interval', async () => {
+    relay({ sweepIntervalMs: 4_000 });
+    await relayListening();
+    await dispatchMany(1, { signal: redis });
+    await waitFor(async () => (await pendingCount()) === 0, 5_000, { stepMs: 10 });
+    // The old row's signal is lost; a recent signal every 100 ms keeps the relay from ever sweeping on a timeout.
+    const old = await dispatchOld();
+    let streaming = true;
+    const stream = (async () => {
+      while (streaming) {
+        await dispatchMany(1, { signal: redis });
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
+    try {
+      await waitFor(async () => (await sql`SELECT 1 FROM outbox_messages WHERE run_id = ${old} AND sent_at IS NOT NULL`).length === 1, 10_000, { stepMs: 20, what: 'the old row sent' });
+    } finally {
+      streaming = false;
+      await stream;
+    }
+    // The recent passes before it (the stream's rows they sent) did not read it: it went out with a later pass.
+    const [marks] = await sql`SELECT (SELECT xmin::text FROM outbox_messages WHERE run_id = ${old}) AS old_pass,
+                                     count(DISTINCT xmin::text) FILTER (WHERE sent_at < (SELECT sent_at FROM outbox_messages WHERE run_id = ${old}))::int AS passes_before
+                                FROM outbox_messages WHERE sent_at IS NOT NULL AND run_id <> ${old}`;
+    expect(marks!.passes_before).toBeGreaterThanOrEqual(2);
+  });
+
+  it('R-OBX-07 a delayed row that became due after the last pass goes out with the next pass woken by a recent signal, not a sweep later', async () => {
+    relay({ sweepIntervalMs: 60_000 });
+    await relayListening();
+    const [delayed] = await dispatchMany(1, { delaySeconds: 1, signal: redis });
+    await waitFor(async () => (await sql`SELECT 1 FROM outbox_messages WHERE run_id = ${delayed!} AND available_at <= clock_timestamp()`).length === 1, 5_000, { stepMs: 20 });
+    expect(await pendingCount()).toBe(1);
+    const [fresh] = await dispatchMany(1, { signal: redis });
+    await waitFor(async () => (await pendingCount()) === 0, 5_000, { stepMs: 10, what: 'both rows sent by the woken pass' });
+    expect(new Set((await drain('default', 2)).map((b) => JSON.parse(b).run_id))).toEqual(new Set([delayed, fresh]));
   });
 
   it('R-OBX-07 R-OBX-03 a delayed row is not sent before available_at', async () => {

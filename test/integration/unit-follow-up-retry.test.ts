@@ -11,6 +11,8 @@ import { TransientFailure, ValidationFailure } from '../../src/work/unit-errors.
 import { events, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import { createEffectTable } from '../fixtures/units/runtime-units.ts';
 import { createTenant } from './work-tables-support.ts';
+import { waitFor } from '../support/wait-for.ts';
+import { OUTBOX_WAKE_KEY } from '../../src/kv/keys.ts';
 
 const child = defineTask({
   name: 'followup.child',
@@ -31,13 +33,15 @@ const subscriber = defineSubscriber({
 const parent = defineTask({
   name: 'followup.parent',
   queue: 'default',
-  payload: z.object({ key: z.string(), mode: z.enum(['ok', 'fail_after', 'mismatch']) }),
+  payload: z.object({ key: z.string(), mode: z.enum(['ok', 'fail_after', 'mismatch', 'slow_after']) }),
   async handler(p, run) {
     await run.transaction`INSERT INTO fixture_effects (run_id, key, attempt) VALUES (${run.runId}, ${p.key}, ${run.attempt})`;
     if (p.mode === 'mismatch') await run.dispatch(systemTask, {});
     const followUp = await run.dispatch(child, { key: p.key });
     await run.publish({ type: 'followup.done', version: 1 }, { key: p.key });
     if (p.mode === 'fail_after') throw new ValidationFailure('failed after dispatching its follow-ups');
+    // A handler that goes on after its follow-ups: they commit 600 ms after they became due.
+    if (p.mode === 'slow_after') await new Promise((r) => setTimeout(r, 600));
     return { child: followUp.runId };
   },
 });
@@ -66,7 +70,7 @@ afterAll(async () => {
   await h?.close();
 });
 
-async function dispatchParent(key: string, mode: 'ok' | 'fail_after' | 'mismatch') {
+async function dispatchParent(key: string, mode: 'ok' | 'fail_after' | 'mismatch' | 'slow_after') {
   const run = await inUnitOfWork(h.sql, tenant, (tx) => dispatchTask(tx, parent, { key, mode }, { actor: tenant }));
   await h.relay();
   return run;
@@ -90,6 +94,20 @@ describe('follow-up runs', () => {
     await h.relay();
     await h.waitForStatus(childRow!.run_id, ['succeeded']);
     expect(await h.effects('child:ok-1')).toBe(1);
+  });
+
+  it('R-OBX-10 the wake signal after the effect commits says whether the follow-ups are recent: not when the handler went on for 500 ms or more after writing them', async () => {
+    const signals = async () => {
+      await waitFor(async () => (await h.redis!.llen(OUTBOX_WAKE_KEY)) > 0, 5_000, { stepMs: 10, what: 'the wake signal' });
+      return h.redis!.lrange(OUTBOX_WAKE_KEY, 0, -1);
+    };
+    await h.redis!.del(OUTBOX_WAKE_KEY);
+    await h.waitForStatus((await dispatchParent('recent-1', 'ok')).runId, ['succeeded']);
+    expect(await signals()).toEqual(['recent']);
+    await h.redis!.del(OUTBOX_WAKE_KEY);
+    await h.waitForStatus((await dispatchParent('slow-1', 'slow_after')).runId, ['succeeded']);
+    // Not 'recent': the relay's next pass reads every due row (src/work/relay.ts).
+    expect(await signals()).toEqual(['1']);
   });
 
   it('a handler failing after run.dispatch leaves no follow-up: they roll back with the effect', async () => {

@@ -100,11 +100,24 @@ async function chaos(s: ChaosScenario): Promise<{ runIds: string[]; prefix: stri
         if (i % 10 === 9) await sleep(s.pauseMs);
       }
     })();
-    // Chaos while the burst runs: a child SIGKILLed and replaced every ~1.2 s, Redis frozen midway.
+    // Chaos while the burst runs: a child SIGKILLed and replaced every ~1.2 s, Redis frozen midway. The
+    // victim is a child with a run of the burst running (its `received` row names it, `child:<pid>`),
+    // looked for during up to 600 ms, so a kill takes work in flight even when load leaves the children
+    // idle at the instant a blind pick would strike; else the children take turns.
+    const holdingRuns = async (): Promise<ChildProcess | undefined> => {
+      const rows = await h.sql<{ instance: string }[]>`
+        SELECT DISTINCT e.worker_instance AS instance FROM platform_task_runs r
+          JOIN platform_task_run_events e ON e.run_id = r.run_id AND e.event = 'received' AND e.attempt = r.attempts
+         WHERE r.run_id = ANY(${runIds}::uuid[]) AND r.status = 'running'`;
+      const busy = new Set(rows.map((r) => r.instance));
+      return [...children].find((c) => busy.has(`child:${c.pid}`));
+    };
     const chaos = (async () => {
       while (runIds.length < RUNS) {
         await sleep(1_200);
-        const victim = [...children][kills % Math.max(1, children.size)];
+        let victim: ChildProcess | undefined;
+        for (const until = Date.now() + 600; !victim && Date.now() < until; await sleep(20)) victim = await holdingRuns();
+        victim ??= [...children][kills % Math.max(1, children.size)];
         if (victim) {
           victim.kill('SIGKILL');
           kills++;

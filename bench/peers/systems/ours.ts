@@ -165,10 +165,11 @@ export async function dispatchJobs(stack: OursStack, tenantId: string, jobs: rea
   const actor: Actor = { kind: 'system', tenantId, label: 'bench-producer' };
   for (let i = 0; i < jobs.length; i += chunk) {
     const part = jobs.slice(i, i + chunk);
+    const since = performance.now();
     await inUnitOfWork(stack.sql, actor, async (tx) => {
       for (const job of part) await stack.dispatcher.dispatchTask(tx, TASK, job, { actor });
     });
-    await signalOutbox(stack.redis);
+    await signalOutbox(stack.redis, { since });
   }
 }
 

@@ -65,7 +65,7 @@ export async function deliverAlone(c: DeliveryContext, early: Failure | null, ga
   let registration: Registration | undefined;
   let evicted: Promise<void> = Promise.resolve();
   let startedAt: string | null = null;
-  let wroteFollowUps = false; // run.dispatch/run.publish (issue 14): their rows commit with the effect
+  let followUpsSince: number | null = null; // run.dispatch/run.publish (issue 14): their rows commit with the effect
   const needsLock = Boolean(c.key) && !early && gate.state !== 'held' && gate.state !== 'completed';
   try {
     // The opening statement goes out with BEGIN (src/db/pipelined-begin.ts). It is harmless outside a
@@ -120,7 +120,7 @@ export async function deliverAlone(c: DeliveryContext, early: Failure | null, ga
       // `started` was written with a fresh claim; a claim that took over an existing row writes it now.
       startedAt = claim.startedAt ?? (await startNow(tx, c, run, attempt));
       const { outcome, followUps } = await callHandler(c, tx, { run, attempt, scheduledFor, payload, signal: controller.signal });
-      wroteFollowUps = followUps.wrote();
+      followUpsSince = followUps.writtenSince();
       // Ledger `completed`, run `succeeded`, trail `succeeded`: one statement, committed with the effect.
       // Sent before COMMIT without waiting (one round trip, not two); if it fails, beginPipelined
       // throws its error, which takes the failure path exactly as a throw in here would.
@@ -144,7 +144,7 @@ export async function deliverAlone(c: DeliveryContext, early: Failure | null, ga
     deps.releaseSignal?.removeEventListener('abort', onRelease);
     if (result && registration?.kind === 'execute') {
       const recorded = recordResults(deps, evicted, [gateResultOf(c, result.outcome)]);
-      return await settleSuccess(c, registration.run, { outcome: result.outcome, replayed: result.replayed, wroteFollowUps }, recorded);
+      return await settleSuccess(c, registration.run, { outcome: result.outcome, replayed: result.replayed, followUpsSince }, recorded);
     }
   } catch (error) {
     effectBackend = null;

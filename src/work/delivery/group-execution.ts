@@ -53,7 +53,7 @@ interface MemberState {
   /** The instant of this attempt's `started` once its turn came (for settlement), else null. */
   startedAt: string | null;
   /** `unchecked`: the handler sent no statement, so no savepoint was opened and the run row is not locked before the finish. */
-  done?: { outcome: UnitOutcome; replayed: boolean; wroteFollowUps: boolean; startedToWrite: string | null; unchecked: boolean };
+  done?: { outcome: UnitOutcome; replayed: boolean; followUpsSince: number | null; startedToWrite: string | null; unchecked: boolean };
   failure?: { error: unknown; reason: unknown };
   /** Its place in the consumer was given back for the group's commit tail (GroupCommits.enterTail): set on every finishing member when the group entered it. */
   gaveBack?: boolean;
@@ -227,7 +227,7 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
         const claim = await claimExistingKey(tx, ledgerScope(c), c.key!, c.fingerprint!, leaseMs);
         const replay = await actOnClaim(tx, c, run, attempt, claim);
         if (replay) {
-          s.done = { outcome: replay.replayed, replayed: true, wroteFollowUps: false, startedToWrite: null, unchecked: false };
+          s.done = { outcome: replay.replayed, replayed: true, followUpsSince: null, startedToWrite: null, unchecked: false };
           tx.unsafe(`RELEASE SAVEPOINT ${savepoint}`).catch(() => {}); // a failure aborts the transaction: the COMMIT reports it
           return;
         }
@@ -243,13 +243,13 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
         beforeFirstStatement: opened ? undefined : openSavepoint,
       });
       if (!opened) {
-        s.done = { outcome, replayed: false, wroteFollowUps: followUps.wrote(), startedToWrite, unchecked: true };
+        s.done = { outcome, replayed: false, followUpsSince: followUps.writtenSince(), startedToWrite, unchecked: true };
         return;
       }
       await opened;
       if (!(await lockRunningRun(tx, scope, { runId: run.runId, tenantId }))) throw new RunMovedOn();
       tx.unsafe(`RELEASE SAVEPOINT ${savepoint}`).catch(() => {}); // as above; sent with the next member's first statement
-      s.done = { outcome, replayed: false, wroteFollowUps: followUps.wrote(), startedToWrite, unchecked: false };
+      s.done = { outcome, replayed: false, followUpsSince: followUps.writtenSince(), startedToWrite, unchecked: false };
     } catch (error) {
       s.failure = { error, reason: s.controller.signal.aborted ? s.controller.signal.reason : undefined };
       if (released) throw error; // the whole group goes back to the queue

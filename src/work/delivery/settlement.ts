@@ -42,10 +42,10 @@ import { finalDeliveryNote } from '../operate/final-delivery.ts';
 export async function settleSuccess(
   c: DeliveryContext,
   run: RunRow,
-  done: { outcome: UnitOutcome; replayed: boolean; wroteFollowUps: boolean },
+  done: { outcome: UnitOutcome; replayed: boolean; followUpsSince: number | null },
   recorded: Promise<void>,
 ): Promise<DeliveryResult> {
-  if (!done.replayed && done.wroteFollowUps) await signalOutbox(c.deps.redis); // after commit, once per attempt
+  if (!done.replayed && done.followUpsSince !== null) await signalOutbox(c.deps.redis, { since: done.followUpsSince }); // after commit, once per attempt
   await recorded;
   await c.port.ack();
   recordRunFinished(run, 'succeeded'); // svc_runs_finished_total, svc_run_duration_seconds (src/observe)
