@@ -3,6 +3,9 @@
 /** List the API and dispatchers push onto after commit; the relay blocks on it (BLMPOP, src/kv/wake.ts). */
 export const OUTBOX_WAKE_KEY = 'svc:outbox:wake';
 
+/** Set by a relay whose fairness cap holds rows back; the first run to finish after it takes it and wakes the relay (src/kv/wake.ts). */
+export const RELAY_CAPPED_KEY = 'svc:relay:capped';
+
 /** Cached status of one run, as served by GET /task-runs/{runId}. */
 export function runStatusKey(runId: string): string {
   return `svc:run-status:${runId}`;

@@ -8,7 +8,7 @@
 import { once } from 'node:events';
 import type { Redis } from 'ioredis';
 import { redisFallback } from '../observe/redis-fallback.ts';
-import { OUTBOX_WAKE_KEY } from './keys.ts';
+import { OUTBOX_WAKE_KEY, RELAY_CAPPED_KEY } from './keys.ts';
 
 /** Signals kept in the list: the relay needs one to wake, more are noise. */
 export const WAKE_LIST_MAX = 16;
@@ -60,6 +60,36 @@ export async function signalOutbox(redis: Redis | undefined, options: { timeoutM
   } finally {
     clearTimeout(timer);
     waiting.abort();
+  }
+}
+
+/**
+ * Room for a capped relay. With fairness on, a relay whose cap holds a tenant's rows back marks itself
+ * capped (markRelayCapped) and waits at most SVC_RELAY_CAPPED_POLL_MS; the first run to finish after
+ * that takes the mark and pushes a signal (signalRoom, in the same write as the settlement's other Redis
+ * commands on an auto-pipelined connection), so the relay sends the next rows as soon as room opens, not
+ * one poll later: a lone tenant's burst at the cap drained at about one cap per poll. One finish per
+ * mark signals, so finishes never flood the relay with passes. Both are hints: a lost one costs a poll.
+ */
+const ROOM_SCRIPT = `if redis.call('DEL', KEYS[1]) == 1 then
+  redis.call('LPUSH', KEYS[2], 'room')
+  redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[1]) - 1)
+end
+return 0`;
+
+/** The relay's mark that its cap holds rows back, for `ttlMs` at most (a relay that stops leaves none for long). Never throws. */
+export function markRelayCapped(redis: Redis | undefined, ttlMs: number): void {
+  if (!redis || redis.status !== 'ready') return;
+  redis.set(RELAY_CAPPED_KEY, '1', 'PX', Math.max(1, Math.round(ttlMs))).catch(() => redisFallback('outbox_wake_signal'));
+}
+
+/** After runs finish: wakes a relay that marked itself capped (one signal per mark). Never throws. */
+export async function signalRoom(redis: Redis | undefined): Promise<void> {
+  if (!redis || redis.status !== 'ready') return;
+  try {
+    await redis.eval(ROOM_SCRIPT, 2, RELAY_CAPPED_KEY, OUTBOX_WAKE_KEY, WAKE_LIST_MAX);
+  } catch {
+    redisFallback('outbox_wake_signal');
   }
 }
 

@@ -20,7 +20,7 @@ import type { Sql, TxSql } from '../db/client.ts';
 import { COMMIT_WITHOUT_FLUSH } from '../db/commit-without-flush.ts';
 import { beginPipelined } from '../db/pipelined-begin.ts';
 import { actorContextSelect, type Actor } from '../db/unit-of-work.ts';
-import { RECENT_WRITE_MS, waitForWake, type WakeSignal } from '../kv/wake.ts';
+import { markRelayCapped, RECENT_WRITE_MS, waitForWake, type WakeSignal } from '../kv/wake.ts';
 import { startBacklogSampler } from '../observe/backlog.ts';
 import { redisFallback } from '../observe/redis-fallback.ts';
 import { recordRelayPass } from '../observe/relay-metrics.ts';
@@ -459,7 +459,9 @@ export function startRelay(options: RelayOptions): Relay {
       }
       shortPoll = null;
       if (again) continue;
-      // Rows held back by the fairness cap go out as soon as runs finish: a short wait, not a sweep.
+      // Rows held back by the fairness cap go out as soon as runs finish: the first finish wakes the
+      // relay (src/kv/wake.ts signalRoom), and a short wait, not a sweep, bounds it without Redis.
+      if (cappedScopes.length > 0) markRelayCapped(options.redis, Math.max(sweepIntervalMs, cappedPollMs));
       const woken = await idle(cappedScopes.length > 0 ? cappedPollMs : sweepIntervalMs);
       if (woken === null && cappedScopes.length > 0) shortPoll = cappedScopes;
       // A sweep, or a signal that may announce an older row: the next pass reads every due row.

@@ -23,8 +23,8 @@ import type { actorContextSelect } from '../db/unit-of-work.ts';
 import type { RunScope } from './run-store.ts';
 
 /**
- * How soon the relay looks again while due rows wait for room, ms (room opens as runs finish; a wake
- * signal of a new dispatch still ends the wait at once). bench/fairness.ts at cap 50 on 2 cores: 20 ms
+ * How soon the relay looks again while due rows wait for room, when no signal comes, ms: the first run
+ * to finish wakes it (src/kv/wake.ts signalRoom), and so does a new dispatch's wake signal. bench/fairness.ts at cap 50 on 2 cores: 20 ms
  * gave another tenant p99 204 ms and 3.70 ms CPU per run, 50 ms gave 116 ms and 3.41 ms (fewer, fuller
  * passes); the cap's margin over the running slots must cover one poll of finishes.
  */

@@ -31,9 +31,17 @@ const fairSlow = defineTask({
   },
 });
 
+const fairQuick = defineTask({
+  name: 'fair.quick',
+  queue: 'bulk',
+  context: 'tenant',
+  payload: z.object({ n: z.number() }),
+  async handler() {},
+});
+
 let h: WorkHarness;
 beforeAll(async () => {
-  h = await workHarness({ units: new Map<string, WorkUnit>([[fairSlow.name, fairSlow]]) });
+  h = await workHarness({ units: new Map<string, WorkUnit>([[fairSlow.name, fairSlow], [fairQuick.name, fairQuick]]) });
 });
 afterAll(async () => {
   await h?.close();
@@ -67,6 +75,30 @@ describe('tenantConcurrency', () => {
       const received = trail.filter((e) => e.event === 'received');
       expect(received.map((e) => e.receive_count), runId).toEqual([1]);
       expect(trail.some((e) => e.event === 'dead_lettered'), runId).toBe(false);
+    }
+  });
+
+  it("R-OBX-10 a relay whose cap holds a lone tenant's burst back is woken by the runs that finish: the burst drains without waiting for its capped poll", async () => {
+    const t = await createTenant(h.sql);
+    const actor: Actor = { kind: 'system', tenantId: t, label: 'fairness-worker-test' };
+    const runs: string[] = [];
+    for (let n = 0; n < 12; n++) runs.push((await h.dispatch('fair.quick', { n }, actor)).runId);
+    // Cap 2 and a capped poll of a minute: past the first two runs, only the finishes' signals send more.
+    const workers = await h.startWorkers({ queues: ['bulk'], relay: { tenantInflightMax: 2, cappedPollMs: 60_000, sweepIntervalMs: 60_000 } });
+    try {
+      for (const runId of runs) expect((await h.waitForStatus(runId, ['succeeded', 'failed'], 20_000)).status).toBe('succeeded');
+    } finally {
+      await workers.stop();
+    }
+    // The cap held: each `sent` came after all but at most one of the earlier sent runs had finished.
+    const order = await h.sql<{ run_id: string; sent: Date; finished: Date }[]>`
+      SELECT r.run_id, e.occurred_at AS sent, r.finished_at AS finished FROM task_runs r
+        JOIN task_run_events e ON e.run_id = r.run_id AND e.event = 'sent'
+       WHERE r.run_id = ANY(${runs}::uuid[]) ORDER BY e.occurred_at`;
+    expect(order).toHaveLength(12);
+    for (const [i, row] of order.entries()) {
+      const stillInFlight = order.slice(0, i).filter((earlier) => earlier.finished > row.sent).length;
+      expect(stillInFlight, `runs in flight when run ${i} was sent`).toBeLessThanOrEqual(1);
     }
   });
 });

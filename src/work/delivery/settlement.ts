@@ -9,7 +9,7 @@ import type { TxSql } from '../../db/client.ts';
 import { retryDelaySeconds } from '../backoff.ts';
 import { failKey, readKey, recordGateResult, recordGateResultsAndEvict, type GateResult } from '../idempotency.ts';
 import { runStatusKey } from '../../kv/keys.ts';
-import { signalOutbox } from '../../kv/wake.ts';
+import { signalOutbox, signalRoom } from '../../kv/wake.ts';
 import { traceStage } from '../../observe/work-tracing.ts';
 import { classifyFailure } from '../unit-errors.ts';
 import type { UnitOutcome } from '../unit.ts';
@@ -59,11 +59,12 @@ export function gateResultOf(c: DeliveryContext, outcome: UnitOutcome): GateResu
 
 /**
  * After the commit of one or more successes: once the eviction sent at their registration is done
- * (`evicted`), every result copied to its gate and every cached status evicted again, in one pipeline.
+ * (`evicted`), every result copied to its gate and every cached status evicted again, in one pipeline,
+ * and a relay waiting for room woken (its runs left flight), in the same write when auto-pipelined.
  */
 export async function recordResults(deps: RunnerDeps, evicted: Promise<void>, results: readonly GateResult[]): Promise<void> {
   await evicted;
-  await recordGateResultsAndEvict(deps.redis, results, cacheTtlOf(deps));
+  await Promise.all([recordGateResultsAndEvict(deps.redis, results, cacheTtlOf(deps)), signalRoom(deps.redis)]);
 }
 
 /**
