@@ -66,16 +66,13 @@ export async function signalOutbox(redis: Redis | undefined, options: { timeoutM
 /**
  * Room for a capped relay. With fairness on, a relay whose cap holds a tenant's rows back marks itself
  * capped (markRelayCapped) and waits at most SVC_RELAY_CAPPED_POLL_MS; the first run to finish after
- * that takes the mark and pushes a signal (signalRoom, in the same write as the settlement's other Redis
- * commands on an auto-pipelined connection), so the relay sends the next rows as soon as room opens, not
- * one poll later: a lone tenant's burst at the cap drained at about one cap per poll. One finish per
- * mark signals, so finishes never flood the relay with passes. Both are hints: a lost one costs a poll.
+ * that takes the mark (a DEL, in the same write as the settlement's other Redis commands on an
+ * auto-pipelined connection) and pushes a wake signal, so the relay sends the next rows as soon as room
+ * opens, not one poll later: a lone tenant's burst at the cap drained at about one cap per poll. One
+ * finish per mark signals, so finishes never flood the relay with passes; every other finish pays a DEL
+ * of a missing key (a Lua script doing both cost Redis about 30 µs a run). Both are hints: a lost one
+ * costs a poll.
  */
-const ROOM_SCRIPT = `if redis.call('DEL', KEYS[1]) == 1 then
-  redis.call('LPUSH', KEYS[2], 'room')
-  redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[1]) - 1)
-end
-return 0`;
 
 /** The relay's mark that its cap holds rows back, for `ttlMs` at most (a relay that stops leaves none for long). Never throws. */
 export function markRelayCapped(redis: Redis | undefined, ttlMs: number): void {
@@ -86,11 +83,14 @@ export function markRelayCapped(redis: Redis | undefined, ttlMs: number): void {
 /** After runs finish: wakes a relay that marked itself capped (one signal per mark). Never throws. */
 export async function signalRoom(redis: Redis | undefined): Promise<void> {
   if (!redis || redis.status !== 'ready') return;
+  let taken: number;
   try {
-    await redis.eval(ROOM_SCRIPT, 2, RELAY_CAPPED_KEY, OUTBOX_WAKE_KEY, WAKE_LIST_MAX);
+    taken = await redis.del(RELAY_CAPPED_KEY);
   } catch {
     redisFallback('outbox_wake_signal');
+    return;
   }
+  if (taken === 1) await signalOutbox(redis);
 }
 
 /**
