@@ -270,7 +270,8 @@ export async function main(args: string[]): Promise<number> {
       concurrency: o.concurrency,
       log,
     });
-    const workers = await spawnOurs('workers', stack.env);
+    // The workers wake a capped relay as runs finish, as SVC_TENANT_INFLIGHT_MAX > 0 has them do (harmless with the cap off).
+    const workers = await spawnOurs('workers', { ...stack.env, BENCH_ROOM_SIGNALS: 'true' });
     try {
       await warmUp(stack, o, log);
       // Fair first, then unfair: the second mode runs on a larger task_runs (the first one's runs stay).

@@ -8,7 +8,8 @@
 // Environment: BENCH_ROLE, BENCH_DATABASE_URL, BENCH_REDIS_URL, BENCH_SQS_ENDPOINT,
 // BENCH_SQS_QUEUE_URL_PREFIX, BENCH_CONCURRENCY, BENCH_SQS_WAIT_SECONDS (default 2), BENCH_RELAY=true
 // (workers: run the relay too), BENCH_RELAY_PAUSED=true (the relay starts paused, waiting for `resume`),
-// BENCH_TENANT_INFLIGHT_MAX (relay: the fairness cap, default 0 = off), BENCH_CAPPED_POLL_MS (relay: its
+// BENCH_TENANT_INFLIGHT_MAX (relay: the fairness cap, default 0 = off; above 0 the workers also wake a capped
+// relay as they finish runs, which BENCH_ROOM_SIGNALS=true asks of a workers process serving a relay of its own), BENCH_CAPPED_POLL_MS (relay: its
 // short poll while the cap holds rows back; default the relay's) and BENCH_SQS_FAIR_GROUPS=true (relay:
 // MessageGroupId).
 import path from 'node:path';
@@ -83,6 +84,8 @@ async function start(): Promise<void> {
       latestMigration: null,
       healthPort: null,
       relay: null,
+      // As SVC_TENANT_INFLIGHT_MAX > 0 sets it: the relay (below, or a process of its own) is fair.
+      roomSignals: process.env.BENCH_ROOM_SIGNALS === 'true' || Number(process.env.BENCH_TENANT_INFLIGHT_MAX ?? 0) > 0,
     });
     await runtime.consuming;
     stopRole = () => runtime.stop();

@@ -81,6 +81,8 @@ export async function run(args: string[]): Promise<number> {
     leaseMarginMs: config.SVC_IDEMPOTENCY_LEASE_MARGIN_MS,
     retentionMs: config.SVC_IDEMPOTENCY_RETENTION_MS,
     cacheTtlMs: config.SVC_IDEMPOTENCY_CACHE_TTL_MS,
+    // The relay may run in another process with the same setting: these workers wake it when it is capped.
+    roomSignals: config.SVC_TENANT_INFLIGHT_MAX > 0,
     backoff: { baseMs: config.SVC_BACKOFF_BASE_MS, capMs: config.SVC_BACKOFF_CAP_MS },
     latestMigration,
     schemaPollIntervalMs: config.SVC_SCHEMA_POLL_INTERVAL_MS,

@@ -62,6 +62,11 @@ export interface WorkerRuntimeOptions {
   latestMigration?: string | null;
   /** How often the schema is re-checked while waiting, ms. Default 5000. */
   schemaPollIntervalMs?: number;
+  /**
+   * Each success wakes a relay whose fairness cap holds rows back (src/kv/wake.ts signalRoom): set when
+   * SVC_TENANT_INFLIGHT_MAX > 0, wherever the relay runs. Default: whether this process's relay is fair.
+   */
+  roomSignals?: boolean;
   /** Runs the outbox relay in this process (SVC_RELAY=true). */
   relay?: { sweepIntervalMs?: number; tenantInflightMax?: number; fairGroups?: boolean; cappedPollMs?: number } | null;
   /** Fires schedules in-process (SVC_LOCAL_SCHEDULER=true). */
@@ -150,6 +155,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
     leaseMarginMs: o.leaseMarginMs ?? 30_000,
     retentionMs: o.retentionMs ?? 7 * 86_400_000,
     cacheTtlMs: o.cacheTtlMs,
+    roomSignals: o.roomSignals ?? (o.relay?.tenantInflightMax ?? 0) > 0,
     backoff: o.backoff ?? {},
     maxReceives: o.maxReceives,
     releaseSignal: release.signal,

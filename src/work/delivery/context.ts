@@ -71,6 +71,8 @@ export interface RunnerDeps {
   retentionMs: number;
   /** TTL of the Redis copy of a finished result (SVC_IDEMPOTENCY_CACHE_TTL_MS); the ledger answers after it. Default 1 hour. */
   cacheTtlMs?: number;
+  /** Fairness is on (SVC_TENANT_INFLIGHT_MAX > 0): each success wakes a relay the cap holds back (src/kv/wake.ts signalRoom). Default false. */
+  roomSignals?: boolean;
   backoff: BackoffOptions;
   /** Receives before the permanent path. Default 5. */
   maxReceives?: number;

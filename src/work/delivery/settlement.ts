@@ -60,11 +60,12 @@ export function gateResultOf(c: DeliveryContext, outcome: UnitOutcome): GateResu
 /**
  * After the commit of one or more successes: once the eviction sent at their registration is done
  * (`evicted`), every result copied to its gate and every cached status evicted again, in one pipeline,
- * and a relay waiting for room woken (its runs left flight), in the same write when auto-pipelined.
+ * and, with fairness on, a relay waiting for room woken (its runs left flight), in the same write when
+ * auto-pipelined.
  */
 export async function recordResults(deps: RunnerDeps, evicted: Promise<void>, results: readonly GateResult[]): Promise<void> {
   await evicted;
-  await Promise.all([recordGateResultsAndEvict(deps.redis, results, cacheTtlOf(deps)), signalRoom(deps.redis)]);
+  await Promise.all([recordGateResultsAndEvict(deps.redis, results, cacheTtlOf(deps)), deps.roomSignals ? signalRoom(deps.redis) : undefined]);
 }
 
 /**
