@@ -63,16 +63,14 @@ export async function signalOutbox(redis: Redis | undefined, options: { timeoutM
   }
 }
 
-/**
- * Room for a capped relay. With fairness on, a relay whose cap holds a tenant's rows back marks itself
- * capped (markRelayCapped) and waits at most SVC_RELAY_CAPPED_POLL_MS; the first run to finish after
- * that takes the mark (a DEL, in the same write as the settlement's other Redis commands on an
- * auto-pipelined connection) and pushes a wake signal, so the relay sends the next rows as soon as room
- * opens, not one poll later: a lone tenant's burst at the cap drained at about one cap per poll. One
- * finish per mark signals, so finishes never flood the relay with passes; every other finish pays a DEL
- * of a missing key (a Lua script doing both cost Redis about 30 µs a run). Both are hints: a lost one
- * costs a poll.
- */
+// Room for a capped relay. With fairness on, a relay whose cap holds a tenant's rows back marks itself
+// capped (markRelayCapped) and waits at most SVC_RELAY_CAPPED_POLL_MS; the first run to finish after
+// that takes the mark (a DEL, in the same write as the settlement's other Redis commands on an
+// auto-pipelined connection) and pushes a wake signal, so the relay sends the next rows as soon as room
+// opens, not one poll later: a lone tenant's burst at the cap drained at about one cap per poll. One
+// finish per mark signals, so finishes never flood the relay with passes; every other finish pays a DEL
+// of a missing key (a Lua script doing both cost Redis about 30 µs a run). Both are hints: a lost one
+// costs a poll.
 
 /** The relay's mark that its cap holds rows back, for `ttlMs` at most (a relay that stops leaves none for long). Never throws. */
 export function markRelayCapped(redis: Redis | undefined, ttlMs: number): void {

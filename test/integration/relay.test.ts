@@ -247,11 +247,16 @@ describe('relay', () => {
     });
   }
 
-  it('R-OBX-10 R-OBX-11 a row older than the window goes out at once when its signal says it may be old, and within a sweep interval when only recent signals keep coming', async () => {
-    relay({ sweepIntervalMs: 60_000 });
+  /** A relay whose last pass drained what it saw after a recent signal: its next recent-woken pass reads a window. */
+  async function relayWithWindow(sweepIntervalMs: number): Promise<void> {
+    relay({ sweepIntervalMs });
     await relayListening();
     await dispatchMany(1, { signal: redis });
     await waitFor(async () => (await pendingCount()) === 0, 5_000, { stepMs: 10 });
+  }
+
+  it('R-OBX-10 R-OBX-11 a row older than the window goes out at once when its signal says it may be old', async () => {
+    await relayWithWindow(60_000);
     // The signal of a transaction that began a minute ago: the pass reads every due row (no sweep is due for 60 s).
     const old = await dispatchOld();
     await signalOutbox(redis, { since: performance.now() - 60_000 });
@@ -260,10 +265,7 @@ describe('relay', () => {
   });
 
   it('R-OBX-11 under a steady stream of recent signals, a row the window cannot see still goes out with the pass of the next sweep interval', async () => {
-    relay({ sweepIntervalMs: 4_000 });
-    await relayListening();
-    await dispatchMany(1, { signal: redis });
-    await waitFor(async () => (await pendingCount()) === 0, 5_000, { stepMs: 10 });
+    await relayWithWindow(4_000);
     // The old row's signal is lost; a recent signal every 100 ms keeps the relay from ever sweeping on a timeout.
     const old = await dispatchOld();
     let streaming = true;
@@ -280,8 +282,7 @@ describe('relay', () => {
       await stream;
     }
     // The recent passes before it (the stream's rows they sent) did not read it: it went out with a later pass.
-    const [marks] = await sql`SELECT (SELECT xmin::text FROM outbox_messages WHERE run_id = ${old}) AS old_pass,
-                                     count(DISTINCT xmin::text) FILTER (WHERE sent_at < (SELECT sent_at FROM outbox_messages WHERE run_id = ${old}))::int AS passes_before
+    const [marks] = await sql`SELECT count(DISTINCT xmin::text) FILTER (WHERE sent_at < (SELECT sent_at FROM outbox_messages WHERE run_id = ${old}))::int AS passes_before
                                 FROM outbox_messages WHERE sent_at IS NOT NULL AND run_id <> ${old}`;
     expect(marks!.passes_before).toBeGreaterThanOrEqual(2);
   });
