@@ -12,6 +12,15 @@
 //   (`slots`: one per slot of its units, GROUP_COMMIT_MAX_RUNS per slot of a `groupCommit` unit, whose
 //   slot runs a whole group: worker-runtime.ts messagesForQueue); settled messages waiting for their
 //   delete hold none.
+// - several receives at once (issue 18): sqs-consumer polls one receive at a time, and waits a timer
+//   turn (at least 1 ms) after each before the next, so one poller tops out at a few hundred receives a
+//   second however many slots wait. A queue with many slots runs `receivers` pollers (one per two full
+//   batches of slots, at most MAX_RECEIVERS) over the same slots: a receive reserves the slots it asks
+//   for when it goes out (`asking`), and its messages hold them from its answer on, so the receives
+//   under way never ask together for more than is free. Only the first poller long-polls; the others
+//   receive while the queue has a backlog (the last receive came back full) and without waiting, so
+//   an idle or lightly loaded queue costs one long poll as before (a server that answers every waiting
+//   poll at each new message, as fauxqs does, would otherwise answer the extra ones empty).
 // - receive linger (issue 18): with fewer than half the slots free (and at most 10), the next receive
 //   waits up to `receiveLingerMs` for more to free. Under load a receive then carries several
 //   messages instead of one as each run ends: fewer ReceiveMessage calls, and the registrations of
@@ -36,6 +45,7 @@ import {
   ReceiveMessageCommand,
   SendMessageCommand,
   type Message,
+  type ReceiveMessageCommandOutput,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import { Consumer } from 'sqs-consumer';
@@ -78,6 +88,16 @@ export interface QueueConsumerOptions {
   ackLingerMs?: number;
   /** How long a receive waits for half the slots to be free, ms (SVC_RECEIVE_LINGER_MS); 0: at the first free slot. Default 10. */
   receiveLingerMs?: number;
+  /** Receives under way at once (pollers); default receiversFor(slots). */
+  receivers?: number;
+}
+
+/** The most pollers of one queue. */
+export const MAX_RECEIVERS = 4;
+
+/** Pollers of a queue with `slots`: one per two full batches of slots, 1 to MAX_RECEIVERS. */
+export function receiversFor(slots: number): number {
+  return Math.max(1, Math.min(MAX_RECEIVERS, Math.floor(slots / (2 * MAX_BATCH))));
 }
 
 export interface QueueConsumer {
@@ -176,40 +196,31 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
   // at once (it never started), instead of staying invisible until the drain window ends.
   const stopped = new AbortController();
   const slotWaitSignal = AbortSignal.any([o.releaseSignal, stopped.signal]);
-  const freeSlots = () => o.slots - holding;
+  // Slots the receives under way asked for (each poller's `asked`); their answers turn into `holding`.
+  let asking = 0;
+  const freeSlots = () => o.slots - holding - asking;
   // What a receive waits for, up to the linger: half the slots (at most one full batch) free.
   const lingerTarget = Math.min(MAX_BATCH, Math.ceil(o.slots / 2));
   const receiveLingerMs = o.receiveLingerMs ?? DEFAULT_RECEIVE_LINGER_MS;
   const log = o.logger.child({ queue: o.queue });
-  // Wakes the poll waiting for free slots whenever a delivery settles or fetching stops.
-  let slotFreed: (() => void) | undefined;
+  // Wakes every poll waiting for free slots whenever a delivery settles, a receive answers or fetching stops.
+  const waiting = new Set<() => void>();
   const notify = () => {
-    const wake = slotFreed;
-    slotFreed = undefined;
-    wake?.();
+    const woken = [...waiting];
+    waiting.clear();
+    for (const wake of woken) wake();
   };
-  /** Resolves at the next settle (or stop), or after `ms` when given. */
+  /** Resolves at the next notify, or after `ms` when given. */
   const nextFree = (ms?: number) =>
     new Promise<void>((resolve) => {
-      const timer = ms === undefined ? undefined : setTimeout(resolve, ms);
-      slotFreed = () => {
+      const wake = () => {
         clearTimeout(timer);
+        waiting.delete(wake);
         resolve();
       };
+      const timer = ms === undefined ? undefined : setTimeout(wake, ms);
+      waiting.add(wake);
     });
-  // The client sqs-consumer receives with: ReceiveMessage asks for the slots free when it is sent
-  // (free slots only grow between the wait below and the send: only this poll adds work). Matched by
-  // name too: a second copy of @aws-sdk/client-sqs under sqs-consumer would fail `instanceof`, and
-  // the receive would then ask for a full batch whatever the free slots.
-  const receivingClient = {
-    send(command: Parameters<SQSClient['send']>[0], options?: Parameters<SQSClient['send']>[1]) {
-      if (command instanceof ReceiveMessageCommand || command.constructor.name === ReceiveMessageCommand.name) {
-        (command.input as { MaxNumberOfMessages?: number }).MaxNumberOfMessages = Math.max(1, Math.min(MAX_BATCH, freeSlots()));
-      }
-      return o.sqs.send(command, options);
-    },
-  } as unknown as SQSClient;
-
   const deleteMessage = createAckBatcher(o.sqs, o.queueUrl, o.ackLingerMs ?? DEFAULT_ACK_LINGER_MS);
   const changeVisibility = (message: Message, seconds: number) =>
     o.sqs.send(new ChangeMessageVisibilityCommand({ QueueUrl: o.queueUrl, ReceiptHandle: message.ReceiptHandle!, VisibilityTimeout: seconds }));
@@ -302,77 +313,113 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
     }
   }
 
-  const consumer = Consumer.create({
-    queueUrl: o.queueUrl,
-    sqs: receivingClient,
-    batchSize: Math.min(MAX_BATCH, o.slots),
-    waitTimeSeconds: o.waitSeconds,
-    visibilityTimeout: o.visibilitySeconds,
-    messageSystemAttributeNames: ['ApproximateReceiveCount'],
-    messageAttributeNames: [RECEIVES_BEFORE_ATTRIBUTE],
-    // The runner deletes messages itself (see the header comment).
-    shouldDeleteMessages: false,
-    async preReceiveMessageCallback() {
-      // Receive only what free slots can take (only this poll adds work, so free slots only grow meanwhile).
-      while (fetching && freeSlots() < 1) {
-        log.debug({ inFlight, slots: o.slots }, 'waiting for a free slot before the next receive');
-        await nextFree();
-      }
-      // Then up to the linger for half the slots, so a busy queue receives in batches.
-      const lingerEnd = performance.now() + receiveLingerMs;
-      while (fetching && freeSlots() < lingerTarget && performance.now() < lingerEnd) await nextFree(lingerEnd - performance.now());
-      if (!fetching) throw new StoppedFetching();
-    },
-    async handleMessageBatch(messages: Message[]) {
-      inFlight += messages.length;
-      holding += messages.length;
-      for (const message of messages) {
-        let held = true;
-        const giveBack = () => {
-          if (!held) return;
-          held = false;
-          holding--;
+  // The last receive came back full: the queue has a backlog, and the extra pollers receive too.
+  let backlog = false;
+  /**
+   * One poller: an sqs-consumer of the queue whose receives ask for the slots it reserved. The client it
+   * is given sets MaxNumberOfMessages when the receive goes out (sqs-consumer builds its input before
+   * preReceiveMessageCallback), and matches by name too: a second copy of @aws-sdk/client-sqs under
+   * sqs-consumer would fail `instanceof`, and the receive would then ask for a full batch whatever the
+   * free slots.
+   */
+  const createPoller = (_: unknown, index: number) => {
+    let asked = 0;
+    const receivingClient = {
+      async send(command: Parameters<SQSClient['send']>[0], options?: Parameters<SQSClient['send']>[1]) {
+        if (!(command instanceof ReceiveMessageCommand || command.constructor.name === ReceiveMessageCommand.name)) return o.sqs.send(command, options);
+        (command.input as { MaxNumberOfMessages?: number }).MaxNumberOfMessages = Math.max(1, asked);
+        try {
+          const out = (await o.sqs.send(command, options)) as ReceiveMessageCommandOutput;
+          // The messages hold their slots from the answer on (handleMessageBatch starts them).
+          const received = out.Messages?.length ?? 0;
+          inFlight += received;
+          holding += received;
+          backlog = received === asked;
+          return out;
+        } finally {
+          asking -= asked;
+          asked = 0;
           notify();
-        };
-        void handle(message, giveBack)
-          .catch((error: unknown) => log.error({ err: error }, 'delivery failed'))
-          .finally(() => {
-            giveBack();
-            inFlight--;
+        }
+      },
+    } as unknown as SQSClient;
+    const consumer = Consumer.create({
+      queueUrl: o.queueUrl,
+      sqs: receivingClient,
+      batchSize: Math.min(MAX_BATCH, o.slots),
+      // The first poller long-polls; the others receive only during a backlog, and without waiting.
+      waitTimeSeconds: index === 0 ? o.waitSeconds : 0,
+      visibilityTimeout: o.visibilitySeconds,
+      messageSystemAttributeNames: ['ApproximateReceiveCount'],
+      messageAttributeNames: [RECEIVES_BEFORE_ATTRIBUTE],
+      // The runner deletes messages itself (see the header comment).
+      shouldDeleteMessages: false,
+      async preReceiveMessageCallback() {
+        while (fetching && index > 0 && !backlog) await nextFree();
+        // Receive only what free slots can take.
+        while (fetching && freeSlots() < 1) {
+          log.debug({ inFlight, slots: o.slots }, 'waiting for a free slot before the next receive');
+          await nextFree();
+        }
+        // Then up to the linger for half the slots, so a busy queue receives in batches.
+        const lingerEnd = performance.now() + receiveLingerMs;
+        while (fetching && freeSlots() < lingerTarget && performance.now() < lingerEnd) await nextFree(lingerEnd - performance.now());
+        if (!fetching) throw new StoppedFetching();
+        // Reserved now, in the same turn as the check: another poller sees these slots taken.
+        asked = Math.max(1, Math.min(MAX_BATCH, freeSlots()));
+        asking += asked;
+      },
+      async handleMessageBatch(messages: Message[]) {
+        for (const message of messages) {
+          let held = true;
+          const giveBack = () => {
+            if (!held) return;
+            held = false;
+            holding--;
             notify();
-          });
-      }
-      return undefined;
-    },
-  });
-  consumer.on('error', (error) => {
-    // The receive aborted by stopFetching rejects: expected, not a queue fault.
-    if (!fetching && (error.name === 'AbortError' || (error as { cause?: { name?: string } }).cause?.name === 'AbortError')) return;
-    if ((error as { cause?: unknown }).cause instanceof StoppedFetching || /fetching stopped/.test(error.message)) return;
-    log.error({ err: error }, 'queue error');
-  });
+          };
+          void handle(message, giveBack)
+            .catch((error: unknown) => log.error({ err: error }, 'delivery failed'))
+            .finally(() => {
+              giveBack();
+              inFlight--;
+              notify();
+            });
+        }
+        return undefined;
+      },
+    });
+    consumer.on('error', (error) => {
+      // The receive aborted by stopFetching rejects: expected, not a queue fault.
+      if (!fetching && (error.name === 'AbortError' || (error as { cause?: { name?: string } }).cause?.name === 'AbortError')) return;
+      if ((error as { cause?: unknown }).cause instanceof StoppedFetching || /fetching stopped/.test(error.message)) return;
+      log.error({ err: error }, 'queue error');
+    });
+    return consumer;
+  };
+  const pollers = Array.from({ length: Math.max(1, o.receivers ?? receiversFor(o.slots)) }, createPoller);
 
   return {
     queue: o.queue,
     start() {
       fetching = true;
-      consumer.start();
+      for (const consumer of pollers) consumer.start();
     },
     stopFetching() {
       fetching = false;
       stopped.abort();
-      // Aborts the long poll under way, so an idle worker stops at once instead of after up to
-      // SVC_SQS_WAIT_SECONDS. A message the poll had already received reaches handle() and is given
-      // back at once; one the queue handed to the aborted request stays invisible until its
+      // Aborts the long polls under way, so an idle worker stops at once instead of after up to
+      // SVC_SQS_WAIT_SECONDS. A message a poll had already received reaches handle() and is given
+      // back at once; one the queue handed to an aborted request stays invisible until its
       // visibility timeout and is then received again: never lost.
-      consumer.stop({ abort: true });
+      for (const consumer of pollers) consumer.stop({ abort: true });
       notify();
     },
     get inFlight() {
       return inFlight;
     },
     get polling() {
-      return consumer.status.isPolling;
+      return pollers.some((consumer) => consumer.status.isPolling);
     },
   };
 }
