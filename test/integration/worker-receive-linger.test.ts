@@ -6,12 +6,8 @@
 import { DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { captureLogger } from '../../src/logging/logger.ts';
-import { dlqUrl, queueUrl } from '../../src/queue/names.ts';
-import { createQueueConsumer } from '../../src/work/consumer.ts';
-import { GroupCommits, StartCoalescer } from '../../src/work/runner.ts';
-import { SlotLimit } from '../../src/work/slot-limit.ts';
 import { defineTask, type WorkUnit } from '../../src/work/unit.ts';
+import { bareConsumer } from '../fixtures/bare-consumer.ts';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import { waitFor } from '../support/wait-for.ts';
 
@@ -139,33 +135,15 @@ describe('receive linger', () => {
     const { receives, recording } = recordingReceives();
     // The consumer alone (the runtime's stop also waits for its runs, which would end any linger by
     // freeing their slots): 4 slots, a linger far longer than the waits below.
-    const release = new AbortController();
-    const logger = captureLogger('debug').logger;
-    const consumer = createQueueConsumer({
+    const consumer = bareConsumer(h, {
       sqs: recording,
       queue: 'bulk',
-      queueUrl: queueUrl(h.queueUrlPrefix, 'bulk'),
-      dlqUrl: dlqUrl(h.queueUrlPrefix, 'bulk'),
+      units: UNITS,
+      workerInstance: 'test-linger',
       visibilitySeconds: 2,
       heartbeatIntervalMs: 500,
       waitSeconds: 1,
       slots: 4,
-      unitSlots: new Map([[gatedTask.name, new SlotLimit(4)]]),
-      runner: {
-        sql: h.sql,
-        redis: h.redis,
-        units: UNITS,
-        workerInstance: 'test-linger',
-        logger,
-        leaseMarginMs: 1_000,
-        retentionMs: 60_000,
-        backoff: { baseMs: 200, capMs: 1_000 },
-        releaseSignal: release.signal,
-        starts: new StartCoalescer(h.sql),
-        groups: new GroupCommits(),
-      },
-      logger,
-      releaseSignal: release.signal,
       receiveLingerMs: 60_000,
     });
     consumer.start();

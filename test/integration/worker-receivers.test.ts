@@ -6,12 +6,9 @@
 import { ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { captureLogger } from '../../src/logging/logger.ts';
-import { dlqUrl, queueUrl } from '../../src/queue/names.ts';
-import { createQueueConsumer, receiversFor } from '../../src/work/consumer.ts';
-import { GroupCommits, StartCoalescer } from '../../src/work/runner.ts';
-import { SlotLimit } from '../../src/work/slot-limit.ts';
+import { receiversFor } from '../../src/work/consumer.ts';
 import { defineTask, type WorkUnit } from '../../src/work/unit.ts';
+import { bareConsumer } from '../fixtures/bare-consumer.ts';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import { waitFor } from '../support/wait-for.ts';
 
@@ -101,34 +98,16 @@ function recordingReceives() {
 
 /** A consumer of `bulk` with SLOTS slots and three pollers, receiving through `client`. */
 function gatedConsumer(client: SQSClient) {
-  const release = new AbortController();
-  const logger = captureLogger('debug').logger;
-  return createQueueConsumer({
+  return bareConsumer(h, {
     sqs: client,
     queue: 'bulk',
-    queueUrl: queueUrl(h.queueUrlPrefix, 'bulk'),
-    dlqUrl: dlqUrl(h.queueUrlPrefix, 'bulk'),
+    units: UNITS,
+    workerInstance: 'test-receivers',
     visibilitySeconds: 60,
     heartbeatIntervalMs: 20_000,
     waitSeconds: 1,
     slots: SLOTS,
     receivers: 3,
-    unitSlots: new Map([[gatedTask.name, new SlotLimit(SLOTS)]]),
-    runner: {
-      sql: h.sql,
-      redis: h.redis,
-      units: UNITS,
-      workerInstance: 'test-receivers',
-      logger,
-      leaseMarginMs: 1_000,
-      retentionMs: 60_000,
-      backoff: { baseMs: 200, capMs: 1_000 },
-      releaseSignal: release.signal,
-      starts: new StartCoalescer(h.sql),
-      groups: new GroupCommits(),
-    },
-    logger,
-    releaseSignal: release.signal,
     receiveLingerMs: 0,
     ackLingerMs: 0,
   });
