@@ -206,6 +206,7 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
   // Wakes every poll waiting for free slots whenever a delivery settles, a receive answers or fetching stops.
   const waiting = new Set<() => void>();
   const notify = () => {
+    if (waiting.size === 0) return; // every settle notifies: no copy when nobody waits
     const woken = [...waiting];
     waiting.clear();
     for (const wake of woken) wake();
