@@ -238,6 +238,16 @@ describe('relay', () => {
     expect(new Set((await drain('default', 25)).map((b) => JSON.parse(b).run_id))).toEqual(new Set(ids));
   });
 
+  it('R-OBX-12 R-OBX-13 R-OBX-15 a pass takes at most 500 due rows of an outbox by default, sent in calls of at most 10; a full pass says so and the next takes the rest', async () => {
+    await dispatchMany(507);
+    expect(await relayPass(sql, sqs, prefix, { instance: 'relay-test' }, ['tenant'])).toEqual({ sent: 500, failed: 0, full: true });
+    expect(batchCalls).toHaveLength(50);
+    expect(batchCalls.every((n) => n === 10)).toBe(true);
+    expect(await pendingCount()).toBe(7);
+    expect(await relayPass(sql, sqs, prefix, { instance: 'relay-test' }, ['tenant'])).toEqual({ sent: 7, failed: 0, full: false });
+    expect(await pendingCount()).toBe(0);
+  });
+
   /** A dispatch whose transaction began a minute before it committed: its row became due a minute ago. */
   async function dispatchOld(): Promise<string> {
     return inUnitOfWork(sql, actor, async (tx) => {

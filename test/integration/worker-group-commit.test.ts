@@ -620,6 +620,45 @@ describe('group commit', () => {
     }
   });
 
+  it('R-UNT-03 R-UNT-09 a group waiting for its slot takes members of later receives, up to 20: of 25 runs dispatched while the slot is busy, 19 or 20 commit as one group', async () => {
+    await h.fenceAbandonedPolls('bulk');
+    const dispatch = async (key: string, hold: boolean) => (await h.dispatch('fixture.group_one', { key, hold }, tenantActor())).runId;
+    onePeak = 0;
+    const a = await dispatch('two-a', true);
+    await h.relay();
+    const runtime = await h.startWorkers({ queues: ['bulk'] });
+    try {
+      await waitFor(() => holds.has('two-a'), 10_000, { what: 'A running in the slot' });
+      const b: string[] = [];
+      for (let i = 0; i < 25; i++) b.push(await dispatch(`two-b${i}`, false));
+      await h.relay();
+      // A receive brings at most 10 messages: B arrives in two or more while A holds the one slot.
+      await waitFor(async () => Number(await visibleInBulk()) <= 6, 10_000, { what: 'B received, waiting for the slot' });
+      await sleep(500);
+      holds.get('two-a')!();
+      for (const runId of [a, ...b]) {
+        expect((await h.waitForStatus(runId, ['succeeded', 'failed'])).status).toBe('succeeded');
+        expect((await h.run(runId))!.attempts).toBe(1);
+      }
+      const byTx = new Map<string, number>();
+      for (const runId of b) {
+        const txids = new Set(await trailTx(runId));
+        expect(txids.size).toBe(1);
+        const [txid] = txids;
+        byTx.set(txid!, (byTx.get(txid!) ?? 0) + 1);
+      }
+      // The slot holds 20 messages, A's among them: the group that waited for it took 19 runs of two or
+      // more receives (20 if A's place came back before it started); the rest came after.
+      const sizes = [...byTx.values()].sort((x, y) => y - x);
+      expect(sizes[0]).toBeGreaterThanOrEqual(19);
+      expect(sizes[0]).toBeLessThanOrEqual(20);
+      expect(onePeak).toBe(1);
+    } finally {
+      for (const release of holds.values()) release();
+      await runtime.stop();
+    }
+  });
+
   it('R-UNT-03 R-IDM-11 a delivery of a group-commit unit that cannot join a group (a replay of a finished run) waits for the unit slot too', async () => {
     await h.fenceAbandonedPolls('bulk');
     const d = await h.dispatch('fixture.group_one', { key: 'one-replay-d' }, tenantActor());
