@@ -202,6 +202,16 @@ async function groupMetric(unit: string): Promise<{ count: number; sum: number }
   return { count: of('svc_group_commit_runs_count'), sum: of('svc_group_commit_runs_sum') };
 }
 
+/** svc_group_commit_runs of a unit: its cumulative bucket counts, by upper bound (`le`). */
+async function groupBuckets(unit: string): Promise<Map<string, number>> {
+  const metric = await metricsRegistry.getSingleMetric('svc_group_commit_runs')!.get();
+  return new Map(
+    metric.values
+      .filter((v) => (v as { metricName?: string }).metricName === 'svc_group_commit_runs_bucket' && v.labels.unit === unit)
+      .map((v) => [String(v.labels.le), v.value]),
+  );
+}
+
 /** svc_deliveries_total of a unit's deliveries given back to the queue (`released`). */
 async function releasedDeliveries(unit: string): Promise<number> {
   const metric = await metricsRegistry.getSingleMetric('svc_deliveries_total')!.get();
@@ -620,10 +630,11 @@ describe('group commit', () => {
     }
   });
 
-  it('R-UNT-03 R-UNT-09 a group waiting for its slot takes members of later receives, up to 20: of 25 runs dispatched while the slot is busy, 19 or 20 commit as one group', async () => {
+  it('R-UNT-03 R-UNT-09 a group waiting for its slot takes members of later receives, up to 20: of 25 runs dispatched while the slot is busy, 19 or 20 commit as one group, which svc_group_commit_runs counts in a bucket of its own', async () => {
     await h.fenceAbandonedPolls('bulk');
     const dispatch = async (key: string, hold: boolean) => (await h.dispatch('fixture.group_one', { key, hold }, tenantActor())).runId;
     onePeak = 0;
+    const bucketsBefore = await groupBuckets('fixture.group_one');
     const a = await dispatch('two-a', true);
     await h.relay();
     const runtime = await h.startWorkers({ queues: ['bulk'] });
@@ -652,6 +663,12 @@ describe('group commit', () => {
       const sizes = [...byTx.values()].sort((x, y) => y - x);
       expect(sizes[0]).toBeGreaterThanOrEqual(19);
       expect(sizes[0]).toBeLessThanOrEqual(20);
+      // svc_group_commit_runs has a bucket for it: one more transaction of more than 15 runs, none of more than 20.
+      const bucketsAfter = await groupBuckets('fixture.group_one');
+      // (No bucket at all before this unit's first observation; a missing bound once there are some fails.)
+      const above = (buckets: Map<string, number>, le: string) => (buckets.size === 0 ? 0 : buckets.get('+Inf')! - (buckets.get(le) ?? Number.NaN));
+      expect(above(bucketsAfter, '15') - above(bucketsBefore, '15')).toBe(1);
+      expect(above(bucketsAfter, '20') - above(bucketsBefore, '20')).toBe(0);
       expect(onePeak).toBe(1);
     } finally {
       for (const release of holds.values()) release();
