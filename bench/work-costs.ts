@@ -5,7 +5,7 @@
 // SQS server), CPU of the PostgreSQL backend serving the connection, and CPU of the Redis server.
 //
 //   dispatch          run row + `queued` trail + outbox row (500 runs per transaction, as the bench's burst)
-//   relay             SendMessageBatch + outbox sent_at + `sent` trail (relayPass, 100 rows per pass)
+//   relay             SendMessageBatch + outbox sent_at + `sent` trail (relayPass, 100 rows per pass, as the figures recorded since 2026-11-23)
 //   sqs_receive       ReceiveMessage (10) + DeleteMessageBatch of those messages (the best a consumer does)
 //   redis_gate        SET NX PX gate, DEL status cache after registration, DEL + SET result after commit
 //   register          the registration statement: actor context, run → running, `received` (autocommit)
@@ -144,7 +144,7 @@ export async function main(args: string[]): Promise<number> {
       };
       const relayAll = async () => {
         for (;;) {
-          const r = await relayPass(sql, sqs, services.sqs!.queueUrlPrefix, { instance });
+          const r = await relayPass(sql, sqs, services.sqs!.queueUrlPrefix, { instance, batchSize: 100 });
           if (r.sent === 0) break;
         }
       };

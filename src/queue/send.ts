@@ -13,6 +13,8 @@ export interface OutgoingMessage {
 export interface BatchSendResult {
   sent: Array<{ id: string; messageId: string }>;
   failed: Array<{ id: string; code: string; message: string }>;
+  /** The call got no answer at all (a timeout, a refused or reset connection), not an error answer. */
+  unanswered?: true;
 }
 
 export async function sendMessageBatch(client: SQSClient, queueUrl: string, messages: readonly OutgoingMessage[]): Promise<BatchSendResult> {
@@ -31,7 +33,8 @@ export async function sendMessageBatch(client: SQSClient, queueUrl: string, mess
     for (const m of messages) if (!seen.has(m.id)) failed.push({ id: m.id, code: 'NotAcknowledged', message: 'missing from the batch response' });
     return { sent, failed };
   } catch (error) {
-    const e = error as { name?: string; message?: string };
-    return { sent: [], failed: messages.map((m) => ({ id: m.id, code: e.name ?? 'SendFailed', message: e.message ?? String(error) })) };
+    const e = error as { name?: string; message?: string; $metadata?: { httpStatusCode?: number } };
+    const failed = messages.map((m) => ({ id: m.id, code: e.name ?? 'SendFailed', message: e.message ?? String(error) }));
+    return e.$metadata?.httpStatusCode === undefined ? { sent: [], failed, unanswered: true } : { sent: [], failed };
   }
 }

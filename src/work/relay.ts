@@ -46,11 +46,11 @@ export const RELAY_ACTOR: Actor = { kind: 'system', label: 'relay' };
 /** Longest blocking pop (BLMPOP), so a lost connection or a stop is noticed quickly. */
 const WAKE_BLOCK_SECONDS = 1;
 /**
- * Parallel SendMessageBatch calls within one pass: a full outbox of a pass (50 calls) goes out in 4
- * waves, as 100 rows did in 3 at 4 calls at once, so a queue that stops answering holds a pass for
- * about as many request timeouts (SVC_SQS_REQUEST_TIMEOUT_MS) as before.
+ * Parallel SendMessageBatch calls within one pass. Their retries spend the SQS client's retry budget,
+ * which the workers' receives, deletes and heartbeats share, so a queue that stops answering costs one
+ * wave of 4 calls: after a wave none of whose calls got an answer, the pass sends nothing more (passAll).
  */
-const SEND_CONCURRENCY = 16;
+const SEND_CONCURRENCY = 4;
 /**
  * How far before the previous pass a window starts, ms: a 'recent' signal's rows were written by a
  * transaction that began less than RECENT_WRITE_MS before the signal, so they became due no earlier
@@ -191,7 +191,7 @@ async function passAll(
     }
   }
 
-  const calls: Array<() => Promise<void>> = [];
+  const calls: Array<() => Promise<boolean>> = [];
   for (const { scope, queue, items } of byQueue.values()) {
     const outcome = outcomes.get(scope)!;
     const { batches, oversized } = packBatches(items, (i) => bodyBytes(i.body));
@@ -240,11 +240,17 @@ async function passAll(
             'outbox send failed; the rows stay pending and are retried on the next pass',
           );
         }
+        return result.unanswered !== true;
       });
     }
   }
+  // A wave none of whose calls got an answer (the queue service down or stalled) ends the sending: the
+  // rows not tried stay pending as they were, for the next pass, and a stalled queue holds the pass for
+  // one wave's request timeouts, not one per wave. An error answer (a queue missing) does not stop it,
+  // so one bad queue never holds back another's rows.
   for (let i = 0; i < calls.length; i += SEND_CONCURRENCY) {
-    await Promise.all(calls.slice(i, i + SEND_CONCURRENCY).map((call) => call()));
+    const answers = await Promise.all(calls.slice(i, i + SEND_CONCURRENCY).map((call) => call()));
+    if (answers.every((answered) => !answered)) break;
   }
 
   // The pass's writes go out with its COMMIT, in one round trip (beforeCommit: each is one statement,

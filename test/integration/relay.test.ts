@@ -19,6 +19,7 @@ import { createTenantMember, workDatabase } from './work-tables-support.ts';
 import { testDispatcher } from './work-test-units.ts';
 import { waitFor } from '../support/wait-for.ts';
 import { recordingProxy } from '../support/recording-proxy.ts';
+import { silentServer } from '../support/silent-server.ts';
 
 let db: TestDatabase;
 let sql: Sql;
@@ -356,6 +357,23 @@ describe('relay', () => {
     relay({ sweepIntervalMs: 100 });
     await waitFor(async () => (await pendingCount()) === 0, 2_000);
     expect((await drain('default', 3)).length).toBe(3);
+  });
+
+  it('R-OBX-14 a queue service that never answers costs a pass one wave of 4 calls: the rows tried count an attempt, the rest stay pending untouched and go out once it answers', async () => {
+    const ids = await dispatchMany(60);
+    const { endpoint, sockets, close } = await silentServer();
+    const stalled = createSqsClient({ region: 'us-east-1', endpoint, localCredentials: true, requestTimeoutMs: 200 }, { maxAttempts: 1 });
+    try {
+      expect(await relayPass(sql, stalled, `${endpoint}/000000000000/`, { instance: 'relay-test' }, ['tenant'])).toEqual({ sent: 0, failed: 40, full: false });
+      expect(sockets.size).toBe(4);
+    } finally {
+      stalled.destroy();
+      await close();
+    }
+    const attempts = await sql<{ attempts: number; n: number }[]>`
+      SELECT attempts, count(*)::int AS n FROM outbox_messages WHERE run_id = ANY(${ids}) AND sent_at IS NULL GROUP BY attempts ORDER BY attempts`;
+    expect(attempts.map((r) => [r.attempts, r.n])).toEqual([[0, 20], [1, 40]]);
+    expect(await relayPass(sql, sqs, prefix, { instance: 'relay-test' }, ['tenant'])).toEqual({ sent: 60, failed: 0, full: false });
   });
 
   it('R-OBX-12 rows locked by another transaction are skipped, not waited for', async () => {

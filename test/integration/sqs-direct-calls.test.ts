@@ -20,6 +20,7 @@ import {
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createSqsClient, LOCAL_SQS_CREDENTIALS } from '../../src/queue/client.ts';
 import { freshQueuePrefix } from '../support/services.ts';
+import { silentServer } from '../support/silent-server.ts';
 import { waitFor } from '../support/wait-for.ts';
 
 interface Seen {
@@ -101,21 +102,6 @@ function direct(options: { maxAttempts?: number; requestTimeoutMs?: number; endp
   );
   clients.push(c);
   return c;
-}
-
-/** A server that accepts connections, reads and never answers; `sockets` are the connections it took. */
-async function silentServer(): Promise<{ endpoint: string; sockets: Set<net.Socket>; close(): Promise<void> }> {
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((socket) => sockets.add(socket));
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    sockets,
-    async close() {
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
 }
 
 async function queue(name: string): Promise<string> {

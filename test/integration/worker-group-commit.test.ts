@@ -548,7 +548,7 @@ describe('group commit', () => {
   });
 
   it('R-UNT-09 a group gives its slot back once its handlers returned: the next group runs while its finish waits, for one group of a unit at a time', async () => {
-    // fixture.group_tail has 1 slot, which a whole group takes; the consumer holds up to 10 of its
+    // fixture.group_tail has 1 slot, which a whole group takes; the consumer holds up to 20 of its
     // messages, so the next groups are received and wait for that slot. Each group's finish is held on
     // a row lock the test takes on one of its runs (after their registration), so the group stays in
     // its tail until the test commits.
