@@ -2,8 +2,8 @@
 // reach execution together (the messages of one receive, or of two while the unit's slots are busy)
 // share ONE effect transaction. Its statements are per group, not per run: one opens it (actor context,
 // deadline, every key's advisory lock), one registers them (the start coalescer), one claims every
-// fresh key, and one finishes them
-// all (ledger `completed`, runs `succeeded`, `started` and `succeeded` rows) before the one COMMIT.
+// fresh key, and one finishes them all (ledger `completed`, runs `succeeded`, `started` and `succeeded`
+// rows) before the one COMMIT.
 // Each handler runs in its own savepoint, one after another; group-execution.ts says what happens
 // when one of them fails. A group of one is an ordinary delivery (execution.ts).
 //
