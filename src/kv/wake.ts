@@ -72,10 +72,13 @@ export async function signalOutbox(redis: Redis | undefined, options: { timeoutM
 // of a missing key (a Lua script doing both cost Redis about 30 µs a run). Both are hints: a lost one
 // costs a poll.
 
-/** The relay's mark that its cap holds rows back, for `ttlMs` at most (a relay that stops leaves none for long). Never throws. */
-export function markRelayCapped(redis: Redis | undefined, ttlMs: number): void {
+/**
+ * The relay's mark that its cap holds rows back, for `ttlMs` at most (a relay that stops leaves none for
+ * long). Resolves once Redis has it (bounded by the client's command timeout); never throws.
+ */
+export async function markRelayCapped(redis: Redis | undefined, ttlMs: number): Promise<void> {
   if (!redis || redis.status !== 'ready') return;
-  redis.set(RELAY_CAPPED_KEY, '1', 'PX', Math.max(1, Math.round(ttlMs))).catch(() => redisFallback('outbox_wake_signal'));
+  await redis.set(RELAY_CAPPED_KEY, '1', 'PX', Math.max(1, Math.round(ttlMs))).catch(() => redisFallback('outbox_wake_signal'));
 }
 
 /** After runs finish: wakes a relay that marked itself capped (one signal per mark). Never throws. */

@@ -450,9 +450,16 @@ export function startRelay(options: RelayOptions): Relay {
     // instant, and the pass reads the rows that became due since it (and those with failed attempts).
     let windowFrom: number | null = null;
     let lastEveryRow = -Infinity;
+    // The last pass found the cap holding rows back.
+    let wasCapped = false;
     while (!stopping) {
       let again = false;
       let cappedScopes: RunScope[] = [];
+      // While the cap holds, the mark (src/kv/wake.ts signalRoom) is in Redis before the pass counts the
+      // runs in flight: a run that finishes after the count takes it and wakes the relay, and one that
+      // finished before is in the count.
+      const markedBefore = wasCapped;
+      if (markedBefore) await markRelayCapped(options.redis, Math.max(sweepIntervalMs, cappedPollMs));
       const scopes = shortPoll && Date.now() - lastFullPass < sweepIntervalMs ? shortPoll : BOTH_SCOPES;
       if (scopes === BOTH_SCOPES) lastFullPass = Date.now();
       const passStart = performance.now();
@@ -473,10 +480,13 @@ export function startRelay(options: RelayOptions): Relay {
         log.error({ err: error }, 'outbox relay pass failed; retrying after the sweep interval');
       }
       shortPoll = null;
+      wasCapped = cappedScopes.length > 0;
       if (again) continue;
       // Rows held back by the fairness cap go out as soon as runs finish: the first finish wakes the
-      // relay (src/kv/wake.ts signalRoom), and a short wait, not a sweep, bounds it without Redis.
-      if (cappedScopes.length > 0) markRelayCapped(options.redis, Math.max(sweepIntervalMs, cappedPollMs));
+      // relay (src/kv/wake.ts signalRoom), and a short wait, not a sweep, bounds it without Redis. A pass
+      // that found the cap holding without the mark in place looks once more, mark in place: a run that
+      // finished between its count and the mark took no mark and signalled nothing (a poll lost).
+      if (wasCapped && !markedBefore) continue;
       const woken = await idle(cappedScopes.length > 0 ? cappedPollMs : sweepIntervalMs);
       if (woken === null && cappedScopes.length > 0) shortPoll = cappedScopes;
       // A sweep, or a signal that may announce an older row: the next pass reads every due row.

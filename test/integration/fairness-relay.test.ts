@@ -19,6 +19,7 @@ import { transitionRun } from '../../src/work/run-store.ts';
 import { inFlightByGroup, selectFairRows } from '../../src/work/tenant-inflight.ts';
 import { createTenant, workDatabase } from './work-tables-support.ts';
 import { testDispatcher } from './work-test-units.ts';
+import { stoppableRedis } from '../support/stoppable-redis.ts';
 import { waitFor } from '../support/wait-for.ts';
 
 let db: TestDatabase;
@@ -218,6 +219,28 @@ describe('fair share between tenants at the relay', () => {
     expect(order.filter((id) => b.includes(id))).toEqual(b);
     // Round robin: B's five runs all leave before A's twentieth, though A dispatched forty first.
     expect(order.indexOf(b[4]!)).toBeLessThan(order.indexOf(a[19]!));
+  });
+
+  it('R-OBX-10 a run that finishes after a capped pass counted it, before the relay marked itself capped, still wakes the relay: it looks once more with its mark in place', async () => {
+    // A Redis of its own, whose writes the test pauses (CLIENT PAUSE WRITE) from before the relay's
+    // first pass: the pass sends the first run and finds the cap holding, the run finishes while the
+    // relay's mark waits in the pause (so no finish could take it), and only then does the mark land.
+    const own = await stoppableRedis('fairness-relay-race', { commandTimeoutMs: 10_000 });
+    const tenant = await createTenant(sql);
+    try {
+      const [first, second] = await dispatch(tenant, 2);
+      await own.redis.call('CLIENT', 'PAUSE', '2000', 'WRITE');
+      relay(1, 'relay-race', { redis: own.redis, cappedPollMs: 60_000 });
+      const sentAt = async (runId: string) => (await sql<{ sent: boolean }[]>`SELECT sent_at IS NOT NULL AS sent FROM outbox_messages WHERE run_id = ${runId}`)[0]!.sent;
+      await waitFor(() => sentAt(first!), 1_500, { stepMs: 10, what: 'the first run sent while Redis writes are paused' });
+      expect(await sentAt(second!)).toBe(false);
+      await sql.begin((tx) => transitionRun(tx, 'tenant', { runId: first!, tenantId: tenant, to: 'succeeded', outcome: {} }));
+      // Without the second look, the relay would sleep its capped poll (a minute) with the second run held back.
+      await waitFor(() => sentAt(second!), 10_000, { what: 'the second run sent once the first finished' });
+    } finally {
+      await Promise.all(relays.splice(0).map((r) => r.stop()));
+      await own.close();
+    }
   });
 
   it('with SVC_TENANT_INFLIGHT_MAX=0 the relay behaves as before: every due row goes out at once and runs are not stamped', async () => {
