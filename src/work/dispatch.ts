@@ -342,6 +342,9 @@ async function writeTrailsAndOutbox(
 /**
  * Writes runs (queued), their user-actor rows, `queued` events and outbox rows: four multi-row
  * statements at most, for one run or ten thousand. All writes share one tenant (or none) and one actor.
+ * Each run reads the database clock once for queued_at and updated_at (two column defaults would read
+ * it twice, and a run whose updated_at came out later would count as sent in the in-flight indexes of
+ * sql/work/0018_tenant-fairness.sql before the relay sent it), as insertRun does.
  */
 async function writeRuns(tx: TxSql, instance: string, writes: readonly RunWrite[]): Promise<DispatchedRun[]> {
   if (writes.length === 0) return [];
@@ -355,19 +358,21 @@ async function writeRuns(tx: TxSql, instance: string, writes: readonly RunWrite[
   const causations = writes.map((w) => w.causationId);
   const pending: Array<PromiseLike<unknown>> = [];
   if (tenantId !== null) {
-    pending.push(tx`INSERT INTO task_runs (run_id, tenant_id, name, queue, trigger, actor_kind, actor_label, correlation_id, causation_id)
-      SELECT r, ${tenantId}::bigint, n, q, t, ${first.actorKind}, ${first.actorLabel}, c, k
-        FROM unnest(${runIds}::uuid[], ${names}::text[], ${queues}::text[], ${triggers}::text[], ${correlations}::uuid[], ${causations}::uuid[])
-             WITH ORDINALITY AS u(r, n, q, t, c, k, o) ORDER BY o`);
+    pending.push(tx`INSERT INTO task_runs (run_id, tenant_id, name, queue, trigger, actor_kind, actor_label, correlation_id, causation_id, queued_at, updated_at)
+      SELECT r, ${tenantId}::bigint, n, q, t, ${first.actorKind}, ${first.actorLabel}, c, k, at, at
+        FROM (SELECT u.*, clock_timestamp() AS at
+                FROM unnest(${runIds}::uuid[], ${names}::text[], ${queues}::text[], ${triggers}::text[], ${correlations}::uuid[], ${causations}::uuid[])
+                     WITH ORDINALITY AS u(r, n, q, t, c, k, o)) AS u ORDER BY o`);
     if (first.user) {
       pending.push(tx`INSERT INTO task_run_user_actors (run_id, tenant_id, user_id, membership_id)
         SELECT r, ${tenantId}::bigint, ${first.user.userId}::bigint, ${first.user.membershipId}::bigint FROM unnest(${runIds}::uuid[]) AS u(r)`);
     }
   } else {
-    pending.push(tx`INSERT INTO platform_task_runs (run_id, name, queue, trigger, actor_kind, actor_label, correlation_id, causation_id)
-      SELECT r, n, q, t, ${first.actorKind}, ${first.actorLabel}, c, k
-        FROM unnest(${runIds}::uuid[], ${names}::text[], ${queues}::text[], ${triggers}::text[], ${correlations}::uuid[], ${causations}::uuid[])
-             WITH ORDINALITY AS u(r, n, q, t, c, k, o) ORDER BY o`);
+    pending.push(tx`INSERT INTO platform_task_runs (run_id, name, queue, trigger, actor_kind, actor_label, correlation_id, causation_id, queued_at, updated_at)
+      SELECT r, n, q, t, ${first.actorKind}, ${first.actorLabel}, c, k, at, at
+        FROM (SELECT u.*, clock_timestamp() AS at
+                FROM unnest(${runIds}::uuid[], ${names}::text[], ${queues}::text[], ${triggers}::text[], ${correlations}::uuid[], ${causations}::uuid[])
+                     WITH ORDINALITY AS u(r, n, q, t, c, k, o)) AS u ORDER BY o`);
   }
   return writeTrailsAndOutbox(tx, instance, writes, runIds, pending);
 }

@@ -63,8 +63,8 @@ export async function insertRun(tx: TxSql, scope: RunScope, run: NewRun): Promis
   await tx`INSERT INTO ${tx(RUN_TABLE[scope])} (run_id, ${tenantId === null ? tx`` : tx`tenant_id,`} name, queue, trigger,
       actor_kind, actor_label, correlation_id, causation_id, queued_at, updated_at)
     SELECT ${run.runId}::uuid, ${tenantId === null ? tx`` : tx`${tenantId}::bigint,`} ${run.name}, ${run.queue}, ${run.trigger},
-      ${run.actorKind}, ${run.actorLabel}, ${run.correlationId}::uuid, ${run.causationId}::uuid, c.now, c.now
-      FROM (SELECT clock_timestamp() AS now) AS c`;
+      ${run.actorKind}, ${run.actorLabel}, ${run.correlationId}::uuid, ${run.causationId}::uuid, c.at, c.at
+      FROM (SELECT clock_timestamp() AS at) AS c`;
 }
 
 export interface UserActorRow {

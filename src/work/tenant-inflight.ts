@@ -3,7 +3,8 @@
 // platform outbox (platform runs are one group of their own, never behind a tenant's rows).
 //
 // In-flight accounting without a counter: the relay stamps updated_at of a still-queued run when its
-// message goes out (markSent), and insertRun writes queued_at = updated_at, so the partial indexes of
+// message goes out (markSent), and every run insert (insertRun, the dispatcher's writeRuns) writes
+// queued_at = updated_at from one clock reading, so the partial indexes of
 // sql/work/0018_tenant-fairness.sql hold exactly the runs in flight (running, retrying, or queued and
 // sent). A finish leaves the index in the UPDATE that finishes the run; the relay counts a group in
 // O(its runs in flight), never O(its backlog), and no hot counter row serialises the finishes.

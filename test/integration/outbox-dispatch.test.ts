@@ -94,6 +94,38 @@ describe('dispatchTask', () => {
     expect(Number(c!.n)).toBe(0);
   });
 
+  it('R-DB-06 a dispatched run reads the database clock once: queued_at = updated_at, so no unsent run counts as in flight', async () => {
+    // The in-flight indexes (sql/work/0018_tenant-fairness.sql) hold a queued run once its updated_at is
+    // past its queued_at, which the relay's send stamps. Two column defaults read the clock twice, and
+    // a run whose second reading fell later sat in the index unsent (17 of 400 measured).
+    const [before] = await sql<{ t: Date }[]>`SELECT clock_timestamp() AS t`;
+    const runs = [
+      ...(await inTx(systemWithTenant, (tx) => dispatcher.dispatchMany(tx, 'demo.tenant_task', Array.from({ length: 400 }, (_, n) => ({ n })), { actor: systemWithTenant }))),
+      ...(await inTx(systemNoTenant, (tx) => dispatcher.dispatchMany(tx, 'demo.platform_task', Array.from({ length: 200 }, () => ({})), { actor: systemNoTenant }))),
+    ];
+    for (let n = 0; n < 50; n++) runs.push(await inTx(userActor, (tx) => dispatcher.dispatchTask(tx, 'demo.tenant_task', { n }, { actor: userActor })));
+    const [after] = await sql<{ t: Date }[]>`SELECT clock_timestamp() AS t`;
+    const tenantIds = runs.filter((r) => r.scope === 'tenant').map((r) => r.runId);
+    const platformIds = runs.filter((r) => r.scope === 'platform').map((r) => r.runId);
+    expect([tenantIds.length, platformIds.length]).toEqual([450, 200]);
+    const rows = await sql<{ queued_at: Date; updated_at: Date; in_flight: boolean }[]>`
+      SELECT queued_at, updated_at, (status = 'queued' AND updated_at > queued_at) AS in_flight FROM task_runs WHERE run_id = ANY(${tenantIds}::uuid[])
+      UNION ALL
+      SELECT queued_at, updated_at, (status = 'queued' AND updated_at > queued_at) FROM platform_task_runs WHERE run_id = ANY(${platformIds}::uuid[])`;
+    expect(rows).toHaveLength(650);
+    expect(rows.filter((r) => r.in_flight)).toHaveLength(0);
+    expect(rows.filter((r) => r.updated_at.getTime() !== r.queued_at.getTime())).toHaveLength(0);
+    // Still the database clock at each statement, not the transaction's start nor the client's.
+    for (const r of rows) {
+      expect(r.queued_at.getTime()).toBeGreaterThanOrEqual(before!.t.getTime());
+      expect(r.queued_at.getTime()).toBeLessThanOrEqual(after!.t.getTime());
+    }
+    const [spread] = await sql<{ distinct_instants: number }[]>`
+      SELECT count(DISTINCT queued_at)::int AS distinct_instants FROM task_runs WHERE run_id = ANY(${tenantIds}::uuid[])`;
+    // One reading per row: the 400 rows of one statement do not share a single instant.
+    expect(spread!.distinct_instants).toBeGreaterThan(50);
+  });
+
   it('R-OBX-07 a delay becomes available_at on the outbox row', async () => {
     const run = await inTx(systemWithTenant, (tx) =>
       dispatcher.dispatchTask(tx, 'demo.tenant_task', { n: 1 }, { actor: systemWithTenant, delaySeconds: 30 }),

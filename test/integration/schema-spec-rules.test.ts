@@ -461,14 +461,24 @@ describe('R-DB-07 creation, consumption and audit times come from the database',
 
   it('R-DB-07 no source code supplies a creation/audit time: not in INSERT column lists, row objects or SET other than clock_timestamp()', () => {
     const names = CREATION_COLUMNS.join('|');
-    const insertList = /INSERT\s+INTO\s+[^\s(]+(?:\s+AS\s+\w+)?\s*\(([^)]*)\)/gi;
+    // The table may be a name or an interpolated one (`INSERT INTO ${tx(table)} (…)`).
+    const insertList = /INSERT\s+INTO\s+(?:\$\{[^}]*\}|[^\s(]+)(?:\s+AS\s+\w+)?\s*\(([^)]*)\)/gi;
+    // A column list may name creation columns only when the statement reads the database clock for
+    // them, `clock_timestamp() AS at`, and hands each of them `at` (queued_at = updated_at: one reading,
+    // not two defaults); never a value from the client.
+    const clockRead = /\bclock_timestamp\(\)\s+AS\s+at\b/i;
+    const clockValues = (statement: string) => (clockRead.test(statement) ? [...statement.matchAll(/(?<!AS\s+)\b(?:\w+\.)?at\b(?!\s*\()/g)].length : 0);
     // A row object handing the column a value (a type annotation such as `created_at: string` is no value).
     const objectKey = new RegExp(`(?:^|[\\s{,])(?:${names})\\s*:(?!:)(?!\\s*(?:string|number|Date|unknown|null)\\b)`, 'm');
     const setClause = new RegExp(`(?:\\bSET\\s+|,\\s*)(?:${names})\\s*=(?!\\s*clock_timestamp\\(\\))`, 'i');
     const offences = (code: string): string[] => {
       const out: string[] = [];
       for (const m of code.matchAll(insertList)) {
-        for (const col of m[1]!.split(',').map((c) => c.trim().replace(/"/g, ''))) if (CREATION_COLUMNS.includes(col)) out.push(`INSERT ${col}`);
+        // The statement: up to the end of its template literal (or of the text).
+        const rest = code.slice(m.index! + m[0].length);
+        const statement = rest.slice(0, rest.search(/`\s*[;)]/) + 1 || undefined);
+        const named = m[1]!.split(',').map((c) => c.trim().replace(/"/g, '')).filter((c) => CREATION_COLUMNS.includes(c));
+        if (named.length > clockValues(statement)) out.push(...named.map((c) => `INSERT ${c}`));
       }
       if (objectKey.test(code)) out.push('row object key');
       if (setClause.test(code)) out.push('SET without clock_timestamp()');
@@ -476,6 +486,10 @@ describe('R-DB-07 creation, consumption and audit times come from the database',
     };
     // The scan catches what it must.
     expect(offences('await tx`INSERT INTO tenants (uid, created_at) VALUES (1, 2)`')).toEqual(['INSERT created_at']);
+    expect(offences('await tx`INSERT INTO ${tx(table)} (run_id, queued_at) VALUES (${id}, ${when})`;')).toEqual(['INSERT queued_at']);
+    expect(offences('await tx`INSERT INTO runs (run_id, queued_at) SELECT ${id}, ${when} FROM (SELECT clock_timestamp() AS at) c`;')).toEqual(['INSERT queued_at']);
+    expect(offences('await tx`INSERT INTO runs (run_id, queued_at, updated_at) SELECT r, c.at, ${when} FROM (SELECT clock_timestamp() AS at) c`;')).toEqual(['INSERT queued_at', 'INSERT updated_at']);
+    expect(offences('await tx`INSERT INTO runs (run_id, queued_at, updated_at) SELECT r, c.at, c.at FROM (SELECT clock_timestamp() AS at) c`;')).toEqual([]);
     expect(offences('const row = { run_id: id, queued_at: when };')).toEqual(['row object key']);
     expect(offences('interface Row { created_at: string; updated_at: Date | null }')).toEqual([]);
     expect(offences('UPDATE x SET status = 1, updated_at = ${now}')).toEqual(['SET without clock_timestamp()']);
