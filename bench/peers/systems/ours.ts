@@ -173,7 +173,27 @@ export async function dispatchJobs(stack: OursStack, tenantId: string, jobs: rea
   }
 }
 
-export function ours(): SystemAdapter {
+/**
+ * Where a steady round's runs spent their time, from the trail (the database clock, the machine clock
+ * the harness reads too): medians over the runs past the warm-up of the instants each step was recorded
+ * at, in ms after the harness's instant before the dispatch call. `sent` is the relay's mark after its
+ * send was answered; `received` the registration; `started` the claim; `succeeded` the finish.
+ */
+export interface SteadyChain {
+  runs: number;
+  queuedMs: number;
+  sentMs: number;
+  receivedMs: number;
+  startedMs: number;
+  succeededMs: number;
+}
+
+export type OursAdapter = SystemAdapter & {
+  /** The chain of the round that ran last (a steady one), skipping its first `warmup` runs (bench/work.ts prints it). */
+  steadyChain(warmup: number): Promise<SteadyChain>;
+};
+
+export function ours(): OursAdapter {
   let ctx: SystemContext;
   let stack: OursStack | undefined;
   // BENCH_RELAY_SEPARATE=true: the topology measured before the thirteenth session of issue 18
@@ -270,6 +290,36 @@ export function ours(): SystemAdapter {
     async reset() {
       // Runs are permanent: a new round gets a tenant of its own instead of an emptied table.
       tenantId = await createBenchTenant(stack!.sql, `r${++nextRound}`);
+    },
+    async steadyChain(warmup) {
+      const [row] = await ctx.sql<{ runs: number; queued: number | null; sent: number | null; received: number | null; started: number | null; succeeded: number | null }[]>`
+        WITH x AS (
+          SELECT (o.envelope->'payload'->>'t')::float8 AS t, extract(epoch FROM r.queued_at) * 1000 AS queued, e.*
+            FROM task_runs r
+            JOIN outbox_messages o ON o.run_id = r.run_id
+            CROSS JOIN LATERAL (
+              SELECT extract(epoch FROM min(occurred_at) FILTER (WHERE event = 'sent')) * 1000 AS sent,
+                     extract(epoch FROM min(occurred_at) FILTER (WHERE event = 'received')) * 1000 AS received,
+                     extract(epoch FROM min(occurred_at) FILTER (WHERE event = 'started')) * 1000 AS started,
+                     extract(epoch FROM min(occurred_at) FILTER (WHERE event = 'succeeded')) * 1000 AS succeeded
+                FROM task_run_events ev WHERE ev.run_id = r.run_id) AS e
+           WHERE r.tenant_id = ${tenantId} AND (o.envelope->'payload'->>'s')::int >= ${warmup})
+        SELECT count(*)::int AS runs,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY queued - t) AS queued,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY sent - t) AS sent,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY received - t) AS received,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY started - t) AS started,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY succeeded - t) AS succeeded
+          FROM x`;
+      const ms = (v: number | null) => (v === null ? Number.NaN : Number(v));
+      return {
+        runs: row!.runs,
+        queuedMs: ms(row!.queued),
+        sentMs: ms(row!.sent),
+        receivedMs: ms(row!.received),
+        startedMs: ms(row!.started),
+        succeededMs: ms(row!.succeeded),
+      };
     },
     externalPids() {
       return [workers?.child.pid, relay?.child.pid].filter((p): p is number => p !== undefined);
