@@ -172,9 +172,10 @@ export async function main(args: string[]): Promise<number> {
       record(await burnDown(adapter, ctx, 'burn', Math.min(o.runs, o.smoke ? 20 : 500), 0, roundOptions));
       for (let round = 1; round <= o.rounds; round++) record(await burnDown(adapter, ctx, 'burn', o.runs, round, roundOptions));
       for (let round = 1; round <= o.rounds; round++) {
-        record(await steady(adapter, ctx, o.rate, o.seconds, o.warmupSeconds, round, roundOptions));
+        const result = await steady(adapter, ctx, o.rate, o.seconds, o.warmupSeconds, round, roundOptions);
+        record(result);
         // Where the round's runs spent their time (README "Benchmarks"), with the same warm-up skipped.
-        const c = await adapter.steadyChain(Math.min(Math.round(o.rate * o.seconds) - 1, Math.round(o.rate * o.warmupSeconds)));
+        const c = await adapter.steadyChain(result.warmup ?? 0);
         log(
           `STEADY_CHAIN round=${round} runs=${c.runs} queued_ms=${num(c.queuedMs, 2)} sent_ms=${num(c.sentMs, 2)} ` +
             `received_ms=${num(c.receivedMs, 2)} started_ms=${num(c.startedMs, 2)} succeeded_ms=${num(c.succeededMs, 2)}`,

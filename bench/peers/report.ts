@@ -27,6 +27,8 @@ export interface RoundResult {
   timedOut: boolean;
   /** Steady workload: the producer's rate in jobs/s. */
   rate?: number;
+  /** Steady workload: how many of the first jobs (the warm-up) the latency figures leave out. */
+  warmup?: number;
 }
 
 export interface SystemInfo {

@@ -233,5 +233,6 @@ export async function steady(
     ...counts,
     timedOut: Number.isNaN(outcome.completedAt),
     rate,
+    warmup,
   };
 }

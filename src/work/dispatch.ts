@@ -344,7 +344,9 @@ async function writeTrailsAndOutbox(
  * statements at most, for one run or ten thousand. All writes share one tenant (or none) and one actor.
  * Each run reads the database clock once for queued_at and updated_at (two column defaults would read
  * it twice, and a run whose updated_at came out later would count as sent in the in-flight indexes of
- * sql/work/0018_tenant-fairness.sql before the relay sent it), as insertRun does.
+ * sql/work/0018_tenant-fairness.sql before the relay sent it), as insertRun does. The reading is taken
+ * as the insert pulls the row (above the sort, in a subquery PostgreSQL does not flatten: its target
+ * list is volatile), so each row gets the clock at its own insert, as a column default would.
  */
 async function writeRuns(tx: TxSql, instance: string, writes: readonly RunWrite[]): Promise<DispatchedRun[]> {
   if (writes.length === 0) return [];
@@ -361,8 +363,8 @@ async function writeRuns(tx: TxSql, instance: string, writes: readonly RunWrite[
     pending.push(tx`INSERT INTO task_runs (run_id, tenant_id, name, queue, trigger, actor_kind, actor_label, correlation_id, causation_id, queued_at, updated_at)
       SELECT r, ${tenantId}::bigint, n, q, t, ${first.actorKind}, ${first.actorLabel}, c, k, at, at
         FROM (SELECT u.*, clock_timestamp() AS at
-                FROM unnest(${runIds}::uuid[], ${names}::text[], ${queues}::text[], ${triggers}::text[], ${correlations}::uuid[], ${causations}::uuid[])
-                     WITH ORDINALITY AS u(r, n, q, t, c, k, o)) AS u ORDER BY o`);
+                FROM (SELECT * FROM unnest(${runIds}::uuid[], ${names}::text[], ${queues}::text[], ${triggers}::text[], ${correlations}::uuid[], ${causations}::uuid[])
+                                    WITH ORDINALITY AS u(r, n, q, t, c, k, o) ORDER BY o) AS u) AS u`);
     if (first.user) {
       pending.push(tx`INSERT INTO task_run_user_actors (run_id, tenant_id, user_id, membership_id)
         SELECT r, ${tenantId}::bigint, ${first.user.userId}::bigint, ${first.user.membershipId}::bigint FROM unnest(${runIds}::uuid[]) AS u(r)`);
@@ -371,8 +373,8 @@ async function writeRuns(tx: TxSql, instance: string, writes: readonly RunWrite[
     pending.push(tx`INSERT INTO platform_task_runs (run_id, name, queue, trigger, actor_kind, actor_label, correlation_id, causation_id, queued_at, updated_at)
       SELECT r, n, q, t, ${first.actorKind}, ${first.actorLabel}, c, k, at, at
         FROM (SELECT u.*, clock_timestamp() AS at
-                FROM unnest(${runIds}::uuid[], ${names}::text[], ${queues}::text[], ${triggers}::text[], ${correlations}::uuid[], ${causations}::uuid[])
-                     WITH ORDINALITY AS u(r, n, q, t, c, k, o)) AS u ORDER BY o`);
+                FROM (SELECT * FROM unnest(${runIds}::uuid[], ${names}::text[], ${queues}::text[], ${triggers}::text[], ${correlations}::uuid[], ${causations}::uuid[])
+                                    WITH ORDINALITY AS u(r, n, q, t, c, k, o) ORDER BY o) AS u) AS u`);
   }
   return writeTrailsAndOutbox(tx, instance, writes, runIds, pending);
 }

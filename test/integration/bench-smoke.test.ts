@@ -16,12 +16,13 @@ describe('bench work --smoke', () => {
     expect(out).toMatch(/^BASELINES direct_messages_per_s=[\d.]+ sdk_messages_per_s=[\d.]+ ratio_to_sdk=[\d.]+$/m);
     // Where the steady round's runs spent their time, read from the trail: every run past the warm-up
     // (2 s at 50 runs/s, the first 0.5 s skipped), each step's median no earlier than the one before.
-    const chain = out.match(/^# STEADY_CHAIN round=1 runs=(\d+) queued_ms=([\d.]+) sent_ms=([\d.]+) received_ms=([\d.]+) started_ms=([\d.]+) succeeded_ms=([\d.]+)$/m);
+    // `queued` compares the harness's clock with the database's, so only it may come out at or below 0.
+    const chain = out.match(/^# STEADY_CHAIN round=1 runs=(\d+) queued_ms=(\S+) sent_ms=(\S+) received_ms=(\S+) started_ms=(\S+) succeeded_ms=(\S+)$/m);
     expect(chain, out).not.toBeNull();
     expect(Number(chain![1])).toBe(75);
     const steps = chain!.slice(2).map(Number);
-    expect(steps[0]).toBeGreaterThan(0);
-    for (let i = 1; i < steps.length; i++) expect(steps[i], `step ${i}`).toBeGreaterThanOrEqual(steps[i - 1]!);
+    for (const step of steps) expect(Number.isFinite(step), chain![0]).toBe(true);
+    for (let i = 1; i < steps.length; i++) expect(steps[i], `step ${i}: ${chain![0]}`).toBeGreaterThanOrEqual(steps[i - 1]!);
     const last = out.trim().split('\n').at(-1)!;
     expect(last).toMatch(
       /^SUMMARY runs_per_s=[\d.]+ p50_ms=[\d.]+ p99_ms=[\d.]+ lost=0 duplicated=0 baseline_ratio=[\d.]+ cpu_ms_per_run=[\d.]+$/,

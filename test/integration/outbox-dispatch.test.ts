@@ -99,8 +99,9 @@ describe('dispatchTask', () => {
     // past its queued_at, which the relay's send stamps. Two column defaults read the clock twice, and
     // a run whose second reading fell later sat in the index unsent (17 of 400 measured).
     const [before] = await sql<{ t: Date }[]>`SELECT clock_timestamp() AS t`;
+    const batch = await inTx(systemWithTenant, (tx) => dispatcher.dispatchMany(tx, 'demo.tenant_task', Array.from({ length: 400 }, (_, n) => ({ n })), { actor: systemWithTenant }));
     const runs = [
-      ...(await inTx(systemWithTenant, (tx) => dispatcher.dispatchMany(tx, 'demo.tenant_task', Array.from({ length: 400 }, (_, n) => ({ n })), { actor: systemWithTenant }))),
+      ...batch,
       ...(await inTx(systemNoTenant, (tx) => dispatcher.dispatchMany(tx, 'demo.platform_task', Array.from({ length: 200 }, () => ({})), { actor: systemNoTenant }))),
     ];
     for (let n = 0; n < 50; n++) runs.push(await inTx(userActor, (tx) => dispatcher.dispatchTask(tx, 'demo.tenant_task', { n }, { actor: userActor })));
@@ -120,10 +121,15 @@ describe('dispatchTask', () => {
       expect(r.queued_at.getTime()).toBeGreaterThanOrEqual(before!.t.getTime());
       expect(r.queued_at.getTime()).toBeLessThanOrEqual(after!.t.getTime());
     }
-    const [spread] = await sql<{ distinct_instants: number }[]>`
-      SELECT count(DISTINCT queued_at)::int AS distinct_instants FROM task_runs WHERE run_id = ANY(${tenantIds}::uuid[])`;
-    // One reading per row: the 400 rows of one statement do not share a single instant.
-    expect(spread!.distinct_instants).toBeGreaterThan(50);
+    // One reading per row, as it is inserted: the 400 rows of one statement do not share an instant, and
+    // they read the clock in the order they are inserted (dispatch order), as column defaults would.
+    const [spread] = await sql<{ distinct_instants: number; out_of_order: number }[]>`
+      SELECT count(DISTINCT queued_at)::int AS distinct_instants,
+             count(*) FILTER (WHERE queued_at < previous)::int AS out_of_order
+        FROM (SELECT queued_at, lag(queued_at) OVER (ORDER BY (envelope->'payload'->>'n')::int) AS previous
+                FROM task_runs JOIN outbox_messages USING (run_id) WHERE run_id = ANY(${batch.map((r) => r.runId)}::uuid[])) AS x`;
+    expect(spread!.distinct_instants).toBeGreaterThan(1);
+    expect(spread!.out_of_order).toBe(0);
   });
 
   it('R-OBX-07 a delay becomes available_at on the outbox row', async () => {

@@ -399,6 +399,52 @@ const CREATION_COLUMNS = [
   'introduced_at', 'entered_at', 'selected_at', 'executed_at',
 ];
 
+/** Index of the backtick that closes the template literal whose text runs from `i` (nested templates and `${…}` skipped). */
+function templateEnd(code: string, i: number): number {
+  while (i < code.length) {
+    const c = code[i]!;
+    if (c === '\\') i += 2;
+    else if (c === '`') return i;
+    else if (c === '$' && code[i + 1] === '{') i = interpolationEnd(code, i + 2) + 1;
+    else i += 1;
+  }
+  return code.length;
+}
+
+/** Index of the `}` that closes the interpolation whose expression starts at `i`. */
+function interpolationEnd(code: string, i: number): number {
+  let depth = 0;
+  while (i < code.length) {
+    const c = code[i]!;
+    if (c === '`') i = templateEnd(code, i + 1) + 1;
+    else if (c === "'" || c === '"') {
+      const close = code.indexOf(c, i + 1);
+      i = close < 0 ? code.length : close + 1;
+    } else {
+      if (c === '{') depth += 1;
+      if (c === '}' && depth-- === 0) return i;
+      i += 1;
+    }
+  }
+  return code.length;
+}
+
+/** The template text with each `${…}` replaced by `$`. */
+function blankInterpolations(text: string): string {
+  let out = '';
+  let i = 0;
+  while (i < text.length) {
+    if (text[i] === '$' && text[i + 1] === '{') {
+      out += '$';
+      i = interpolationEnd(text, i + 2) + 1;
+    } else {
+      out += text[i];
+      i += 1;
+    }
+  }
+  return out;
+}
+
 describe('R-DB-07 creation, consumption and audit times come from the database', () => {
   it('R-DB-07 every NOT NULL creation/audit column defaults to clock_timestamp()', async () => {
     const rows = await db.sql`SELECT table_name, column_name, is_nullable, column_default FROM information_schema.columns
@@ -464,19 +510,22 @@ describe('R-DB-07 creation, consumption and audit times come from the database',
     // The table may be a name or an interpolated one (`INSERT INTO ${tx(table)} (…)`).
     const insertList = /INSERT\s+INTO\s+(?:\$\{[^}]*\}|[^\s(]+)(?:\s+AS\s+\w+)?\s*\(([^)]*)\)/gi;
     // A column list may name creation columns only when the statement reads the database clock for
-    // them, `clock_timestamp() AS at`, and hands each of them `at` (queued_at = updated_at: one reading,
-    // not two defaults); never a value from the client.
+    // them, `clock_timestamp() AS at`, and hands each of them `at` in its select list (queued_at =
+    // updated_at: one reading, not two defaults); never a value from the client. Interpolations are
+    // blanked first, so a client value named `at` (`${at}`, `${job.at}`) counts for nothing, and only an
+    // `at` in a value's place (followed by a comma or FROM) counts, not one in a WHERE.
     const clockRead = /\bclock_timestamp\(\)\s+AS\s+at\b/i;
-    const clockValues = (statement: string) => (clockRead.test(statement) ? [...statement.matchAll(/(?<!AS\s+)\b(?:\w+\.)?at\b(?!\s*\()/g)].length : 0);
+    const clockValues = (statement: string) =>
+      clockRead.test(statement) ? [...statement.matchAll(/(?<!AS\s+)\b(?:\w+\.)?at\b\s*(?:,|FROM\b)/g)].length : 0;
     // A row object handing the column a value (a type annotation such as `created_at: string` is no value).
     const objectKey = new RegExp(`(?:^|[\\s{,])(?:${names})\\s*:(?!:)(?!\\s*(?:string|number|Date|unknown|null)\\b)`, 'm');
     const setClause = new RegExp(`(?:\\bSET\\s+|,\\s*)(?:${names})\\s*=(?!\\s*clock_timestamp\\(\\))`, 'i');
     const offences = (code: string): string[] => {
       const out: string[] = [];
       for (const m of code.matchAll(insertList)) {
-        // The statement: up to the end of its template literal (or of the text).
-        const rest = code.slice(m.index! + m[0].length);
-        const statement = rest.slice(0, rest.search(/`\s*[;)]/) + 1 || undefined);
+        // The statement: the rest of its template literal, interpolations blanked.
+        const start = m.index! + m[0].length;
+        const statement = blankInterpolations(code.slice(start, templateEnd(code, start)));
         const named = m[1]!.split(',').map((c) => c.trim().replace(/"/g, '')).filter((c) => CREATION_COLUMNS.includes(c));
         if (named.length > clockValues(statement)) out.push(...named.map((c) => `INSERT ${c}`));
       }
@@ -489,7 +538,13 @@ describe('R-DB-07 creation, consumption and audit times come from the database',
     expect(offences('await tx`INSERT INTO ${tx(table)} (run_id, queued_at) VALUES (${id}, ${when})`;')).toEqual(['INSERT queued_at']);
     expect(offences('await tx`INSERT INTO runs (run_id, queued_at) SELECT ${id}, ${when} FROM (SELECT clock_timestamp() AS at) c`;')).toEqual(['INSERT queued_at']);
     expect(offences('await tx`INSERT INTO runs (run_id, queued_at, updated_at) SELECT r, c.at, ${when} FROM (SELECT clock_timestamp() AS at) c`;')).toEqual(['INSERT queued_at', 'INSERT updated_at']);
+    expect(offences('await tx`INSERT INTO runs (run_id, queued_at) SELECT ${id}, ${at} FROM (SELECT clock_timestamp() AS at) c`;')).toEqual(['INSERT queued_at']);
+    expect(offences('await tx`INSERT INTO runs (run_id, queued_at) SELECT ${id}, ${job.at} FROM (SELECT clock_timestamp() AS at) c`;')).toEqual(['INSERT queued_at']);
+    expect(offences('await tx`INSERT INTO runs (run_id, queued_at) SELECT ${id}, ${when} FROM (SELECT clock_timestamp() AS at) c WHERE c.at IS NOT NULL`;')).toEqual(['INSERT queued_at']);
+    // The statement ends where its template does, however the template is closed.
+    expect(offences('f(tx`INSERT INTO runs (run_id, queued_at) VALUES (${id}, ${when})`, x); g(tx`SELECT a.at, b.at FROM (SELECT clock_timestamp() AS at) a`);')).toEqual(['INSERT queued_at']);
     expect(offences('await tx`INSERT INTO runs (run_id, queued_at, updated_at) SELECT r, c.at, c.at FROM (SELECT clock_timestamp() AS at) c`;')).toEqual([]);
+    expect(offences('await tx`INSERT INTO ${tx(t)} (run_id, ${x ? tx`` : tx`tenant_id,`} queued_at, updated_at) SELECT ${id}, ${x ? tx`` : tx`${y}::bigint,`} c.at, c.at FROM (SELECT clock_timestamp() AS at) AS c`;')).toEqual([]);
     expect(offences('const row = { run_id: id, queued_at: when };')).toEqual(['row object key']);
     expect(offences('interface Row { created_at: string; updated_at: Date | null }')).toEqual([]);
     expect(offences('UPDATE x SET status = 1, updated_at = ${now}')).toEqual(['SET without clock_timestamp()']);
