@@ -16,7 +16,7 @@ import { dispatchTraceFields } from '../observe/work-tracing.ts';
 import { MAX_PAYLOAD_BYTES, payloadBytes, type Envelope } from './envelope.ts';
 import { newRunId } from './run-id.ts';
 import { zodPayloadCheck, type PayloadCheck, type PayloadIssue } from './payload-schema.ts';
-import { insertRun, insertScheduleOrigin, type RunScope, type RunTrigger } from './run-store.ts';
+import { insertRun, insertScheduleOrigin, RUN_TABLE, type RunScope, type RunTrigger } from './run-store.ts';
 import { isWorkUnit, type TaskUnit, type WorkUnit } from './unit.ts';
 
 /** tenant (default): runs for one tenant; platform and system: runs without a tenant. */
@@ -358,23 +358,18 @@ async function writeRuns(tx: TxSql, instance: string, writes: readonly RunWrite[
   const triggers = writes.map((w) => w.trigger);
   const correlations = writes.map((w) => w.correlationId);
   const causations = writes.map((w) => w.causationId);
-  const pending: Array<PromiseLike<unknown>> = [];
-  if (tenantId !== null) {
-    pending.push(tx`INSERT INTO task_runs (run_id, tenant_id, name, queue, trigger, actor_kind, actor_label, correlation_id, causation_id, queued_at, updated_at)
-      SELECT r, ${tenantId}::bigint, n, q, t, ${first.actorKind}, ${first.actorLabel}, c, k, at, at
+  const scope: RunScope = tenantId === null ? 'platform' : 'tenant';
+  const pending: Array<PromiseLike<unknown>> = [
+    tx`INSERT INTO ${tx(RUN_TABLE[scope])} (run_id, ${tenantId === null ? tx`` : tx`tenant_id,`} name, queue, trigger, actor_kind, actor_label,
+        correlation_id, causation_id, queued_at, updated_at)
+      SELECT r, ${tenantId === null ? tx`` : tx`${tenantId}::bigint,`} n, q, t, ${first.actorKind}, ${first.actorLabel}, c, k, at, at
         FROM (SELECT u.*, clock_timestamp() AS at
                 FROM (SELECT * FROM unnest(${runIds}::uuid[], ${names}::text[], ${queues}::text[], ${triggers}::text[], ${correlations}::uuid[], ${causations}::uuid[])
-                                    WITH ORDINALITY AS u(r, n, q, t, c, k, o) ORDER BY o) AS u) AS u`);
-    if (first.user) {
-      pending.push(tx`INSERT INTO task_run_user_actors (run_id, tenant_id, user_id, membership_id)
-        SELECT r, ${tenantId}::bigint, ${first.user.userId}::bigint, ${first.user.membershipId}::bigint FROM unnest(${runIds}::uuid[]) AS u(r)`);
-    }
-  } else {
-    pending.push(tx`INSERT INTO platform_task_runs (run_id, name, queue, trigger, actor_kind, actor_label, correlation_id, causation_id, queued_at, updated_at)
-      SELECT r, n, q, t, ${first.actorKind}, ${first.actorLabel}, c, k, at, at
-        FROM (SELECT u.*, clock_timestamp() AS at
-                FROM (SELECT * FROM unnest(${runIds}::uuid[], ${names}::text[], ${queues}::text[], ${triggers}::text[], ${correlations}::uuid[], ${causations}::uuid[])
-                                    WITH ORDINALITY AS u(r, n, q, t, c, k, o) ORDER BY o) AS u) AS u`);
+                                    WITH ORDINALITY AS u(r, n, q, t, c, k, o) ORDER BY o) AS u) AS u`,
+  ];
+  if (tenantId !== null && first.user) {
+    pending.push(tx`INSERT INTO task_run_user_actors (run_id, tenant_id, user_id, membership_id)
+      SELECT r, ${tenantId}::bigint, ${first.user.userId}::bigint, ${first.user.membershipId}::bigint FROM unnest(${runIds}::uuid[]) AS u(r)`);
   }
   return writeTrailsAndOutbox(tx, instance, writes, runIds, pending);
 }

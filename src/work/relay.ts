@@ -487,8 +487,8 @@ export function startRelay(options: RelayOptions): Relay {
       // that found the cap holding without the mark in place looks once more, mark in place: a run that
       // finished between its count and the mark took no mark and signalled nothing (a poll lost).
       if (wasCapped && !markedBefore) continue;
-      const woken = await idle(cappedScopes.length > 0 ? cappedPollMs : sweepIntervalMs);
-      if (woken === null && cappedScopes.length > 0) shortPoll = cappedScopes;
+      const woken = await idle(wasCapped ? cappedPollMs : sweepIntervalMs);
+      if (woken === null && wasCapped) shortPoll = cappedScopes;
       // A sweep, or a signal that may announce an older row: the next pass reads every due row.
       if (woken !== 'recent') windowFrom = null;
     }

@@ -19,7 +19,7 @@ export const FINAL_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(['succeeded', 
 /** Statuses of a run that is still active (an overlapping scheduled run would be skipped). */
 export const ACTIVE_RUN_STATUSES: readonly RunStatus[] = ['queued', 'running', 'retrying'];
 
-const RUN_TABLE = { tenant: 'task_runs', platform: 'platform_task_runs' } as const;
+export const RUN_TABLE = { tenant: 'task_runs', platform: 'platform_task_runs' } as const;
 const TRAIL_TABLE = { tenant: 'task_run_events', platform: 'platform_task_run_events' } as const;
 export const OUTBOX_TABLE = { tenant: 'outbox_messages', platform: 'platform_outbox_messages' } as const;
 
