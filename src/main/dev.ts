@@ -11,6 +11,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { emitAll, DIST_DIR, PROJECT_ROOT } from './emit.ts';
+import { WORKERS_NODE_FLAGS } from './workers-node-flags.ts';
 import { resolveDatabase } from '../db/connect.ts';
 import { startRedisServer, redisServerInstalled, RedisServerMissingError } from '../kv/redis-server.ts';
 import { startLocalSqsServer } from '../queue/local-sqs-server.ts';
@@ -182,8 +183,8 @@ class LauncherStateFile {
   }
 }
 
-function startChild(name: string, args: string[], env: NodeJS.ProcessEnv): ChildProcess {
-  const child = spawn(process.execPath, [path.join(PROJECT_ROOT, 'src', 'main', 'cli.ts'), ...args], {
+function startChild(name: string, args: string[], env: NodeJS.ProcessEnv, nodeFlags: readonly string[] = []): ChildProcess {
+  const child = spawn(process.execPath, [...nodeFlags, path.join(PROJECT_ROOT, 'src', 'main', 'cli.ts'), ...args], {
     env,
     stdio: 'inherit',
     cwd: PROJECT_ROOT,
@@ -271,8 +272,8 @@ export async function run(args: string[]): Promise<number> {
     });
     return !hurried && codes.every((code) => code === 0);
   };
-  const spawnTracked = (name: string, cliArgs: string[], childEnv: NodeJS.ProcessEnv): ChildProcess => {
-    const child = startChild(name, cliArgs, childEnv);
+  const spawnTracked = (name: string, cliArgs: string[], childEnv: NodeJS.ProcessEnv, nodeFlags: readonly string[] = []): ChildProcess => {
+    const child = startChild(name, cliArgs, childEnv, nodeFlags);
     children.push(child);
     childNames.push(name);
     state.add(name, child.pid);
@@ -347,7 +348,7 @@ export async function run(args: string[]): Promise<number> {
       SVC_RELAY: 'true',
       SVC_LOCAL_SCHEDULER: env.SVC_LOCAL_SCHEDULER ?? 'true',
     };
-    spawnTracked('workers', ['workers'], workersEnv);
+    spawnTracked('workers', ['workers'], workersEnv, WORKERS_NODE_FLAGS);
     spawnTracked('api', ['api'], childEnv);
     log(`API on http://127.0.0.1:${apiPort} (docs at /docs), workers health on http://127.0.0.1:${healthPort}/healthz; Ctrl-C stops everything`);
 

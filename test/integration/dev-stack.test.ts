@@ -210,7 +210,10 @@ describe('npm start (svc dev)', () => {
     started.push(crashed);
     await waitReady(`http://127.0.0.1:${env.SVC_API_PORT}/ready`, crashed);
     const oldRedisPort = Number(/started a private redis-server on redis:\/\/127\.0\.0\.1:(\d+)/.exec(crashed.output.join(''))![1]);
-    const state = JSON.parse(fs.readFileSync(path.join(dataDir, 'dev-launcher.json'), 'utf8')) as { processes: Array<{ pid: number }> };
+    const state = JSON.parse(fs.readFileSync(path.join(dataDir, 'dev-launcher.json'), 'utf8')) as { processes: Array<{ name: string; pid: number }> };
+    // The workers run with the flags their image and `npm run workers` pass (src/main/workers-node-flags.ts).
+    const workers = state.processes.find((p) => p.name === 'workers');
+    expect(fs.readFileSync(`/proc/${workers!.pid}/cmdline`, 'utf8').split('\0')).toContain('--max-semi-space-size=16');
     // Only the launcher dies: its API, workers, private Redis and PostgreSQL stay up as orphans.
     crashed.child.kill('SIGKILL');
     await crashed.exit;

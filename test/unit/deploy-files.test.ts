@@ -8,6 +8,7 @@ import { DockerfileParser } from 'dockerfile-ast';
 import { parse as parseYaml } from 'yaml';
 import { apiConfig } from '../../src/config/api.ts';
 import { workersConfig } from '../../src/config/workers.ts';
+import { WORKERS_NODE_FLAGS } from '../../src/main/workers-node-flags.ts';
 import { DLQ_SUFFIX, QUEUE_NAMES } from '../../src/queue/names.ts';
 
 /** R-LIM-01 as the spec writes it: 60 s, 120 s, 15 min, 5 min. */
@@ -106,6 +107,18 @@ describe('Dockerfile', () => {
     expect(stage('runtime').text).toMatch(/\/ready/);
     expect(stage('workers').text).toMatch(/EXPOSE 8081/);
     expect(stage('workers').text).toMatch(/\/healthz/);
+  });
+
+  it('starts the workers image and `npm run workers` with the workers flags: a young generation of 16 MB semi-spaces', () => {
+    const cmds = dockerfile.getInstructions().filter((i) => i.getKeyword() === 'CMD');
+    const workersCmd = cmds.filter((c) => c.getRange().start.line >= stage('workers').from.getRange().start.line);
+    const args = JSON.parse(workersCmd[0]!.getArgumentsContent()!) as string[];
+    expect(args).toEqual(['node', '--max-semi-space-size=16', 'src/main/cli.ts', 'workers']);
+    expect(args.slice(1, -2)).toEqual([...WORKERS_NODE_FLAGS]);
+    expect(pkg.scripts.workers).toBe(`node ${WORKERS_NODE_FLAGS.join(' ')} src/main/cli.ts workers`);
+    expect(pkg.scripts.workers).toContain('--max-semi-space-size=16');
+    // compose runs the image's command as it is.
+    expect(compose.services.workers.command).toBeUndefined();
   });
 
   it('puts the svc CLI on PATH in every image', () => {

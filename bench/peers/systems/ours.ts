@@ -20,6 +20,7 @@ import { createSql, type Sql } from '../../../src/db/client.ts';
 import { inUnitOfWork, type Actor } from '../../../src/db/unit-of-work.ts';
 import { createRedis } from '../../../src/kv/client.ts';
 import { signalOutbox } from '../../../src/kv/wake.ts';
+import { WORKERS_NODE_FLAGS } from '../../../src/main/workers-node-flags.ts';
 import { applyMigrations } from '../../../src/migrator/runner.ts';
 import { createSqsClient } from '../../../src/queue/client.ts';
 import { provisionQueues } from '../../../src/queue/provision.ts';
@@ -44,8 +45,10 @@ export interface OursProcess {
 
 /** Spawns a relay or workers process of ours and resolves once it prints READY. */
 export async function spawnOurs(role: 'relay' | 'workers', env: Record<string, string>): Promise<OursProcess> {
-  // BENCH_NODE_ARGS (e.g. `--cpu-prof --cpu-prof-dir=dist/prof`) profiles the process (node flags).
-  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter((a) => a.length > 0);
+  // The flags the deployment starts the workers process with (src/main/workers-node-flags.ts); the relay
+  // runs in that process when deployed. BENCH_NODE_ARGS (e.g. `--cpu-prof --cpu-prof-dir=dist/prof`)
+  // adds node flags after them (a later flag wins).
+  const nodeArgs = [...WORKERS_NODE_FLAGS, ...(process.env.BENCH_NODE_ARGS ?? '').split(' ').filter((a) => a.length > 0)];
   const child = spawn(process.execPath, [...nodeArgs, PROCESS_FILE], {
     env: { ...process.env, ...env, BENCH_ROLE: role },
     stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
