@@ -16,6 +16,7 @@ import { startTracing } from '../observe/tracing.ts';
 import { loadUnits } from '../work/catalog.ts';
 import { slotsForQueues, startWorkerRuntime } from '../work/worker-runtime.ts';
 import { stopSignal } from './stop-signal.ts';
+import { missingWorkersNodeFlags } from './workers-node-flags.ts';
 
 const PROJECT_ROOT = path.resolve(import.meta.dirname, '..', '..');
 
@@ -30,6 +31,10 @@ export async function run(args: string[]): Promise<number> {
   // A bad variable throws ConfigError: the CLI prints one message naming every variable and exits 1.
   const config = workersConfig(process.env);
   const logger = createLogger({ level: config.LOG_LEVEL, base: { service: 'workers' } });
+  const missingFlags = missingWorkersNodeFlags(process.execArgv, process.env.NODE_OPTIONS);
+  if (missingFlags.length > 0) {
+    logger.warn({ missing: missingFlags }, 'the workers were started without their node flags (README, Deploying): longer GC pauses for the runs in flight');
+  }
   // Spans go nowhere unless the OTEL_* variables name an exporter (src/observe/tracing.ts).
   const tracing = startTracing(process.env, { serviceName: 'svc-workers' });
   const latestMigration = readSchemaVersion(config.SVC_SCHEMA_VERSION);

@@ -79,12 +79,15 @@ describe('svc workers', () => {
 
   it('R-WRK-12 R-CFG-07 boots, reports ready on SVC_HEALTH_PORT, and exits 0 on SIGTERM', async () => {
     const port = await freePort();
+    // Started without the workers' node flags (src/main/workers-node-flags.ts): they boot, and say so.
     const child = spawn(process.execPath, [CLI, 'workers'], {
       env: await baseEnv({ QUEUES: 'critical,maintenance', DATABASE_POOL_SIZE: '12', SVC_HEALTH_PORT: String(port), SVC_RELAY: 'true' }),
-      stdio: ['ignore', 'ignore', 'pipe'],
+      stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stderr = '';
+    let stdout = '';
     child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     try {
       const deadline = Date.now() + 30_000;
@@ -97,6 +100,9 @@ describe('svc workers', () => {
       expect(ready?.status, stderr).toBe(200);
       const health = await fetch(`http://127.0.0.1:${port}/healthz`);
       expect(await health.json()).toMatchObject({ ready: true, draining: false });
+      const flagsLine = stdout.split('\n').find((l) => l.includes('without their node flags'));
+      expect(flagsLine, stdout).toBeDefined();
+      expect(JSON.parse(flagsLine!)).toMatchObject({ level: 40, missing: ['--max-semi-space-size=16'] });
       child.kill('SIGTERM');
       expect(await exited).toBe(0);
     } finally {
