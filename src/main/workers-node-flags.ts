@@ -1,6 +1,6 @@
 // The Node flags the workers process is started with, wherever it is started: the image's CMD
 // (Dockerfile, target workers), `npm run workers`, the `npm start` launcher (dev.ts) and the benchmarks'
-// workers (bench/peers/ours-process.ts). test/unit/deploy-files.test.ts keeps the first two equal to
+// workers process (spawnOurs in bench/peers/systems/ours.ts). test/unit/deploy-files.test.ts keeps the first two equal to
 // this list, test/integration/dev-stack.test.ts the launcher's; workers started without them warn at
 // boot (src/main/workers.ts).
 //
