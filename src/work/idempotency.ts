@@ -243,7 +243,7 @@ export async function claimKeyAndStart(
 }
 
 /**
- * A key claimed by claimFreshKeys: its attempt, the database clock's instant of the claim, and the
+ * A key claimed fresh by a group commit's opening (src/work/delivery/group-opening.ts): its attempt, the database clock's instant of the claim, and the
  * claim row's physical address (ctid). Nothing else can see or change that row before the transaction
  * ends (it is not committed), so the address holds until the group's finish, which deletes the row by
  * it when the member is left out (a TID scan, whatever the ledger's statistics say).
@@ -254,39 +254,7 @@ export interface FreshClaim {
   row: string;
 }
 
-/**
- * Claims several fresh keys of one ledger scope in ONE statement (a group commit, see
- * src/work/delivery/group-commit.ts): each key without a ledger row gets one (`processing`, under
- * its lease). Returns, by key (hex), the attempt and the claim's database instant; a key missing
- * from the result already had a row, and its claim takes claimExistingKey's path.
- */
-export async function claimFreshKeys(
-  tx: TxSql,
-  at: LedgerScope,
-  keys: readonly { key: Buffer; fingerprint: Buffer }[],
-  leaseMs: number,
-): Promise<Map<string, FreshClaim>> {
-  const lease = leaseMs / 1000;
-  const hexKeys = keys.map((k) => k.key.toString('hex'));
-  const hexPrints = keys.map((k) => k.fingerprint.toString('hex'));
-  const rows =
-    at.scope === 'tenant'
-      ? await tx<{ key: string; attempt: number; claimed_at: string; claim_row: string }[]>`
-        INSERT INTO idempotency_keys (tenant_id, idempotency_key, request_fingerprint, expires_at)
-        SELECT ${at.tenantId}, decode(k, 'hex'), decode(f, 'hex'), clock_timestamp() + make_interval(secs => ${lease})
-          FROM unnest(${hexKeys}::text[], ${hexPrints}::text[]) AS t(k, f)
-        ON CONFLICT DO NOTHING
-        RETURNING encode(idempotency_key, 'hex') AS key, attempt, clock_timestamp()::text AS claimed_at, ctid::text AS claim_row`
-      : await tx<{ key: string; attempt: number; claimed_at: string; claim_row: string }[]>`
-        INSERT INTO platform_idempotency_keys (idempotency_key, request_fingerprint, expires_at)
-        SELECT decode(k, 'hex'), decode(f, 'hex'), clock_timestamp() + make_interval(secs => ${lease})
-          FROM unnest(${hexKeys}::text[], ${hexPrints}::text[]) AS t(k, f)
-        ON CONFLICT DO NOTHING
-        RETURNING encode(idempotency_key, 'hex') AS key, attempt, clock_timestamp()::text AS claimed_at, ctid::text AS claim_row`;
-  return new Map(rows.map((r) => [r.key, { attempt: r.attempt, claimedAt: r.claimed_at, row: r.claim_row }]));
-}
-
-/** Takes back a fresh claim of claimFreshKeys whose attempt rolled back (its ledger row is deleted, as a rollback would). */
+/** Takes back a fresh claim (FreshClaim) whose attempt rolled back (its ledger row is deleted, as a rollback would). */
 export async function unclaimFreshKey(tx: TxSql, at: LedgerScope, key: Buffer): Promise<void> {
   // Literal table names: a DELETE through a dynamic name is what R-RUN-21's source scan forbids.
   if (at.scope === 'tenant') await tx`DELETE FROM idempotency_keys WHERE tenant_id = ${at.tenantId} AND idempotency_key = ${key}`;

@@ -216,7 +216,8 @@ export interface RunRow {
 
 type RawRun = Record<string, unknown>;
 
-function toRunRow(r: RawRun): RunRow {
+/** A run row as postgres.js returns it (snake_case columns) as a RunRow. */
+export function toRunRow(r: RawRun): RunRow {
   return {
     runId: r.run_id as string,
     tenantId: (r.tenant_id as string | undefined) ?? null,
@@ -321,6 +322,18 @@ export async function transitionRun(tx: TxSql, scope: RunScope, t: RunTransition
   return rows[0] ? toRunRow(rows[0]) : null;
 }
 
+/**
+ * Counts an attempt of a run whatever its status (attempts + 1, updated_at): a group member's attempt
+ * whose registration was deferred and whose run was settled by someone else before it was written
+ * (src/work/delivery/settlement.ts recordMovedOnAttempt). Returns the run, or null when it does not exist.
+ */
+export async function countAttempt(tx: TxSql, scope: RunScope, key: RunKey): Promise<RunRow | null> {
+  const tenantId = checkTenant(scope, key.tenantId);
+  const rows = await tx`UPDATE ${tx(RUN_TABLE[scope])} SET attempts = attempts + 1, updated_at = clock_timestamp()
+    WHERE run_id = ${key.runId} ${tenantId ? tx`AND tenant_id = ${tenantId}` : tx``} RETURNING *`;
+  return rows[0] ? toRunRow(rows[0]) : null;
+}
+
 /** Records progress (0..100) of a running run without changing its status. Returns false when not running. */
 export async function setRunProgress(tx: TxSql, scope: RunScope, key: RunKey, progress: number): Promise<boolean> {
   const tenantId = checkTenant(scope, key.tenantId);
@@ -347,6 +360,12 @@ export interface DeliveryStart extends RunKey {
   workerInstance: string;
   /** The queue's id of the received message (recorded on a `sent` the delivery writes, see below). Default ''. */
   messageId?: string;
+  /**
+   * The instant the delivery was received, when it is recorded later (a group member whose registration
+   * was deferred, src/work/delivery/group-execution.ts): its `received` (and a `sent` it records) carry
+   * it, so they keep their place before the attempt's `started`. Default: the statement's clock.
+   */
+  receivedAt?: string | null;
 }
 
 /** detail of a `sent` event a delivery records for its still-pending outbox row. */
@@ -393,7 +412,8 @@ export async function startDelivery(
         SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
                set_config('app.process', ${actor.process}, true) AS p, ${sql.unsafe(COMMIT_WITHOUT_FLUSH)} AS c,
                (SELECT count(*) FROM (SELECT 1 FROM outbox_messages WHERE run_id = ${d.runId} AND sent_at IS NULL FOR KEY SHARE) ob) AS ob),
-      d AS (SELECT ${d.runId}::uuid AS run_id, ${d.receiveCount}::int AS receive_count, ${d.messageId ?? ''}::text AS message_id),
+      d AS (SELECT ${d.runId}::uuid AS run_id, ${d.receiveCount}::int AS receive_count, ${d.messageId ?? ''}::text AS message_id,
+                   COALESCE(${d.receivedAt ?? null}::text::timestamptz, clock_timestamp()) AS received_at),
       run AS (
         UPDATE task_runs SET status = 'running', attempts = attempts + 1,
                started_at = COALESCE(started_at, clock_timestamp()), finished_at = NULL, updated_at = clock_timestamp()
@@ -402,12 +422,12 @@ export async function startDelivery(
         RETURNING *),
       ob AS (${sentByDelivery(sql, 'tenant')}),
       ev AS (
-        INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance, detail)
-        SELECT run_id, tenant_id, event, attempt, receive_count, queue, ${d.workerInstance}, detail FROM (
-          SELECT 0 AS ord, run.run_id, run.tenant_id, 'sent' AS event, 0 AS attempt, 0 AS receive_count, ob.queue, ${sql.unsafe(SENT_BY_DELIVERY)} AS detail
+        INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance, detail, occurred_at)
+        SELECT run_id, tenant_id, event, attempt, receive_count, queue, ${d.workerInstance}, detail, received_at FROM (
+          SELECT 0 AS ord, run.run_id, run.tenant_id, 'sent' AS event, 0 AS attempt, 0 AS receive_count, ob.queue, ${sql.unsafe(SENT_BY_DELIVERY)} AS detail, d.received_at
             FROM ob JOIN run ON run.run_id = ob.run_id JOIN d ON d.run_id = ob.run_id
           UNION ALL
-          SELECT 1, run.run_id, run.tenant_id, 'received', run.attempts, d.receive_count, run.queue, '{}'::jsonb FROM run JOIN d ON d.run_id = run.run_id
+          SELECT 1, run.run_id, run.tenant_id, 'received', run.attempts, d.receive_count, run.queue, '{}'::jsonb, d.received_at FROM run JOIN d ON d.run_id = run.run_id
         ) x ORDER BY ord)
       SELECT run.*, NULL::text AS scheduled_for_at FROM run`
       : await sql`
@@ -415,7 +435,8 @@ export async function startDelivery(
         SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
                set_config('app.process', ${actor.process}, true) AS p, ${sql.unsafe(COMMIT_WITHOUT_FLUSH)} AS c,
                (SELECT count(*) FROM (SELECT 1 FROM platform_outbox_messages WHERE run_id = ${d.runId} AND sent_at IS NULL FOR KEY SHARE) ob) AS ob),
-      d AS (SELECT ${d.runId}::uuid AS run_id, ${d.receiveCount}::int AS receive_count, ${d.messageId ?? ''}::text AS message_id),
+      d AS (SELECT ${d.runId}::uuid AS run_id, ${d.receiveCount}::int AS receive_count, ${d.messageId ?? ''}::text AS message_id,
+                   COALESCE(${d.receivedAt ?? null}::text::timestamptz, clock_timestamp()) AS received_at),
       run AS (
         UPDATE platform_task_runs SET status = 'running', attempts = attempts + 1,
                started_at = COALESCE(started_at, clock_timestamp()), finished_at = NULL, updated_at = clock_timestamp()
@@ -424,12 +445,12 @@ export async function startDelivery(
         RETURNING *),
       ob AS (${sentByDelivery(sql, 'platform')}),
       ev AS (
-        INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance, detail)
-        SELECT run_id, event, attempt, receive_count, queue, ${d.workerInstance}, detail FROM (
-          SELECT 0 AS ord, run.run_id, 'sent' AS event, 0 AS attempt, 0 AS receive_count, ob.queue, ${sql.unsafe(SENT_BY_DELIVERY)} AS detail
+        INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance, detail, occurred_at)
+        SELECT run_id, event, attempt, receive_count, queue, ${d.workerInstance}, detail, received_at FROM (
+          SELECT 0 AS ord, run.run_id, 'sent' AS event, 0 AS attempt, 0 AS receive_count, ob.queue, ${sql.unsafe(SENT_BY_DELIVERY)} AS detail, d.received_at
             FROM ob JOIN run ON run.run_id = ob.run_id JOIN d ON d.run_id = ob.run_id
           UNION ALL
-          SELECT 1, run.run_id, 'received', run.attempts, d.receive_count, run.queue, '{}'::jsonb FROM run JOIN d ON d.run_id = run.run_id
+          SELECT 1, run.run_id, 'received', run.attempts, d.receive_count, run.queue, '{}'::jsonb, d.received_at FROM run JOIN d ON d.run_id = run.run_id
         ) x ORDER BY ord)
       SELECT run.*, (SELECT to_char(o.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
                        FROM platform_task_run_schedule_origins o WHERE o.run_id = run.run_id) AS scheduled_for_at
@@ -451,13 +472,14 @@ export async function startDeliveries(
   actor: ActorSettings,
   tenantId: string | null,
   workerInstance: string,
-  deliveries: ReadonlyArray<{ runId: string; receiveCount: number; messageId?: string }>,
+  deliveries: ReadonlyArray<{ runId: string; receiveCount: number; messageId?: string; receivedAt?: string | null }>,
 ): Promise<Map<string, { run: RunRow; scheduledFor: string | null }>> {
   const tenant = checkTenant(scope, tenantId);
   const ids = deliveries.map((d) => d.runId);
   // As startDelivery: ctx also waits for the relay's commit of these runs' outbox rows.
   const counts = deliveries.map((d) => d.receiveCount);
   const messageIds = deliveries.map((d) => d.messageId ?? '');
+  const receivedAts = deliveries.map((d) => d.receivedAt ?? null);
   const rows =
     scope === 'tenant'
       ? await sql`
@@ -465,22 +487,23 @@ export async function startDeliveries(
         SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
                set_config('app.process', ${actor.process}, true) AS p, ${sql.unsafe(COMMIT_WITHOUT_FLUSH)} AS c,
                (SELECT count(*) FROM (SELECT 1 FROM outbox_messages WHERE run_id = ANY(${ids}::uuid[]) AND sent_at IS NULL FOR KEY SHARE) ob) AS ob),
-      d AS (SELECT * FROM unnest(${ids}::uuid[], ${counts}::int[], ${messageIds}::text[]) AS d(run_id, receive_count, message_id)),
+      d AS (SELECT run_id, receive_count, message_id, COALESCE(received_at::timestamptz, clock_timestamp()) AS received_at
+              FROM unnest(${ids}::uuid[], ${counts}::int[], ${messageIds}::text[], ${receivedAts}::text[]) AS d(run_id, receive_count, message_id, received_at)),
       run AS (
         UPDATE task_runs t SET status = 'running', attempts = t.attempts + 1,
                started_at = COALESCE(t.started_at, clock_timestamp()), finished_at = NULL, updated_at = clock_timestamp()
           FROM d
          WHERE t.run_id = d.run_id AND t.tenant_id = ${tenant} AND t.status IN ('queued', 'running', 'retrying')
            AND EXISTS (SELECT 1 FROM ctx)
-        RETURNING t.*, d.receive_count AS delivery_receive_count),
+        RETURNING t.*, d.receive_count AS delivery_receive_count, d.received_at AS delivery_received_at),
       ob AS (${sentByDelivery(sql, 'tenant')}),
       ev AS (
-        INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance, detail)
-        SELECT run_id, tenant_id, event, attempt, receive_count, queue, ${workerInstance}, detail FROM (
-          SELECT 0 AS ord, run.run_id, run.tenant_id, 'sent' AS event, 0 AS attempt, 0 AS receive_count, ob.queue, ${sql.unsafe(SENT_BY_DELIVERY)} AS detail
+        INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance, detail, occurred_at)
+        SELECT run_id, tenant_id, event, attempt, receive_count, queue, ${workerInstance}, detail, received_at FROM (
+          SELECT 0 AS ord, run.run_id, run.tenant_id, 'sent' AS event, 0 AS attempt, 0 AS receive_count, ob.queue, ${sql.unsafe(SENT_BY_DELIVERY)} AS detail, d.received_at
             FROM ob JOIN run ON run.run_id = ob.run_id JOIN d ON d.run_id = ob.run_id
           UNION ALL
-          SELECT 1, run_id, tenant_id, 'received', attempts, delivery_receive_count, queue, '{}'::jsonb FROM run
+          SELECT 1, run_id, tenant_id, 'received', attempts, delivery_receive_count, queue, '{}'::jsonb, delivery_received_at FROM run
         ) x ORDER BY ord, run_id)
       SELECT run.*, NULL::text AS scheduled_for_at FROM run`
       : await sql`
@@ -488,22 +511,23 @@ export async function startDeliveries(
         SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
                set_config('app.process', ${actor.process}, true) AS p, ${sql.unsafe(COMMIT_WITHOUT_FLUSH)} AS c,
                (SELECT count(*) FROM (SELECT 1 FROM platform_outbox_messages WHERE run_id = ANY(${ids}::uuid[]) AND sent_at IS NULL FOR KEY SHARE) ob) AS ob),
-      d AS (SELECT * FROM unnest(${ids}::uuid[], ${counts}::int[], ${messageIds}::text[]) AS d(run_id, receive_count, message_id)),
+      d AS (SELECT run_id, receive_count, message_id, COALESCE(received_at::timestamptz, clock_timestamp()) AS received_at
+              FROM unnest(${ids}::uuid[], ${counts}::int[], ${messageIds}::text[], ${receivedAts}::text[]) AS d(run_id, receive_count, message_id, received_at)),
       run AS (
         UPDATE platform_task_runs t SET status = 'running', attempts = t.attempts + 1,
                started_at = COALESCE(t.started_at, clock_timestamp()), finished_at = NULL, updated_at = clock_timestamp()
           FROM d
          WHERE t.run_id = d.run_id AND t.status IN ('queued', 'running', 'retrying')
            AND EXISTS (SELECT 1 FROM ctx)
-        RETURNING t.*, d.receive_count AS delivery_receive_count),
+        RETURNING t.*, d.receive_count AS delivery_receive_count, d.received_at AS delivery_received_at),
       ob AS (${sentByDelivery(sql, 'platform')}),
       ev AS (
-        INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance, detail)
-        SELECT run_id, event, attempt, receive_count, queue, ${workerInstance}, detail FROM (
-          SELECT 0 AS ord, run.run_id, 'sent' AS event, 0 AS attempt, 0 AS receive_count, ob.queue, ${sql.unsafe(SENT_BY_DELIVERY)} AS detail
+        INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance, detail, occurred_at)
+        SELECT run_id, event, attempt, receive_count, queue, ${workerInstance}, detail, received_at FROM (
+          SELECT 0 AS ord, run.run_id, 'sent' AS event, 0 AS attempt, 0 AS receive_count, ob.queue, ${sql.unsafe(SENT_BY_DELIVERY)} AS detail, d.received_at
             FROM ob JOIN run ON run.run_id = ob.run_id JOIN d ON d.run_id = ob.run_id
           UNION ALL
-          SELECT 1, run_id, 'received', attempts, delivery_receive_count, queue, '{}'::jsonb FROM run
+          SELECT 1, run_id, 'received', attempts, delivery_receive_count, queue, '{}'::jsonb, delivery_received_at FROM run
         ) x ORDER BY ord, run_id)
       SELECT run.*, (SELECT to_char(o.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
                        FROM platform_task_run_schedule_origins o WHERE o.run_id = run.run_id) AS scheduled_for_at
@@ -580,7 +604,7 @@ export async function finishDelivery(tx: TxSql, scope: RunScope, f: DeliveryFini
 export interface GroupFinish extends Omit<DeliveryFinish, 'tenantId' | 'ledger' | 'queue' | 'workerInstance'> {
   key: Buffer;
   fingerprint: Buffer;
-  /** The claim's instant: `started` is written with this occurred_at (a claim of claimFreshKeys); null: already written. */
+  /** The claim's instant: `started` is written with this occurred_at (a fresh claim of the group's opening); null: already written. */
   startedAt: string | null;
   /**
    * Set when the member wrote nothing in the transaction, its key was claimed fresh by it and its run
@@ -589,6 +613,16 @@ export interface GroupFinish extends Omit<DeliveryFinish, 'tenantId' | 'ledger' 
    * the whole statement failing.
    */
   leaveClaim: string | null;
+  /**
+   * Set when the member's registration was deferred to this statement (group-execution.ts): the
+   * instant it was received. The run then moves from `queued`, `running` or `retrying` (attempts + 1,
+   * started_at on its first start) and its `received` row (with a `sent` row first when its outbox row
+   * is still pending: the delivery proves the send) is written before `started`, at that instant.
+   * null: registered already, the run must be `running`.
+   */
+  receivedAt: string | null;
+  /** The queue's id of the received message (on a `sent` this statement records). */
+  messageId: string;
 }
 
 /**
@@ -624,27 +658,55 @@ export async function finishDeliveries(
   const receives = members.map((m) => m.receiveCount);
   const started = members.map((m) => m.startedAt);
   const leave = members.map((m) => m.leaveClaim);
+  const receivedAts = members.map((m) => m.receivedAt);
+  const messageIds = members.map((m) => m.messageId);
   const notRunning = tx`CASE WHEN m.leave_claim IS NOT NULL THEN 0 ELSE ('run ' || m.run_id::text || ' is no longer running: its finish is refused')::int END`;
   const input = tx`
       at AS MATERIALIZED (SELECT clock_timestamp() AS t),
       m AS MATERIALIZED (
-        SELECT run_id, key_hex, print_hex, outcome, attempt, receive_count, started_at, leave_claim::tid AS leave_claim, ord
-          FROM unnest(${ids}::uuid[], ${keys}::text[], ${prints}::text[], ${outcomes}::text[], ${attempts}::int[], ${receives}::int[], ${started}::text[], ${leave}::text[])
-               WITH ORDINALITY AS u(run_id, key_hex, print_hex, outcome, attempt, receive_count, started_at, leave_claim, ord))`;
+        SELECT run_id, key_hex, print_hex, outcome, attempt, receive_count, started_at, leave_claim::tid AS leave_claim,
+               received_at::timestamptz AS received_at, message_id, ord
+          FROM unnest(${ids}::uuid[], ${keys}::text[], ${prints}::text[], ${outcomes}::text[], ${attempts}::int[], ${receives}::int[], ${started}::text[], ${leave}::text[],
+                      ${receivedAts}::text[], ${messageIds}::text[])
+               WITH ORDINALITY AS u(run_id, key_hex, print_hex, outcome, attempt, receive_count, started_at, leave_claim, received_at, message_id, ord))`;
   // The left-out members' claim rows (an init-plan). Their DELETE is gated on the array not being empty:
   // a condition on an init-plan alone is a one-time filter, so in the usual case (nobody left out) the
   // ledger is not read at all, whichever scan the planner picked for it.
   const goneRows = tx`ARRAY(SELECT m.leave_claim FROM m WHERE m.leave_claim IS NOT NULL AND NOT EXISTS (SELECT 1 FROM run WHERE run.run_id = m.run_id))`;
+  // A registered member's run must be `running`; a deferred one's may be in any active status.
+  const stillActive = tx`(r.status = 'running' OR (m.received_at IS NOT NULL AND r.status IN ('queued', 'retrying')))`;
+  // A deferred member's outbox row still pending (the relay died between its send and its commit; the
+  // opening holds it KEY SHARE since, so no relay pass has sent it again): the delivery proves the send.
+  const sentNow = tx`o.run_id = m.run_id AND m.received_at IS NOT NULL AND o.sent_at IS NULL AND o.run_id IN (SELECT run_id FROM run)`;
+  // Per member, in order: `sent` (recorded by the delivery) and `received` when its registration was
+  // deferred here, `started` when not written yet, `succeeded`. `sent` and `received` carry the
+  // instant of the receive, `started` its claim's, `succeeded` this statement's.
+  const eventRows = tx`(VALUES (0, 'sent'), (1, 'received'), (2, 'started'), (3, 'succeeded')) AS e(n, event)`;
+  const eventColumns = tx`e.event,
+               CASE e.event WHEN 'sent' THEN 0 ELSE m.attempt END,
+               CASE e.event WHEN 'sent' THEN 0 ELSE m.receive_count END,
+               run.queue, ${group.workerInstance},
+               CASE e.event WHEN 'sent' THEN jsonb_build_object('message_id', m.message_id, 'recorded_by', 'delivery') ELSE '{}'::jsonb END,
+               CASE e.event WHEN 'sent' THEN m.received_at WHEN 'received' THEN m.received_at
+                            WHEN 'started' THEN m.started_at::timestamptz ELSE (SELECT t FROM at) END`;
+  const eventWanted = tx`CASE e.event WHEN 'sent' THEN run.run_id IN (SELECT run_id FROM ob)
+                                      WHEN 'received' THEN m.received_at IS NOT NULL
+                                      WHEN 'started' THEN m.started_at IS NOT NULL ELSE true END`;
   let left: { run_id: string }[];
   if (scope === 'tenant') {
     left = await tx<{ run_id: string }[]>`
       WITH ${input},
       run AS (
         UPDATE task_runs r SET status = 'succeeded', progress = 100::smallint, outcome = m.outcome::jsonb,
+               attempts = r.attempts + (m.received_at IS NOT NULL)::int, started_at = COALESCE(r.started_at, m.received_at),
                finished_at = (SELECT t FROM at), updated_at = clock_timestamp()
           FROM m
-         WHERE r.run_id = ANY(${ids}::uuid[]) AND r.run_id = m.run_id AND r.tenant_id = ${tenantId} AND r.status = 'running'
-        RETURNING r.run_id),
+         WHERE r.run_id = ANY(${ids}::uuid[]) AND r.run_id = m.run_id AND r.tenant_id = ${tenantId} AND ${stillActive}
+        RETURNING r.run_id, r.queue),
+      ob AS (
+        UPDATE outbox_messages o SET sent_at = clock_timestamp()
+          FROM m WHERE ${sentNow}
+        RETURNING o.run_id),
       k AS (
         INSERT INTO idempotency_keys (tenant_id, idempotency_key, request_fingerprint, status, outcome, expires_at)
         SELECT ${tenantId}, decode(m.key_hex, 'hex'), decode(m.print_hex, 'hex'), 'completed', m.outcome::jsonb,
@@ -655,11 +717,10 @@ export async function finishDeliveries(
       gone AS (
         DELETE FROM idempotency_keys WHERE cardinality(${goneRows}) > 0 AND ctid = ANY(${goneRows}) AND tenant_id = ${tenantId}),
       ev AS (
-        INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance, occurred_at)
-        SELECT m.run_id, ${tenantId}, e.event, m.attempt, m.receive_count, ${group.queue}, ${group.workerInstance},
-               CASE e.event WHEN 'started' THEN m.started_at::timestamptz ELSE (SELECT t FROM at) END
-          FROM run JOIN m USING (run_id) CROSS JOIN (VALUES (1, 'started'), (2, 'succeeded')) AS e(n, event)
-         WHERE e.event = 'succeeded' OR m.started_at IS NOT NULL
+        INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance, detail, occurred_at)
+        SELECT m.run_id, ${tenantId}, ${eventColumns}
+          FROM run JOIN m USING (run_id) CROSS JOIN ${eventRows}
+         WHERE ${eventWanted}
          ORDER BY m.ord, e.n)
       SELECT m.run_id::text AS run_id, ${notRunning} AS refused FROM m WHERE NOT EXISTS (SELECT 1 FROM run WHERE run.run_id = m.run_id)`;
   } else {
@@ -667,10 +728,15 @@ export async function finishDeliveries(
       WITH ${input},
       run AS (
         UPDATE platform_task_runs r SET status = 'succeeded', progress = 100::smallint, outcome = m.outcome::jsonb,
+               attempts = r.attempts + (m.received_at IS NOT NULL)::int, started_at = COALESCE(r.started_at, m.received_at),
                finished_at = (SELECT t FROM at), updated_at = clock_timestamp()
           FROM m
-         WHERE r.run_id = ANY(${ids}::uuid[]) AND r.run_id = m.run_id AND r.status = 'running'
-        RETURNING r.run_id),
+         WHERE r.run_id = ANY(${ids}::uuid[]) AND r.run_id = m.run_id AND ${stillActive}
+        RETURNING r.run_id, r.queue),
+      ob AS (
+        UPDATE platform_outbox_messages o SET sent_at = clock_timestamp()
+          FROM m WHERE ${sentNow}
+        RETURNING o.run_id),
       k AS (
         INSERT INTO platform_idempotency_keys (idempotency_key, request_fingerprint, status, outcome, expires_at)
         SELECT decode(m.key_hex, 'hex'), decode(m.print_hex, 'hex'), 'completed', m.outcome::jsonb,
@@ -681,21 +747,25 @@ export async function finishDeliveries(
       gone AS (
         DELETE FROM platform_idempotency_keys WHERE cardinality(${goneRows}) > 0 AND ctid = ANY(${goneRows})),
       ev AS (
-        INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance, occurred_at)
-        SELECT m.run_id, e.event, m.attempt, m.receive_count, ${group.queue}, ${group.workerInstance},
-               CASE e.event WHEN 'started' THEN m.started_at::timestamptz ELSE (SELECT t FROM at) END
-          FROM run JOIN m USING (run_id) CROSS JOIN (VALUES (1, 'started'), (2, 'succeeded')) AS e(n, event)
-         WHERE e.event = 'succeeded' OR m.started_at IS NOT NULL
+        INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance, detail, occurred_at)
+        SELECT m.run_id, ${eventColumns}
+          FROM run JOIN m USING (run_id) CROSS JOIN ${eventRows}
+         WHERE ${eventWanted}
          ORDER BY m.ord, e.n)
       SELECT m.run_id::text AS run_id, ${notRunning} AS refused FROM m WHERE NOT EXISTS (SELECT 1 FROM run WHERE run.run_id = m.run_id)`;
   }
   return new Set(left.map((r) => r.run_id));
 }
 
-/** Locks a run row of a group member after its handler (FOR NO KEY UPDATE) and tells whether it is still `running`. */
-export async function lockRunningRun(tx: TxSql, scope: RunScope, key: RunKey): Promise<boolean> {
+/**
+ * Locks a run row of a group member after its handler (FOR NO KEY UPDATE) and tells whether it is still
+ * `running` (`deferred`: a member whose registration the group's finish writes, whose run may still be
+ * `queued` or `retrying` too).
+ */
+export async function lockRunningRun(tx: TxSql, scope: RunScope, key: RunKey, deferred = false): Promise<boolean> {
   const tenantId = checkTenant(scope, key.tenantId);
   const [row] = await tx<{ status: string }[]>`
     SELECT status FROM ${tx(RUN_TABLE[scope])} WHERE run_id = ${key.runId} ${tenantId ? tx`AND tenant_id = ${tenantId}` : tx``} FOR NO KEY UPDATE`;
+  if (deferred) return row !== undefined && ACTIVE_RUN_STATUSES.includes(row.status as RunStatus);
   return row?.status === 'running';
 }

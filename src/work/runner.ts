@@ -14,8 +14,9 @@
 // own short transaction.
 //
 // A unit with `groupCommit` runs the effect transactions of the deliveries that reach execution
-// together as one (delivery/group-commit.ts, delivery/group-execution.ts): one claim and one finish
-// statement for the group, each handler in its own savepoint.
+// together as one (delivery/group-commit.ts, delivery/group-execution.ts): one opening (locks, runs,
+// claims: delivery/group-opening.ts) and one finish statement for the group, each handler in its own
+// savepoint, and the usual member's registration written by the finish, in the same commit.
 //
 // The runner knows nothing of SQS: the consumer passes a DeliveryPort that deletes, delays or
 // dead-letters the message.

@@ -98,10 +98,16 @@ describe('commits that wait for the disk', () => {
     expect(together!.n).toBeGreaterThan(1);
 
     const all = [...alone, ...grouped, retried, failed, duplicated.runId];
+    // A group member's `received` commits with its effect (its registration deferred to the group's
+    // finish), the others' on their own without a flush.
+    const [deferred] = await h.sql<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM test_commit_modes WHERE run_id = ANY(${grouped}::uuid[]) AND event = 'received' AND mode = 'on'`;
+    expect(deferred!.n).toBeGreaterThan(1);
+    expect(await modesByEvent(all.filter((id) => !grouped.includes(id)))).toMatchObject({ received: ['off'] });
     expect(await modesByEvent(all)).toEqual({
       queued: ['on'],
       sent: ['off'],
-      received: ['off'],
+      received: ['off', 'on'],
       'received+': ['on'],
       started: ['on'],
       retry_scheduled: ['on'],

@@ -56,10 +56,11 @@ const handler = async (p: z.infer<typeof payload>, run: Parameters<WorkUnit['han
  * A handler that sends no statement: a member that pays for no savepoint. `hold` keeps it running
  * until the test lets it go (holds.get(key)), bounded by its own timer.
  */
-const quietPayload = z.object({ key: z.string().min(1), hold: z.boolean().optional() });
+const quietPayload = z.object({ key: z.string().min(1), hold: z.boolean().optional(), progress: z.number().int().min(0).max(100).optional() });
 const quietDone = new Set<string>();
 const holds = new Map<string, () => void>();
 const quietHandler = async (p: z.infer<typeof quietPayload>, run: Parameters<WorkUnit['handler']>[1]) => {
+  if (p.progress !== undefined) await run.progress(p.progress);
   if (p.hold) {
     await new Promise<void>((resolve) => {
       holds.set(p.key, resolve);
@@ -374,6 +375,8 @@ describe('group commit', () => {
     const keys = ['g-cx-ok-1', 'g-cx-slow', 'g-cx-ok-2'];
     const { runIds, runtime } = await receivedTogether(keys.map((key) => ({ key, ...(key === 'g-cx-slow' ? { sleepMs: 1_800 } : {}) })));
     await waitFor(() => handlerTx.has('g-cx-slow#1'), 10_000, { what: 'the slow member’s handler started' });
+    // Its run is registered (`running`) once its handler has run for RUNNING_VISIBLE_AFTER_MS.
+    await h.waitForStatus(runIds[1]!, ['running']);
     expect(await cancelRunNow(h.sql, { runId: runIds[1]!, by: 'alice', reason: 'wrong customer' })).toMatchObject({ result: 'cancelled', previousStatus: 'running' });
     const statuses = await Promise.all(runIds.map(async (id) => (await h.waitForStatus(id, ['succeeded', 'failed'])).status));
     expect(statuses).toEqual(['succeeded', 'failed', 'succeeded']);
@@ -519,6 +522,56 @@ describe('group commit', () => {
     }
   });
 
+  it('R-UNT-09 R-TRL-08 a member claimed fresh registers with its effect: its received, started and succeeded commit in the one transaction, its run queued until then', async () => {
+    const keys = ['g-fold-1', 'g-fold-2', 'g-fold-3'];
+    const { runIds, runtime } = await receivedTogether(keys.map((key) => ({ key })));
+    for (const runId of runIds) expect((await h.waitForStatus(runId, ['succeeded', 'failed'])).status).toBe('succeeded');
+    await runtime.stop();
+    const txids = await expectEachCommittedOnce(runIds, keys);
+    expect(txids.size).toBe(1);
+    const [effectTx] = txids;
+    const [epoch] = await h.sql<{ e: string }[]>`SELECT (txid_current() >> 32)::text AS e`;
+    for (const runId of runIds) {
+      // The registration (received, attempts + 1, started_at) went into the group's finish: no commit of its own.
+      const rows = await h.sql<{ event: string; attempt: number; x: string }[]>`
+        SELECT event, attempt, xmin::text AS x FROM task_run_events WHERE run_id = ${runId} AND event IN ('received', 'started', 'succeeded') ORDER BY id`;
+      expect(rows.map((r) => [r.event, r.attempt, String((BigInt(epoch!.e) << 32n) + BigInt(r.x))])).toEqual([
+        ['received', 1, effectTx],
+        ['started', 1, effectTx],
+        ['succeeded', 1, effectTx],
+      ]);
+      const run = (await h.run(runId))!;
+      expect(run).toMatchObject({ status: 'succeeded', attempts: 1 });
+      expect(run.started_at).not.toBeNull();
+    }
+  });
+
+  it('R-WRK-01 R-TRL-08 a member whose handler runs past 100 ms, or reports progress, is registered on its own first: a poller sees it running meanwhile', async () => {
+    // g-vis-hold holds until the test lets it go; g-vis-progress reports 40 % at once and returns; g-vis-quick returns at once.
+    const payloads = [{ key: 'g-vis-progress', progress: 40 }, { key: 'g-vis-hold', hold: true }, { key: 'g-vis-quick' }];
+    const { runIds, runtime } = await receivedTogether(payloads, { quiet: true });
+    const [progressId, holdId, quickId] = runIds as [string, string, string];
+    await waitFor(() => holds.has('g-vis-hold'), 10_000, { what: 'the holding member’s handler started' });
+    // Past RUNNING_VISIBLE_AFTER_MS the holding member's run is `running`, while its handler still runs.
+    expect((await h.waitForStatus(holdId, ['running'], 5_000)).status).toBe('running');
+    expect(quietDone.has('g-vis-hold#1')).toBe(false);
+    // The member that reported progress was registered before it: its run shows it while the group is open.
+    expect(await h.run(progressId)).toMatchObject({ status: 'running', progress: 40, attempts: 1 });
+    // The one whose handler has not run yet is still `queued`.
+    expect((await h.run(quickId))!.status).toBe('queued');
+    holds.get('g-vis-hold')!();
+    for (const runId of runIds) expect((await h.waitForStatus(runId, ['succeeded', 'failed'])).status).toBe('succeeded');
+    await runtime.stop();
+    for (const runId of runIds) {
+      expect((await h.run(runId))!.attempts).toBe(1);
+      expect((await causalProblems(h.sql, runId)).problems).toEqual([]);
+      expect(events(await h.trail(runId)).filter((e) => e === 'received')).toHaveLength(1);
+    }
+    expect((await h.trail(progressId)).find((e) => e.event === 'progress')).toMatchObject({ attempt: 1, detail: { percent: 40 } });
+    // All three still committed their started and succeeded in one transaction.
+    expect(await committedTogether(runIds)).toBe(true);
+  });
+
   it('R-UNT-09 R-IDM-08 R-TRL-08 members whose handler sends no statement commit in one transaction, each with its started and succeeded', async () => {
     const keys = ['g-q-1', 'g-q-2', 'g-q-3', 'g-q-4'];
     // A stale cached status of each run (as a poller would have left it) must be evicted by the group.
@@ -560,6 +613,8 @@ describe('group commit', () => {
     const locks = await h.sql.reserve();
     try {
       await waitFor(() => holds.has('t-a1'), 10_000, { what: 'group A running' });
+      // Registered on its own once its handler has run for RUNNING_VISIBLE_AFTER_MS, before the lock below.
+      await h.waitForStatus(a[0]!, ['running']);
       await locks`BEGIN`;
       await locks`SELECT 1 FROM task_runs WHERE run_id = ${a[0]!} FOR UPDATE`;
       // Group B is received and waits for the unit's slot: A holds it.
@@ -568,7 +623,9 @@ describe('group commit', () => {
       holds.get('t-a1')!();
       // A's handlers returned; its finish waits on the lock, and B runs in the slot A gave back.
       await waitFor(() => holds.has('t-b1'), 10_000, { what: 'group B running while group A commits' });
-      expect((await Promise.all(a.map((id) => h.run(id)))).map((r) => r!.status)).toEqual(['running', 'running']);
+      // t-a2's handler returned at once: its registration is in A's finish, so its run is still `queued`.
+      expect((await Promise.all(a.map((id) => h.run(id)))).map((r) => r!.status)).toEqual(['running', 'queued']);
+      await h.waitForStatus(b[0]!, ['running']);
       await locks`SELECT 1 FROM task_runs WHERE run_id = ${b[0]!} FOR UPDATE`;
       const c = await dispatch('t-c1', false);
       await h.relay();
@@ -826,6 +883,8 @@ describe('group commit', () => {
       const b = [await dispatch({ key: 'quiet-tail-b1', sleepMs: 1_500 }), await dispatch({ key: 'quiet-tail-b2' })];
       await h.relay();
       await waitFor(() => tailStarted.has('quiet-tail-b1#1'), 15_000, { what: 'group B running in the slot A gave back' });
+      // Registered on its own once its handler has run for RUNNING_VISIBLE_AFTER_MS, before the lock below.
+      await h.waitForStatus(b[0]!, ['running']);
       await rows`BEGIN`;
       await rows`SELECT 1 FROM task_runs WHERE run_id = ${b[0]!} FOR UPDATE`;
       const c = await dispatch({ key: 'quiet-tail-c1' });
@@ -873,7 +932,8 @@ describe('group commit', () => {
     );
     await waitFor(() => holds.has('g-qc-hold'), 10_000, { what: 'the holding member’s handler started' });
     expect(quietDone.has('g-qc-done#1')).toBe(true); // it ran before the holder, in the same group
-    expect(await cancelRunNow(h.sql, { runId: runIds[0]!, by: 'alice', reason: 'wrong customer' })).toMatchObject({ result: 'cancelled', previousStatus: 'running' });
+    // Its handler returned at once, so its registration waits for the group's finish: still `queued`.
+    expect(await cancelRunNow(h.sql, { runId: runIds[0]!, by: 'alice', reason: 'wrong customer' })).toMatchObject({ result: 'cancelled', previousStatus: 'queued' });
     holds.get('g-qc-hold')!();
     const statuses = await Promise.all(runIds.map(async (id) => (await h.waitForStatus(id, ['succeeded', 'failed'])).status));
     expect(statuses).toEqual(['failed', 'succeeded', 'succeeded']);
@@ -881,7 +941,12 @@ describe('group commit', () => {
     await runtime.stop();
     // The cancel stands: no succeeded row, no second attempt, and its fresh claim is gone from the ledger.
     expect(await h.run(runIds[0]!)).toMatchObject({ status: 'failed', attempts: 1, outcome: { error: { code: 'CANCELLED' } } });
-    expect(events(await h.trail(runIds[0]!)).filter((e) => e !== 'sent')).toEqual(['queued', 'received', 'failed']);
+    // Its attempt is still on the trail, at its instants (written after the cancel, read in causal
+    // order): received, and started with its effect rolled back, before the cancel's failed.
+    const causal = await causalProblems(h.sql, runIds[0]!);
+    expect(causal.problems).toEqual([]);
+    expect(causal.events.filter((e) => !e.startsWith('sent'))).toEqual(['queued(0)', 'received(1)', 'started(1)', 'failed(0)']);
+    expect((await h.trail(runIds[0]!)).find((e) => e.event === 'started')).toMatchObject({ attempt: 1, detail: { effect: 'rolled_back' } });
     const ledger = await h.sql`SELECT status FROM idempotency_keys WHERE tenant_id = ${tenantId} AND idempotency_key = ${idempotencyKeyOf('fixture.group_quiet', runIds[0]!)}`;
     expect(ledger).toEqual([]);
     // The neighbours were not rolled back with it: one attempt each, both in one transaction.

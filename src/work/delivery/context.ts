@@ -80,6 +80,8 @@ export interface RunnerDeps {
   releaseSignal?: AbortSignal;
   /** How often a running handler's run is checked for an operator's cancel, ms: the heartbeat interval. Default 20000. */
   cancelCheckIntervalMs?: number;
+  /** A group member's handler running this long has its run registered (`running`) on its own, ms. Default RUNNING_VISIBLE_AFTER_MS. */
+  runningVisibleAfterMs?: number;
   /** This runtime's registration coalescer (one per worker runtime, shared by its consumers). */
   starts: StartCoalescer;
   /** This runtime's forming group commits (units with `groupCommit`). */

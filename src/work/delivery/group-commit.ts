@@ -1,9 +1,10 @@
 // Group commit (the unit option `groupCommit`): the deliveries of one unit, tenant and actor that
 // reach execution together (the messages of one receive, or of two while the unit's slots are busy)
 // share ONE effect transaction. Its statements are per group, not per run: one opens it (actor context,
-// deadline, every key's advisory lock), one registers them (the start coalescer), one claims every
-// fresh key, and one finishes them all (ledger `completed`, runs `succeeded`, `started` and `succeeded`
-// rows) before the one COMMIT.
+// deadline, every key's advisory lock, the runs read, every fresh key claimed: group-opening.ts), and one
+// finishes them all (runs `succeeded`, ledger `completed`, the `received`, `started` and `succeeded`
+// rows) before the one COMMIT. A member whose key was claimed fresh is registered by that finish, with
+// its effect; any other registers first, as a lone delivery does (the start coalescer).
 // Each handler runs in its own savepoint, one after another; group-execution.ts says what happens
 // when one of them fails. A group of one is an ordinary delivery (execution.ts).
 //

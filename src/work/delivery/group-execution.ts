@@ -2,28 +2,32 @@
 // ONE effect transaction, with every guarantee of a delivery that has the transaction to itself:
 //
 // - Each member's effect, `started` and `succeeded` commit together (the finish writes both rows for
-//   every member, `started` at its claim's instant) or not at all.
+//   every member, `started` at its claim's instant) or not at all. A member whose key the opening
+//   claimed fresh has its registration (`running`, attempts + 1, `received` at its receive's instant)
+//   in that finish too; a handler that outlives RUNNING_VISIBLE_AFTER_MS or reports progress registers
+//   it on its own first, and a member whose effect does not commit registers before it settles.
 // - A member whose handler fails, times out or is cancelled rolls back to its own savepoint; its
 //   fresh claim is taken back (its ledger row deleted, as a rollback would) and it settles after the
 //   commit exactly as a rolled-back attempt does (`started` with `effect: rolled_back`, then
 //   `retry_scheduled` or `failed`). Its neighbours commit.
-// - After its handler, a member locks its run row and checks it is still `running`, before releasing
+// - After its handler, a member locks its run row and checks it is still `running` (or, registration
+//   deferred, still active), before releasing
 //   its savepoint: the group's finish is never refused for one run (an operator's cancel that lands
 //   later waits for the commit and finds the run succeeded).
 // - Nothing cancels a member's statement from outside (the backend is shared with its neighbours):
 //   a timeout or a cancel aborts `run.signal`, and the transaction's statement_timeout (the unit's
 //   timeout) bounds a statement that ignores it. A release on shutdown releases the whole group.
-// - If a statement of the group itself fails (the claim, the finish, the COMMIT), every member's
+// - If a statement of the group itself fails (the opening, the finish, the COMMIT), every member's
 //   effect rolls back and each settles as a failed attempt, as one delivery would.
 import type { TxSql } from '../../db/client.ts';
 import { beginPipelined } from '../../db/pipelined-begin.ts';
-import { DEFAULT_HEARTBEAT_INTERVAL_MS } from '../../config/limits.ts';
+import { DEFAULT_HEARTBEAT_INTERVAL_MS, RUNNING_VISIBLE_AFTER_MS } from '../../config/limits.ts';
 import { recordRunStarted } from '../../observe/delivery-metrics.ts';
 import { traceStage } from '../../observe/work-tracing.ts';
 import { watchForCancel } from '../operate/cancel-watch.ts';
-import { advisoryKeyOf, claimExistingKey, claimFreshKeys, unclaimFreshKey, type FreshClaim, type GateState } from '../idempotency.ts';
+import { advisoryKeyOf, claimExistingKey, unclaimFreshKey, type FreshClaim, type GateState } from '../idempotency.ts';
 import { evictRunStatus } from '../../kv/run-status-cache.ts';
-import { finishDeliveries, lockRunningRun } from '../run-store.ts';
+import { finishDeliveries, lockRunningRun, type RunRow } from '../run-store.ts';
 import { UnitTimedOut } from '../unit-errors.ts';
 import type { UnitOutcome } from '../unit.ts';
 import { actOnClaim, claimInstant } from './claim.ts';
@@ -31,8 +35,10 @@ import { actorSettingsOf, ledgerScope, ReleasedOnShutdown, RunMovedOn, type Deli
 import { cancelStatement, type EffectBackend } from './execution.ts';
 import { callHandler } from './handler-call.ts';
 import type { SlotRelease } from './group-commit.ts';
+import { groupOpening, openedGroup } from './group-opening.ts';
+import type { Started } from './start-coalescer.ts';
 import { register, type Registration } from './registration.ts';
-import { gateResultOf, recordResults, settleExecuted, settleRegistration, settleSuccess } from './settlement.ts';
+import { gateResultOf, recordMovedOnAttempt, recordResults, settleExecuted, settleMovedOn, settleRegistration, settleSuccess } from './settlement.ts';
 
 export interface GroupMember {
   c: DeliveryContext;
@@ -48,12 +54,20 @@ interface MemberState {
   registration?: Registration;
   registrationError?: { error: unknown };
   controller: AbortController;
-  /** This member's key had no ledger row: claimed by the group's claim statement. */
+  /** This member's key had no ledger row: claimed by the group's opening. */
   fresh?: FreshClaim;
+  /**
+   * Set when the opening claimed this member's key fresh: its registration (run `running`, attempts + 1,
+   * `received`) is deferred to the group's finish, at this instant of its receive. A handler that
+   * outlives RUNNING_VISIBLE_AFTER_MS or reports progress registers it on its own first (`late`).
+   */
+  deferred?: { receivedAt: string };
+  /** The registration of a deferred member written on its own (the start coalescer): the run as started, or null when it was final or gone. */
+  late?: Promise<Started>;
   /** The instant of this attempt's `started` once its turn came (for settlement), else null. */
   startedAt: string | null;
   /** `unchecked`: the handler sent no statement, so no savepoint was opened and the run row is not locked before the finish. */
-  done?: { outcome: UnitOutcome; replayed: boolean; followUpsSince: number | null; startedToWrite: string | null; unchecked: boolean };
+  done?: { outcome: UnitOutcome; replayed: boolean; followUpsSince: number | null; startedToWrite: string | null; unchecked: boolean; receivedAt: string | null };
   failure?: { error: unknown; reason: unknown };
   /** Its place in the consumer was given back for the group's commit tail (GroupCommits.enterTail): set on every finishing member when the group entered it. */
   gaveBack?: boolean;
@@ -90,24 +104,34 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
   else deps.releaseSignal?.addEventListener('abort', onRelease, { once: true });
   let groupError: { error: unknown } | null = null;
   try {
-    const settings = actorSettingsOf(first.actor);
-    const keys = states.map((s) => advisoryKeyOf(s.m.c.key!));
-    // The opening statement goes out with BEGIN (src/db/pipelined-begin.ts); harmless outside a
-    // transaction, as a single delivery's (execution.ts).
+    // The opening goes out with BEGIN (src/db/pipelined-begin.ts): context, locks, runs, fresh claims (group-opening.ts).
+    const opening = {
+      scope,
+      tenantId,
+      settings: actorSettingsOf(first.actor),
+      timeoutMs,
+      leaseMs,
+      members: states.map((s) => ({ runId: s.m.c.envelope.run_id, advisoryKey: advisoryKeyOf(s.m.c.key!), key: s.m.c.key!, fingerprint: s.m.c.fingerprint! })),
+    };
     const result = await beginPipelined(
       deps.sql,
-      (tx) => tx<{ locked: boolean[]; pid: number; xact_start: string }[]>`
-        SELECT set_config('app.tenant_id', ${settings.tenantId}, true), set_config('app.user_id', ${settings.userId}, true),
-               set_config('app.process', ${settings.process}, true), set_config('statement_timeout', ${String(timeoutMs)}, true),
-               array(SELECT pg_try_advisory_xact_lock(k) FROM unnest(${keys}::bigint[]) WITH ORDINALITY AS t(k, o) ORDER BY o) AS locked,
-               pg_backend_pid() AS pid, (extract(epoch FROM now()) * 1000000)::int8::text AS xact_start`,
-      async (tx, [opened], beforeCommit) => {
-        backend = { pid: opened!.pid, xactStart: opened!.xact_start };
-        // The members register as ordinary deliveries do; the start coalescer makes it one statement.
+      (tx) => groupOpening(tx, opening),
+      async (tx, rows, beforeCommit) => {
+        const opened = openedGroup(rows);
+        backend = { pid: opened.pid, xactStart: opened.xactStart };
+        // A member claimed fresh executes with its registration deferred; the others register as
+        // ordinary deliveries do (the start coalescer makes it one statement).
         await Promise.all(
           states.map(async (s, i) => {
+            const o = opened.members[i]!;
+            if (o.fresh && o.run) {
+              s.fresh = o.fresh;
+              s.deferred = { receivedAt: opened.receivedAt };
+              s.registration = deferredRegistration(o.run, o.scheduledFor, opened.receivedAtMs);
+              return;
+            }
             try {
-              s.registration = await traceStage('registration', unit.name, () => register(s.m.c, null, s.m.gate, opened!.locked[i] === true, leaseMs)); // span (src/observe)
+              s.registration = await traceStage('registration', unit.name, () => register(s.m.c, null, s.m.gate, o.locked, leaseMs)); // span (src/observe)
             } catch (error) {
               s.registrationError = { error };
             }
@@ -115,11 +139,11 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
         );
         const executing = states.filter((s): s is Executing => s.registration?.kind === 'execute');
         for (const s of executing) recordRunStarted(s.registration.run, s.registration.attempt); // svc_run_pickup_seconds (src/observe)
-        evicted = evictRunStatus(deps.redis, executing.map((s) => s.m.c.envelope.run_id)); // not awaited
+        // The registered members' cached statuses (a deferred member's status changes at the commit, evicted then).
+        const registered = executing.filter((s) => !s.deferred);
+        if (registered.length > 0) evicted = evictRunStatus(deps.redis, registered.map((s) => s.m.c.envelope.run_id)); // not awaited
         if (executing.length === 0) return null;
         if (released) throw new ReleasedOnShutdown();
-        const claimed = await claimFreshKeys(tx, ledgerScope(first), executing.map((s) => ({ key: s.m.c.key!, fingerprint: s.m.c.fingerprint! })), leaseMs);
-        for (const s of executing) s.fresh = claimed.get(s.m.c.key!.toString('hex'));
         for (const [n, s] of executing.entries()) {
           if (released) throw new ReleasedOnShutdown();
           await executeMember(tx, s, `group_member_${n}`);
@@ -151,6 +175,8 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
               outcome: s.done!.outcome,
               startedAt: s.done!.startedToWrite,
               leaveClaim: s.done!.unchecked ? s.fresh!.row : null,
+              receivedAt: s.done!.receivedAt,
+              messageId: s.m.c.delivery.messageId,
             })),
           ),
         );
@@ -182,7 +208,7 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
   const succeeded = groupError ? [] : states.filter((s) => s.registration?.kind === 'execute' && s.done);
   const recorded = recordResults(deps, evicted, succeeded.map((s) => gateResultOf(s.m.c, s.done!.outcome)));
   try {
-    await Promise.all(states.map((s) => settleMember(s, groupError, leaseMs, evicted, recorded)));
+    await Promise.all(states.map((s) => settleMember(s, groupError, leaseMs, evicted, recorded, registerLate)));
   } finally {
     if (tailUntilSettled) deps.groups.leaveTail(unit.name);
     releaseSlot();
@@ -218,6 +244,9 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
       onCancel: (reason) => s.controller.abort(reason),
       onError: (error) => c.log.warn({ err: error }, 'could not check whether the run was cancelled'),
     });
+    // A deferred member whose handler outlives RUNNING_VISIBLE_AFTER_MS is registered on its own, so a
+    // poller sees its run `running` while it runs.
+    let visible: NodeJS.Timeout | undefined;
     try {
       let startedToWrite: string | null = null;
       if (s.fresh) {
@@ -227,13 +256,14 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
         const claim = await claimExistingKey(tx, ledgerScope(c), c.key!, c.fingerprint!, leaseMs);
         const replay = await actOnClaim(tx, c, run, attempt, claim);
         if (replay) {
-          s.done = { outcome: replay.replayed, replayed: true, followUpsSince: null, startedToWrite: null, unchecked: false };
+          s.done = { outcome: replay.replayed, replayed: true, followUpsSince: null, startedToWrite: null, unchecked: false, receivedAt: null };
           tx.unsafe(`RELEASE SAVEPOINT ${savepoint}`).catch(() => {}); // a failure aborts the transaction: the COMMIT reports it
           return;
         }
         // As a fresh claim's, this attempt's `started` is written by the group's finish, at this instant.
         s.startedAt = startedToWrite = await claimInstant(tx);
       }
+      if (s.deferred) visible = setTimeout(() => void registerLate(s).catch(() => {}), deps.runningVisibleAfterMs ?? RUNNING_VISIBLE_AFTER_MS);
       const { outcome, followUps } = await callHandler(c, tx, {
         run,
         attempt,
@@ -241,15 +271,25 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
         payload: s.m.payload,
         signal: s.controller.signal,
         beforeFirstStatement: opened ? undefined : openSavepoint,
+        // progress() writes `running` rows of its own: the run must be registered first.
+        beforeProgress: s.deferred
+          ? async () => {
+              if (!(await registerLate(s))) throw new RunMovedOn();
+            }
+          : undefined,
       });
+      clearTimeout(visible);
+      // Registered on its own meanwhile: the finish then finds the run `running`, as for any member.
+      const receivedAt = s.deferred && !s.late ? s.deferred.receivedAt : null;
+      if (s.late && !(await s.late)) throw new RunMovedOn();
       if (!opened) {
-        s.done = { outcome, replayed: false, followUpsSince: followUps.writtenSince(), startedToWrite, unchecked: true };
+        s.done = { outcome, replayed: false, followUpsSince: followUps.writtenSince(), startedToWrite, unchecked: true, receivedAt };
         return;
       }
       await opened;
-      if (!(await lockRunningRun(tx, scope, { runId: run.runId, tenantId }))) throw new RunMovedOn();
+      if (!(await lockRunningRun(tx, scope, { runId: run.runId, tenantId }, receivedAt !== null))) throw new RunMovedOn();
       tx.unsafe(`RELEASE SAVEPOINT ${savepoint}`).catch(() => {}); // as above; sent with the next member's first statement
-      s.done = { outcome, replayed: false, followUpsSince: followUps.writtenSince(), startedToWrite, unchecked: false };
+      s.done = { outcome, replayed: false, followUpsSince: followUps.writtenSince(), startedToWrite, unchecked: false, receivedAt };
     } catch (error) {
       s.failure = { error, reason: s.controller.signal.aborted ? s.controller.signal.reason : undefined };
       if (released) throw error; // the whole group goes back to the queue
@@ -257,14 +297,53 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
       if (opened) await tx.unsafe(`ROLLBACK TO SAVEPOINT ${savepoint}`);
       if (s.fresh) await unclaimFreshKey(tx, ledgerScope(c), c.key!);
     } finally {
+      clearTimeout(visible);
       clearTimeout(timer);
       watch.stop();
     }
   }
+
+  /**
+   * Registers a deferred member on its own, once (the start coalescer: run `running`, attempts + 1,
+   * `received` at the instant of its receive), and evicts its cached status. Resolves to the run as
+   * started, or null when it was final or gone.
+   */
+  function registerLate(s: MemberState): Promise<Started> {
+    const { c } = s.m;
+    s.late ??= deps.starts
+      .start(scope, actorSettingsOf(c.actor), tenantId, deps.workerInstance, {
+        runId: c.envelope.run_id,
+        receiveCount: c.delivery.receiveCount,
+        messageId: c.delivery.messageId,
+        receivedAt: s.deferred!.receivedAt,
+      })
+      .then(async (started) => {
+        if (started) await evictRunStatus(deps.redis, [c.envelope.run_id]);
+        return started;
+      });
+    return s.late;
+  }
+}
+
+/**
+ * A member whose key the opening claimed fresh, before its registration is written: the run as it will
+ * be once registered (`running`, attempts + 1, started now if never before).
+ */
+function deferredRegistration(run: RunRow, scheduledFor: string | null, receivedAtMs: number): Extract<Registration, { kind: 'execute' }> {
+  const attempt = run.attempts + 1;
+  const started: RunRow = { ...run, status: 'running', attempts: attempt, startedAt: run.startedAt ?? new Date(receivedAtMs), finishedAt: null };
+  return { kind: 'execute', run: started, attempt, scheduledFor };
 }
 
 /** Settles one member after the group's transaction ended: `groupError` set means it rolled back as a whole. */
-async function settleMember(s: MemberState, groupError: { error: unknown } | null, leaseMs: number, evicted: Promise<void>, recorded: Promise<void>): Promise<void> {
+async function settleMember(
+  s: MemberState,
+  groupError: { error: unknown } | null,
+  leaseMs: number,
+  evicted: Promise<void>,
+  recorded: Promise<void>,
+  registerLate: (s: MemberState) => Promise<Started>,
+): Promise<void> {
   const { c } = s.m;
   try {
     // A registration that failed (or never ran, the group failing first) is retried by the consumer, as one delivery's would be.
@@ -275,12 +354,23 @@ async function settleMember(s: MemberState, groupError: { error: unknown } | nul
       s.m.resolve(await traceStage('settlement', c.envelope.name, () => settleRegistration(c, registration, null))); // span (src/observe)
       return;
     }
-    const { run, attempt } = s.registration;
+    let { run, attempt } = s.registration;
     if (!groupError && s.done) {
       s.m.resolve(await settleSuccess(c, run, s.done, recorded));
       return;
     }
     await evicted;
+    // A deferred member whose effect rolled back is registered now, at the instant of its receive, and
+    // settles as any rolled-back attempt: the trail shows its `received`, `started` and why it ended.
+    if (s.deferred) {
+      const started = await registerLate(s);
+      if (!started) {
+        await recordMovedOnAttempt(c, s.deferred.receivedAt, s.startedAt);
+        s.m.resolve(await settleMovedOn(c, 0));
+        return;
+      }
+      ({ run, attempt } = { run: started.run, attempt: started.run.attempts });
+    }
     const own = s.failure ?? { error: groupError!.error, reason: s.controller.signal.aborted ? s.controller.signal.reason : undefined };
     s.m.resolve(await settleExecuted(c, run, attempt, own.error, own.reason, s.startedAt, leaseMs));
   } catch (error) {

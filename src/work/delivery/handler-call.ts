@@ -24,6 +24,8 @@ export interface HandlerCall {
   signal: AbortSignal;
   /** Called once, just before the handler's first statement on `run.transaction` (or a follow-up's) is sent. */
   beforeFirstStatement?: () => void;
+  /** Awaited before each progress() writes (a group member whose registration was deferred registers first). */
+  beforeProgress?: () => Promise<void>;
 }
 
 export interface HandlerResult {
@@ -63,7 +65,7 @@ export async function callHandler(c: DeliveryContext, tx: TxSql, call: HandlerCa
         Object.defineProperty(this, 'logger', { value: logger });
         return logger;
       },
-      progress: (percent: number) => reportProgress(c, guarded, run, attempt, percent),
+      progress: (percent: number) => reportProgress(c, guarded, run, attempt, percent, call.beforeProgress),
       transaction: guarded.tx,
       signal: call.signal,
       ...followUps.api,
@@ -85,11 +87,19 @@ export async function callHandler(c: DeliveryContext, tx: TxSql, call: HandlerCa
 }
 
 /** progress(percent): its own short transaction (status row + `progress` event), cache evicted. */
-async function reportProgress(c: DeliveryContext, handlerTx: RunTransactionGuard, run: RunRow, attempt: number, percent: number): Promise<void> {
+async function reportProgress(
+  c: DeliveryContext,
+  handlerTx: RunTransactionGuard,
+  run: RunRow,
+  attempt: number,
+  percent: number,
+  before: (() => Promise<void>) | undefined,
+): Promise<void> {
   if (!handlerTx.open) throw new RunTransactionClosed();
   if (!Number.isFinite(percent) || percent < 0 || percent > 100) {
     throw new ValidationFailure(`progress must be a number from 0 to 100, got ${String(percent)}`);
   }
+  if (before) await before();
   const value = Math.round(percent);
   await inUnitOfWork(c.deps.sql, c.actor, async (tx) => {
     if (await setRunProgress(tx, c.scope, { runId: run.runId, tenantId: c.tenantId }, value)) {

@@ -57,7 +57,9 @@ export async function register(c: DeliveryContext, early: Failure | null, gate: 
       // A delivery that will not execute never settles a run another delivery is executing (a
       // duplicate past the fifth receive, a worker of a rolling deploy that lacks the unit): it waits
       // its turn, and comes back when that execution has settled the run.
-      if (run.status === 'running' && (await executingElsewhere(tx, c))) {
+      // Any active status: a group member executes its run while it is still `queued` or `retrying`
+      // (its registration deferred to its commit, group-opening.ts), holding the key's advisory lock.
+      if (await executingElsewhere(tx, c)) {
         await trail(tx, c, run, 'received', run.attempts, { detail: { held: 'executing' } });
         return { kind: 'held', retryAfterMs: leaseMs };
       }

@@ -13,7 +13,7 @@ import { signalOutbox, signalRoom } from '../../kv/wake.ts';
 import { traceStage } from '../../observe/work-tracing.ts';
 import { classifyFailure } from '../unit-errors.ts';
 import type { UnitOutcome } from '../unit.ts';
-import { FINAL_RUN_STATUSES, readRun, transitionRun, type RunRow } from '../run-store.ts';
+import { countAttempt, FINAL_RUN_STATUSES, readRun, transitionRun, type RunRow } from '../run-store.ts';
 import {
   cacheTtlOf,
   deadLetterContext,
@@ -147,6 +147,21 @@ async function rememberStart(tx: TxSql, c: DeliveryContext, run: RunRow, attempt
 }
 
 /**
+ * A group member whose registration was deferred to its group's finish (group-execution.ts), whose run
+ * was settled by someone else (an operator's cancel) before that registration was written: the attempt
+ * is counted and its `received` and rolled-back `started` recorded at their instants, so the trail
+ * shows that its handler ran. The other settlement stands (settleMovedOn follows).
+ */
+export async function recordMovedOnAttempt(c: DeliveryContext, receivedAt: string, startedAt: string | null): Promise<void> {
+  await inUnitOfWork(c.deps.sql, c.actor, async (tx) => {
+    const run = await countAttempt(tx, c.scope, { runId: c.envelope.run_id, tenantId: c.tenantId });
+    if (!run) return;
+    await trail(tx, c, run, 'received', run.attempts, { occurredAt: receivedAt });
+    await rememberStart(tx, c, run, run.attempts, startedAt);
+  });
+}
+
+/**
  * A delivery given back before its turn came (the worker stopped while it waited for its unit's slot):
  * nothing of it was written, so only its gate is released and its message goes back at once, without
  * spending the receive.
@@ -231,7 +246,7 @@ async function voidIfMovedOn(c: DeliveryContext, work: (tx: TxSql) => Promise<vo
  * settlement stands and nothing is written for this one. A finished run's message is deleted; a
  * run still active comes back with its message, whose next delivery sorts it out.
  */
-async function settleMovedOn(c: DeliveryContext, retryInSeconds: number): Promise<DeliveryResult> {
+export async function settleMovedOn(c: DeliveryContext, retryInSeconds: number): Promise<DeliveryResult> {
   await releaseOwnGate(c);
   const run = await inUnitOfWork(c.deps.sql, c.actor, (tx) => readRun(tx, c.scope, { runId: c.envelope.run_id, tenantId: c.tenantId }));
   c.log.warn({ status: run?.status }, 'the run left running under this delivery: its own settlement stands');

@@ -9,6 +9,7 @@ interface PendingStart {
   runId: string;
   receiveCount: number;
   messageId: string;
+  receivedAt?: string | null;
   resolve(started: Started): void;
   reject(error: unknown): void;
 }
@@ -38,7 +39,13 @@ export class StartCoalescer {
    * `received` event; only statement and commit overheads are shared. If the shared statement fails,
    * each delivery is retried alone, so one delivery's error never becomes another's.
    */
-  start(scope: RunScope, actor: ActorSettings, tenantId: string | null, workerInstance: string, delivery: { runId: string; receiveCount: number; messageId: string }): Promise<Started> {
+  start(
+    scope: RunScope,
+    actor: ActorSettings,
+    tenantId: string | null,
+    workerInstance: string,
+    delivery: { runId: string; receiveCount: number; messageId: string; receivedAt?: string | null },
+  ): Promise<Started> {
     const one = () => startDelivery(this.sql, scope, actor, { ...delivery, tenantId, workerInstance });
     const key = [scope, actor.tenantId, actor.userId, actor.process, tenantId ?? '', workerInstance].join('\u0000');
     const group = this.groups.get(key);
@@ -61,7 +68,14 @@ export class StartCoalescer {
 
   private async flush(g: StartGroup): Promise<void> {
     const alone = (i: PendingStart) =>
-      startDelivery(this.sql, g.scope, g.actor, { runId: i.runId, receiveCount: i.receiveCount, messageId: i.messageId, tenantId: g.tenantId, workerInstance: g.workerInstance }).then(
+      startDelivery(this.sql, g.scope, g.actor, {
+        runId: i.runId,
+        receiveCount: i.receiveCount,
+        messageId: i.messageId,
+        receivedAt: i.receivedAt,
+        tenantId: g.tenantId,
+        workerInstance: g.workerInstance,
+      }).then(
         i.resolve,
         i.reject,
       );

@@ -1,0 +1,128 @@
+// The opening of a group commit's effect transaction (group-execution.ts): ONE statement, sent in the
+// same write as BEGIN (src/db/pipelined-begin.ts). It
+// - applies the actor context and the unit's statement deadline (transaction-local settings);
+// - takes every member's key advisory lock (transaction-scoped), in the members' order;
+// - waits for a relay pass still holding a member's outbox row (KEY SHARE on the rows not marked sent,
+//   as a registration does, src/work/run-store.ts startDelivery), so what the group records after
+//   follows the relay's `sent`, and keeps such a row from being sent again while the group runs;
+// - reads each member's run (not locked: nothing of the run row is held while the handlers run);
+// - claims, fresh, the key of every member whose lock it took and whose run is still active.
+//
+// A member whose key it claimed fresh has its registration deferred to the group's finish: the run moves
+// to `succeeded` with attempts + 1 and its `received`, `started` and `succeeded` rows in one statement
+// and one commit, with the effect. Any other member (its key held elsewhere, already in the ledger, its
+// run final or missing) registers on its own first, as a lone delivery does (registration.ts).
+//
+// Harmless outside a transaction, as the opening must be (pipelined-begin.ts): if BEGIN failed, the
+// statement is the first of its own transaction (statement_timestamp() = transaction_timestamp()) and
+// claims nothing; its settings and locks end with it.
+import type { PendingQuery, Row } from 'postgres';
+import type { TxSql } from '../../db/client.ts';
+import type { FreshClaim } from '../idempotency.ts';
+import { ACTIVE_RUN_STATUSES, toRunRow, type ActorSettings, type RunRow, type RunScope } from '../run-store.ts';
+
+export interface GroupOpeningInput {
+  scope: RunScope;
+  tenantId: string | null;
+  settings: ActorSettings;
+  timeoutMs: number;
+  leaseMs: number;
+  members: ReadonlyArray<{ runId: string; /** advisoryKeyOf(key): a bigint as decimal text. */ advisoryKey: string; key: Buffer; fingerprint: Buffer }>;
+}
+
+export interface OpenedMember {
+  /** This transaction holds the member's key advisory lock. */
+  locked: boolean;
+  /** The run as read (not locked); null when it does not exist. */
+  run: RunRow | null;
+  /** A platform run's scheduled moment, else null. */
+  scheduledFor: string | null;
+  /** The member's key, claimed fresh by the opening: its registration is deferred to the finish. */
+  fresh: FreshClaim | null;
+}
+
+export interface OpenedGroup {
+  pid: number;
+  xactStart: string;
+  /** The database clock once the opening's waits were over: the deferred members' receive instant (text, to the microsecond). */
+  receivedAt: string;
+  /** The same instant in epoch milliseconds. */
+  receivedAtMs: number;
+  members: OpenedMember[];
+}
+
+/** The opening statement (one row per member, in the members' order); openedGroup reads its rows. */
+export function groupOpening(tx: TxSql, g: GroupOpeningInput): PendingQuery<Row[]> {
+  const ids = g.members.map((m) => m.runId);
+  const keys = g.members.map((m) => m.advisoryKey);
+  const hexKeys = g.members.map((m) => m.key.toString('hex'));
+  const hexPrints = g.members.map((m) => m.fingerprint.toString('hex'));
+  const lease = g.leaseMs / 1000;
+  const active = ACTIVE_RUN_STATUSES as string[];
+  const tenant = g.scope === 'tenant';
+  // The uncorrelated EXISTS are init-plans: the runs are read, and keys claimed, only after ctx (the
+  // locks, the relay wait) and the instant `at` are taken.
+  const ctx = tx`ctx AS MATERIALIZED (
+        SELECT set_config('app.tenant_id', ${g.settings.tenantId}, true) AS s_t, set_config('app.user_id', ${g.settings.userId}, true) AS s_u,
+               set_config('app.process', ${g.settings.process}, true) AS s_p, set_config('statement_timeout', ${String(g.timeoutMs)}, true) AS s_st,
+               array(SELECT pg_try_advisory_xact_lock(k) FROM unnest(${keys}::bigint[]) WITH ORDINALITY AS t(k, o) ORDER BY o) AS locked,
+               (SELECT count(*) FROM (SELECT 1 FROM ${tx(tenant ? 'outbox_messages' : 'platform_outbox_messages')}
+                                       WHERE run_id = ANY(${ids}::uuid[]) AND sent_at IS NULL FOR KEY SHARE) ob) AS waited,
+               pg_backend_pid() AS pid, (extract(epoch FROM now()) * 1000000)::int8::text AS xact_start,
+               statement_timestamp() <> transaction_timestamp() AS in_tx),
+      at AS MATERIALIZED (SELECT clock_timestamp() AS t FROM ctx),
+      m AS MATERIALIZED (
+        SELECT run_id, k, f, o FROM unnest(${ids}::uuid[], ${hexKeys}::text[], ${hexPrints}::text[]) WITH ORDINALITY AS u(run_id, k, f, o))`;
+  const claimable = tx`ctx.in_tx AND ctx.locked[m.o] AND r.status = ANY(${active}::text[])`;
+  const selected = tx`ctx.locked[m.o] AS member_locked, ctx.pid, ctx.xact_start, (SELECT t FROM at)::text AS opened_at,
+               (SELECT extract(epoch FROM t) * 1000 FROM at)::float8 AS opened_ms,
+               claim.attempt AS claim_attempt, claim.claim_row`;
+  if (tenant) {
+    return tx`
+      WITH ${ctx},
+      r AS MATERIALIZED (SELECT t.* FROM task_runs t WHERE t.run_id = ANY(${ids}::uuid[]) AND t.tenant_id = ${g.tenantId} AND EXISTS (SELECT 1 FROM at)),
+      claim AS (
+        INSERT INTO idempotency_keys (tenant_id, idempotency_key, request_fingerprint, expires_at)
+        SELECT ${g.tenantId}, decode(m.k, 'hex'), decode(m.f, 'hex'), clock_timestamp() + make_interval(secs => ${lease})
+          FROM m JOIN r USING (run_id) CROSS JOIN ctx
+         WHERE ${claimable}
+        ON CONFLICT DO NOTHING
+        RETURNING encode(idempotency_key, 'hex') AS k, attempt, ctid::text AS claim_row)
+      SELECT ${selected}, NULL::text AS scheduled_for_at, r.*
+        FROM m CROSS JOIN ctx LEFT JOIN r USING (run_id) LEFT JOIN claim ON claim.k = m.k
+       ORDER BY m.o`;
+  }
+  return tx`
+      WITH ${ctx},
+      r AS MATERIALIZED (SELECT t.* FROM platform_task_runs t WHERE t.run_id = ANY(${ids}::uuid[]) AND EXISTS (SELECT 1 FROM at)),
+      claim AS (
+        INSERT INTO platform_idempotency_keys (idempotency_key, request_fingerprint, expires_at)
+        SELECT decode(m.k, 'hex'), decode(m.f, 'hex'), clock_timestamp() + make_interval(secs => ${lease})
+          FROM m JOIN r USING (run_id) CROSS JOIN ctx
+         WHERE ${claimable}
+        ON CONFLICT DO NOTHING
+        RETURNING encode(idempotency_key, 'hex') AS k, attempt, ctid::text AS claim_row)
+      SELECT ${selected},
+             (SELECT to_char(o.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+                FROM platform_task_run_schedule_origins o WHERE o.run_id = m.run_id) AS scheduled_for_at, r.*
+        FROM m CROSS JOIN ctx LEFT JOIN r USING (run_id) LEFT JOIN claim ON claim.k = m.k
+       ORDER BY m.o`;
+}
+
+/** The opening's rows as the group's state. */
+export function openedGroup(rows: readonly Row[]): OpenedGroup {
+  const first = rows[0]!;
+  const receivedAt = first.opened_at as string;
+  return {
+    pid: first.pid as number,
+    xactStart: first.xact_start as string,
+    receivedAt,
+    receivedAtMs: first.opened_ms as number,
+    members: rows.map((r) => ({
+      locked: r.member_locked === true,
+      run: r.run_id ? toRunRow(r) : null,
+      scheduledFor: (r.scheduled_for_at as string | null) ?? null,
+      fresh: r.claim_row ? { attempt: r.claim_attempt as number, claimedAt: receivedAt, row: r.claim_row as string } : null,
+    })),
+  };
+}
