@@ -645,7 +645,7 @@ export interface GroupFinish extends Omit<DeliveryFinish, 'tenantId' | 'ledger' 
 export async function finishDeliveries(
   tx: TxSql,
   scope: RunScope,
-  group: { tenantId: string | null; queue: string; workerInstance: string; retentionMs: number },
+  group: { tenantId: string | null; workerInstance: string; retentionMs: number },
   members: readonly GroupFinish[],
 ): Promise<Set<string>> {
   const tenantId = checkTenant(scope, group.tenantId);

@@ -165,7 +165,7 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
           finishDeliveries(
             tx,
             scope,
-            { tenantId, queue: finishing[0]!.registration.run.queue, workerInstance: deps.workerInstance, retentionMs: deps.retentionMs },
+            { tenantId, workerInstance: deps.workerInstance, retentionMs: deps.retentionMs },
             finishing.map((s) => ({
               runId: s.registration.run.runId,
               key: s.m.c.key!,
