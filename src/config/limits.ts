@@ -77,12 +77,13 @@ export function minimumPoolSize(slots: number): number {
 /** Task names: at most 64 characters. */
 export const TASK_NAME_MAX_LENGTH = 64;
 /**
- * Most runs in one group commit (a unit with `groupCommit`): two receives' worth. A group's statements
- * cost PostgreSQL mostly per statement, not per row, so twice the runs per group cut the burn-down's CPU
- * per run by 13-15 % (bench/results/hot-path-levers-2026-11-25.md, twenty-second session). Its handlers
- * run one after another, which is why the unit option is for short handlers, and why it stops at two.
+ * Most runs in one group commit (a unit with `groupCommit`): four receives' worth. A group's statements
+ * cost PostgreSQL mostly per statement, not per row: 20 runs per group instead of 10 cut the burn-down's
+ * CPU per run by 13-15 % (twenty-second session), and 40 instead of 20 by a further 11-15 %, at 13-18 %
+ * more runs/s (bench/results/hot-path-levers-2026-11-25.md, twenty-fifth session). Its handlers run one
+ * after another, which is why the unit option is for handlers that finish in milliseconds.
  */
-export const GROUP_COMMIT_MAX_RUNS = 20;
+export const GROUP_COMMIT_MAX_RUNS = 40;
 /**
  * A group commit member's registration (`running`, attempts + 1, `received`) goes into the group's
  * finish, one statement and one commit with its effect; a member whose handler runs longer than this,

@@ -41,8 +41,8 @@ export const groupCommitRuns = new Histogram({
   name: 'svc_group_commit_runs',
   help: 'Runs per effect transaction of a unit with groupCommit (1: the delivery had its transaction to itself).',
   labelNames: ['unit'] as const,
-  // Up to GROUP_COMMIT_MAX_RUNS (20): a full group has a bucket of its own.
-  buckets: [1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 19, 20],
+  // Up to GROUP_COMMIT_MAX_RUNS (40): a full group has a bucket of its own.
+  buckets: [1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 35, 39, 40],
   registers: [metricsRegistry],
 });
 

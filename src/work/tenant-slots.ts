@@ -2,7 +2,7 @@
 // definition), held like the unit's slots (slot-limit.ts), but never waited for: a message of a tenant
 // already at its limit goes back to the queue with a short delay, holding no slot meanwhile, so the
 // process's slots stay free for other tenants' messages. For a `groupCommit` unit this share counts the
-// tenant's messages held (GROUP_COMMIT_MAX_RUNS, 20, per slot of its share, as the unit's own), and its
+// tenant's messages held (GROUP_COMMIT_MAX_RUNS, 40, per slot of its share, as the unit's own), and its
 // groups take at most `tenantConcurrency` of the unit's slots (src/work/delivery/group-commit.ts).
 //
 // Going back must not spend the message's receives (the 5th receive takes the permanent path, and a

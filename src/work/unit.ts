@@ -112,7 +112,7 @@ interface CommonOptions<S extends z.ZodType> {
    * Runs of this unit (same tenant) that reach execution together share one effect transaction and one
    * commit, each handler in its own savepoint, one after another: for handlers that finish in
    * milliseconds (README "Group commit"). Such a group takes one slot of `concurrency`, and the workers
-   * hold up to GROUP_COMMIT_MAX_RUNS (20) messages per slot. Default false.
+   * hold up to GROUP_COMMIT_MAX_RUNS (40) messages per slot. Default false.
    */
   groupCommit?: boolean;
   handler: UnitHandler<z.output<S>>;

@@ -1,8 +1,8 @@
 // Chaos (issue 11, done-when): a burst of runs of a unit writing one effect row per run, while worker
 // processes are SIGKILLed and restarted and Redis is frozen (SIGSTOP) in the middle. Every run ends
 // final with exactly one effect, none is stuck, and every trail reads causally. Twice: for a unit with
-// a transaction per run, and for a `groupCommit` unit, whose slot runs up to 20 runs in one effect
-// transaction and whose workers hold up to 20 messages per slot, so a kill takes whole groups.
+// a transaction per run, and for a `groupCommit` unit, whose slot runs up to 40 runs in one effect
+// transaction and whose workers hold up to 40 messages per slot, so a kill takes whole groups.
 // CHAOS_RUNS (default 300) and CHAOS_FREEZE_MS (default 3000) size each.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';

@@ -601,7 +601,7 @@ describe('group commit', () => {
   });
 
   it('R-UNT-09 a group gives its slot back once its handlers returned: the next group runs while its finish waits, for one group of a unit at a time', async () => {
-    // fixture.group_tail has 1 slot, which a whole group takes; the consumer holds up to 20 of its
+    // fixture.group_tail has 1 slot, which a whole group takes; the consumer holds up to 40 of its
     // messages, so the next groups are received and wait for that slot. Each group's finish is held on
     // a row lock the test takes on one of its runs (after their registration), so the group stays in
     // its tail until the test commits.
@@ -687,7 +687,7 @@ describe('group commit', () => {
     }
   });
 
-  it('R-UNT-03 R-UNT-09 a group waiting for its slot takes members of later receives, up to 20: of 25 runs dispatched while the slot is busy, 19 or 20 commit as one group, which svc_group_commit_runs counts in a bucket of its own', async () => {
+  it('R-UNT-03 R-UNT-09 a group waiting for its slot takes members of later receives, up to 40: of 45 runs dispatched while the slot is busy, 39 or 40 commit as one group, which svc_group_commit_runs counts in a bucket of its own', async () => {
     await h.fenceAbandonedPolls('bulk');
     const dispatch = async (key: string, hold: boolean) => (await h.dispatch('fixture.group_one', { key, hold }, tenantActor())).runId;
     onePeak = 0;
@@ -698,9 +698,9 @@ describe('group commit', () => {
     try {
       await waitFor(() => holds.has('two-a'), 10_000, { what: 'A running in the slot' });
       const b: string[] = [];
-      for (let i = 0; i < 25; i++) b.push(await dispatch(`two-b${i}`, false));
+      for (let i = 0; i < 45; i++) b.push(await dispatch(`two-b${i}`, false));
       await h.relay();
-      // A receive brings at most 10 messages: B arrives in two or more while A holds the one slot.
+      // A receive brings at most 10 messages: B arrives in four or more while A holds the one slot.
       await waitFor(async () => Number(await visibleInBulk()) <= 6, 10_000, { what: 'B received, waiting for the slot' });
       await sleep(500);
       holds.get('two-a')!();
@@ -715,17 +715,17 @@ describe('group commit', () => {
         const [txid] = txids;
         byTx.set(txid!, (byTx.get(txid!) ?? 0) + 1);
       }
-      // The slot holds 20 messages, A's among them: the group that waited for it took 19 runs of two or
-      // more receives (20 if A's place came back before it started); the rest came after.
+      // The slot holds 40 messages, A's among them: the group that waited for it took 39 runs of four or
+      // more receives (40 if A's place came back before it started); the rest came after.
       const sizes = [...byTx.values()].sort((x, y) => y - x);
-      expect(sizes[0]).toBeGreaterThanOrEqual(19);
-      expect(sizes[0]).toBeLessThanOrEqual(20);
-      // svc_group_commit_runs has a bucket for it: one more transaction of more than 15 runs, none of more than 20.
+      expect(sizes[0]).toBeGreaterThanOrEqual(39);
+      expect(sizes[0]).toBeLessThanOrEqual(40);
+      // svc_group_commit_runs has a bucket for it: one more transaction of more than 35 runs, none of more than 40.
       const bucketsAfter = await groupBuckets('fixture.group_one');
       // (No bucket at all before this unit's first observation; a missing bound once there are some fails.)
       const above = (buckets: Map<string, number>, le: string) => (buckets.size === 0 ? 0 : buckets.get('+Inf')! - (buckets.get(le) ?? Number.NaN));
-      expect(above(bucketsAfter, '15') - above(bucketsBefore, '15')).toBe(1);
-      expect(above(bucketsAfter, '20') - above(bucketsBefore, '20')).toBe(0);
+      expect(above(bucketsAfter, '35') - above(bucketsBefore, '35')).toBe(1);
+      expect(above(bucketsAfter, '40') - above(bucketsBefore, '40')).toBe(0);
       expect(onePeak).toBe(1);
     } finally {
       for (const release of holds.values()) release();

@@ -129,14 +129,14 @@ describe('pool rule', () => {
     expect(() => checkPoolSize(11, slots)).toThrow(/DATABASE_POOL_SIZE/);
   });
 
-  it('R-WRK-11 R-UNT-09 a groupCommit unit counts its concurrency in the pool rule, while its consumer holds 20 messages per slot (a slot runs a whole group)', () => {
+  it('R-WRK-11 R-UNT-09 a groupCommit unit counts its concurrency in the pool rule, while its consumer holds 40 messages per slot (a slot runs a whole group)', () => {
     const units = [
       defineTask({ name: 'g.grouped', queue: 'default', concurrency: 3, groupCommit: true, payload: z.object({}), handler: noop }),
       defineTask({ name: 'g.plain', queue: 'default', concurrency: 2, payload: z.object({}), handler: noop }),
     ];
     expect(slotsForQueues(units, ['default'])).toBe(5);
     expect(checkPoolSize(undefined, slotsForQueues(units, ['default']))).toBe(12);
-    expect(messagesForQueue(units, 'default')).toBe(62);
+    expect(messagesForQueue(units, 'default')).toBe(122);
     expect(messagesForQueue(units, 'critical')).toBe(1);
   });
 
