@@ -169,7 +169,7 @@ export async function main(args: string[]): Promise<number> {
         const mismatch = countMismatchLine(r);
         if (mismatch) console.error(`!!! ${mismatch}`);
       };
-      record(await burnDown(adapter, ctx, 'burn', Math.min(o.runs, o.smoke ? 20 : 500), 0, roundOptions));
+      record(await burnDown(adapter, ctx, 'burn', Math.min(o.runs, o.smoke ? 20 : 5_000), 0, roundOptions));
       for (let round = 1; round <= o.rounds; round++) record(await burnDown(adapter, ctx, 'burn', o.runs, round, roundOptions));
       for (let round = 1; round <= o.rounds; round++) {
         const result = await steady(adapter, ctx, o.rate, o.seconds, o.warmupSeconds, round, roundOptions);
