@@ -169,6 +169,8 @@ export async function main(args: string[]): Promise<number> {
         const mismatch = countMismatchLine(r);
         if (mismatch) console.error(`!!! ${mismatch}`);
       };
+      // Round 0, unmeasured: a warm-up of the size peers uses. After 500 runs only, the first measured
+      // round still paid a fifth more workers CPU (JIT, heap growth; bench/results/hot-path-levers-2026-11-25.md).
       record(await burnDown(adapter, ctx, 'burn', Math.min(o.runs, o.smoke ? 20 : 5_000), 0, roundOptions));
       for (let round = 1; round <= o.rounds; round++) record(await burnDown(adapter, ctx, 'burn', o.runs, round, roundOptions));
       for (let round = 1; round <= o.rounds; round++) {
