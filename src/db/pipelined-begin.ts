@@ -33,6 +33,16 @@ function lostConnection(error: unknown): boolean {
 
 type Scope<T> = (tx: TxSql) => T | Promise<T>;
 
+/**
+ * The transaction-local setting `markTransaction` sets in BEGIN's own simple query (`BEGIN; SELECT
+ * set_config(…)`): an opening that must do something only inside the transaction (a group's fresh
+ * claims) tests it with `current_setting(IN_TRANSACTION_SETTING, true) = 'on'`. If BEGIN fails, the rest
+ * of its query string is skipped, so the opening, running on its own, finds it unset. (Comparing
+ * statement_timestamp() with transaction_timestamp() does not tell: under the extended protocol an
+ * autocommitted statement's Bind and Execute reset the first after its Parse began the transaction.)
+ */
+export const IN_TRANSACTION_SETTING = 'svc.in_transaction_block';
+
 /** The reserved connection as a transaction: postgres.js's API plus `savepoint` (as `sql.begin`'s, without the uncaught-statement record). */
 function asTransaction(reserved: postgres.ReservedSql): TxSql {
   let savepoints = 0;
@@ -74,6 +84,7 @@ export async function beginPipelined<O, T>(
   sql: Sql,
   opening: (tx: TxSql) => postgres.PendingQuery<O & postgres.Row[]>,
   work: (tx: TxSql, opened: O & postgres.Row[], beforeCommit: <S>(statement: Promise<S>) => Promise<S>) => Promise<T>,
+  options: { markTransaction?: boolean } = {},
 ): Promise<T> {
   const reserved = await sql.reserve();
   const tx = asTransaction(reserved);
@@ -92,8 +103,10 @@ export async function beginPipelined<O, T>(
     // One write: each query is handed to the connection a microtask after it is executed, in order.
     // BEGIN's `onexecute` is how postgres.js's own sql.begin learns its connection and watches it
     // close; returning true lets the next statement follow on the same write.
+    // The mark rides in BEGIN's own simple query: if BEGIN fails, it is skipped with it.
+    const begin = options.markTransaction ? `BEGIN; SELECT set_config('${IN_TRANSACTION_SETTING}', 'on', true)` : 'BEGIN';
     const begun = reserved
-      .unsafe('BEGIN', [], {
+      .unsafe(begin, [], {
         onexecute: (c: PoolConnection) => {
           connection = c;
           c.onclose = (error) => {

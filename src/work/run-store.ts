@@ -325,12 +325,15 @@ export async function transitionRun(tx: TxSql, scope: RunScope, t: RunTransition
 /**
  * Counts an attempt of a run whatever its status (attempts + 1, updated_at): a group member's attempt
  * whose registration was deferred and whose run was settled by someone else before it was written
- * (src/work/delivery/settlement.ts recordMovedOnAttempt). Returns the run, or null when it does not exist.
+ * (src/work/delivery/settlement.ts recordMovedOnAttempt). Returns the run, or null when it does not exist
+ * or has succeeded.
  */
 export async function countAttempt(tx: TxSql, scope: RunScope, key: RunKey): Promise<RunRow | null> {
   const tenantId = checkTenant(scope, key.tenantId);
+  // Never a succeeded run: its success recorded its attempt (a group whose COMMIT reply was lost
+  // committed it; settlement cannot tell, and must not record a rolled-back start for it).
   const rows = await tx`UPDATE ${tx(RUN_TABLE[scope])} SET attempts = attempts + 1, updated_at = clock_timestamp()
-    WHERE run_id = ${key.runId} ${tenantId ? tx`AND tenant_id = ${tenantId}` : tx``} RETURNING *`;
+    WHERE run_id = ${key.runId} ${tenantId ? tx`AND tenant_id = ${tenantId}` : tx``} AND status <> 'succeeded' RETURNING *`;
   return rows[0] ? toRunRow(rows[0]) : null;
 }
 
@@ -416,7 +419,7 @@ export async function startDelivery(
                    COALESCE(${d.receivedAt ?? null}::text::timestamptz, clock_timestamp()) AS received_at),
       run AS (
         UPDATE task_runs SET status = 'running', attempts = attempts + 1,
-               started_at = COALESCE(started_at, clock_timestamp()), finished_at = NULL, updated_at = clock_timestamp()
+               started_at = COALESCE(started_at, ${d.receivedAt ?? null}::text::timestamptz, clock_timestamp()), finished_at = NULL, updated_at = clock_timestamp()
          WHERE run_id = ${d.runId} AND tenant_id = ${tenantId} AND status IN ('queued', 'running', 'retrying')
            AND EXISTS (SELECT 1 FROM ctx)
         RETURNING *),
@@ -439,7 +442,7 @@ export async function startDelivery(
                    COALESCE(${d.receivedAt ?? null}::text::timestamptz, clock_timestamp()) AS received_at),
       run AS (
         UPDATE platform_task_runs SET status = 'running', attempts = attempts + 1,
-               started_at = COALESCE(started_at, clock_timestamp()), finished_at = NULL, updated_at = clock_timestamp()
+               started_at = COALESCE(started_at, ${d.receivedAt ?? null}::text::timestamptz, clock_timestamp()), finished_at = NULL, updated_at = clock_timestamp()
          WHERE run_id = ${d.runId} AND status IN ('queued', 'running', 'retrying')
            AND EXISTS (SELECT 1 FROM ctx)
         RETURNING *),
@@ -491,7 +494,7 @@ export async function startDeliveries(
               FROM unnest(${ids}::uuid[], ${counts}::int[], ${messageIds}::text[], ${receivedAts}::text[]) AS d(run_id, receive_count, message_id, received_at)),
       run AS (
         UPDATE task_runs t SET status = 'running', attempts = t.attempts + 1,
-               started_at = COALESCE(t.started_at, clock_timestamp()), finished_at = NULL, updated_at = clock_timestamp()
+               started_at = COALESCE(t.started_at, d.received_at), finished_at = NULL, updated_at = clock_timestamp()
           FROM d
          WHERE t.run_id = d.run_id AND t.tenant_id = ${tenant} AND t.status IN ('queued', 'running', 'retrying')
            AND EXISTS (SELECT 1 FROM ctx)
@@ -515,7 +518,7 @@ export async function startDeliveries(
               FROM unnest(${ids}::uuid[], ${counts}::int[], ${messageIds}::text[], ${receivedAts}::text[]) AS d(run_id, receive_count, message_id, received_at)),
       run AS (
         UPDATE platform_task_runs t SET status = 'running', attempts = t.attempts + 1,
-               started_at = COALESCE(t.started_at, clock_timestamp()), finished_at = NULL, updated_at = clock_timestamp()
+               started_at = COALESCE(t.started_at, d.received_at), finished_at = NULL, updated_at = clock_timestamp()
           FROM d
          WHERE t.run_id = d.run_id AND t.status IN ('queued', 'running', 'retrying')
            AND EXISTS (SELECT 1 FROM ctx)
@@ -621,6 +624,12 @@ export interface GroupFinish extends Omit<DeliveryFinish, 'tenantId' | 'ledger' 
    * null: registered already, the run must be `running`.
    */
   receivedAt: string | null;
+  /**
+   * With `receivedAt`: the run's status when the group opened. The run must still have it: a delivery
+   * that moved it meanwhile (an early failure of a duplicate, which cannot see the group) wins, and this
+   * member's attempt rolls back, as it would had it registered first.
+   */
+  seenStatus: RunStatus | null;
   /** The queue's id of the received message (on a `sent` this statement records). */
   messageId: string;
 }
@@ -659,22 +668,23 @@ export async function finishDeliveries(
   const started = members.map((m) => m.startedAt);
   const leave = members.map((m) => m.leaveClaim);
   const receivedAts = members.map((m) => m.receivedAt);
+  const seenStatuses = members.map((m) => m.seenStatus);
   const messageIds = members.map((m) => m.messageId);
   const notRunning = tx`CASE WHEN m.leave_claim IS NOT NULL THEN 0 ELSE ('run ' || m.run_id::text || ' is no longer running: its finish is refused')::int END`;
   const input = tx`
       at AS MATERIALIZED (SELECT clock_timestamp() AS t),
       m AS MATERIALIZED (
         SELECT run_id, key_hex, print_hex, outcome, attempt, receive_count, started_at, leave_claim::tid AS leave_claim,
-               received_at::timestamptz AS received_at, message_id, ord
+               received_at::timestamptz AS received_at, seen_status, message_id, ord
           FROM unnest(${ids}::uuid[], ${keys}::text[], ${prints}::text[], ${outcomes}::text[], ${attempts}::int[], ${receives}::int[], ${started}::text[], ${leave}::text[],
-                      ${receivedAts}::text[], ${messageIds}::text[])
-               WITH ORDINALITY AS u(run_id, key_hex, print_hex, outcome, attempt, receive_count, started_at, leave_claim, received_at, message_id, ord))`;
+                      ${receivedAts}::text[], ${seenStatuses}::text[], ${messageIds}::text[])
+               WITH ORDINALITY AS u(run_id, key_hex, print_hex, outcome, attempt, receive_count, started_at, leave_claim, received_at, seen_status, message_id, ord))`;
   // The left-out members' claim rows (an init-plan). Their DELETE is gated on the array not being empty:
   // a condition on an init-plan alone is a one-time filter, so in the usual case (nobody left out) the
   // ledger is not read at all, whichever scan the planner picked for it.
   const goneRows = tx`ARRAY(SELECT m.leave_claim FROM m WHERE m.leave_claim IS NOT NULL AND NOT EXISTS (SELECT 1 FROM run WHERE run.run_id = m.run_id))`;
-  // A registered member's run must be `running`; a deferred one's may be in any active status.
-  const stillActive = tx`(r.status = 'running' OR (m.received_at IS NOT NULL AND r.status IN ('queued', 'retrying')))`;
+  // A registered member's run must be `running`; a deferred one's must be as the group's opening saw it.
+  const stillActive = tx`(CASE WHEN m.received_at IS NULL THEN r.status = 'running' ELSE r.status = m.seen_status END)`;
   // A deferred member's outbox row still pending (the relay died between its send and its commit; the
   // opening holds it KEY SHARE since, so no relay pass has sent it again): the delivery proves the send.
   const sentNow = tx`o.run_id = m.run_id AND m.received_at IS NOT NULL AND o.sent_at IS NULL AND o.run_id IN (SELECT run_id FROM run)`;
@@ -759,13 +769,12 @@ export async function finishDeliveries(
 
 /**
  * Locks a run row of a group member after its handler (FOR NO KEY UPDATE) and tells whether it is still
- * `running` (`deferred`: a member whose registration the group's finish writes, whose run may still be
- * `queued` or `retrying` too).
+ * `running` (`seenStatus`: a member whose registration the group's finish writes: whether its run still
+ * has the status the group's opening saw).
  */
-export async function lockRunningRun(tx: TxSql, scope: RunScope, key: RunKey, deferred = false): Promise<boolean> {
+export async function lockRunningRun(tx: TxSql, scope: RunScope, key: RunKey, seenStatus: RunStatus | null = null): Promise<boolean> {
   const tenantId = checkTenant(scope, key.tenantId);
   const [row] = await tx<{ status: string }[]>`
     SELECT status FROM ${tx(RUN_TABLE[scope])} WHERE run_id = ${key.runId} ${tenantId ? tx`AND tenant_id = ${tenantId}` : tx``} FOR NO KEY UPDATE`;
-  if (deferred) return row !== undefined && ACTIVE_RUN_STATUSES.includes(row.status as RunStatus);
-  return row?.status === 'running';
+  return row?.status === (seenStatus ?? 'running');
 }

@@ -4,7 +4,7 @@
 // savepoints, a connection back in the pool, and a connection that died never handed out again.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSql, type Sql } from '../../src/db/client.ts';
-import { beginPipelined } from '../../src/db/pipelined-begin.ts';
+import { beginPipelined, IN_TRANSACTION_SETTING } from '../../src/db/pipelined-begin.ts';
 import { freshDatabase, type TestDatabase } from '../support/services.ts';
 import { recordingProxy as proxyTo } from '../support/recording-proxy.ts';
 
@@ -53,6 +53,34 @@ describe('beginPipelined', () => {
     } finally {
       await proxy.close();
     }
+  });
+
+  it('markTransaction: the opening sees the transaction marked, in the same write as BEGIN; a mark made outside a transaction block is gone by the next statement', async () => {
+    const proxy = await recordingProxy();
+    const marked = (tx: Sql) => tx<{ on: boolean }[]>`SELECT current_setting(${IN_TRANSACTION_SETTING}, true) IS NOT DISTINCT FROM 'on' AS on`;
+    try {
+      const [withMark, withoutMark] = await withOneConnection(
+        async (sql) => [
+          await beginPipelined(sql, (tx) => marked(tx as unknown as Sql), async (_tx, [o]) => o!.on, { markTransaction: true }),
+          await beginPipelined(sql, (tx) => marked(tx as unknown as Sql), async (_tx, [o]) => o!.on),
+        ],
+        proxy.url,
+      );
+      expect([withMark, withoutMark]).toEqual([true, false]);
+      // The mark went out with BEGIN and the opening: still one round trip.
+      const begins = proxy.chunks.filter((c) => c.includes('BEGIN'));
+      expect(begins).toHaveLength(2);
+      expect(begins[0]).toContain(`set_config('${IN_TRANSACTION_SETTING}', 'on', true)`);
+      expect(begins[0]).toContain('IS NOT DISTINCT FROM');
+    } finally {
+      await proxy.close();
+    }
+    // A mark made as a transaction of its own (as the opening is when BEGIN failed) is gone by the next statement.
+    const after = await withOneConnection(async (sql) => {
+      await sql`SELECT set_config(${IN_TRANSACTION_SETTING}, 'on', true)`;
+      return (await marked(sql))[0]!.on;
+    });
+    expect(after).toBe(false);
   });
 
   it('runs the opening and the work in one transaction and commits it', async () => {

@@ -572,6 +572,46 @@ describe('group commit', () => {
     expect(await committedTogether(runIds)).toBe(true);
   });
 
+  it('R-OBX-16 R-TRL-08 a member whose outbox row is still pending (a relay died after its send) registers at once: the row is marked sent for good, its sent before its received', async () => {
+    await h.fenceAbandonedPolls('bulk');
+    const keys = ['g-unsent-ok-1', 'g-unsent', 'g-unsent-ok-2'];
+    const runs = [];
+    for (const key of keys) runs.push(await h.dispatch('fixture.group_tenant', { key }, tenantActor()));
+    const runIds = runs.map((r) => r.runId);
+    // The relay "died" between its send and its commit: the message is in the queue, the row still pending
+    // (held back from this test's relay pass, then due again).
+    await h.sql`UPDATE outbox_messages SET available_at = clock_timestamp() + interval '1 hour' WHERE run_id = ${runIds[1]!}`;
+    await h.relay();
+    await h.sql`UPDATE outbox_messages SET available_at = clock_timestamp() WHERE run_id = ${runIds[1]!}`;
+    await h.sendRaw('bulk', runs[1]!.envelope);
+    const runtime = await h.startWorkers({ queues: ['bulk'] });
+    for (const runId of runIds) expect((await h.waitForStatus(runId, ['succeeded', 'failed'])).status).toBe('succeeded');
+    await runtime.stop();
+    const txids = await expectEachCommittedOnce(runIds, keys);
+    expect(txids.size).toBe(1);
+    const [effectTx] = txids;
+    const [epoch] = await h.sql<{ e: string }[]>`SELECT (txid_current() >> 32)::text AS e`;
+    const writtenBy = async (runId: string) =>
+      new Map(
+        (await h.sql<{ event: string; x: string; detail: Record<string, unknown> }[]>`
+          SELECT event, xmin::text AS x, detail FROM task_run_events WHERE run_id = ${runId} AND event IN ('sent', 'received')`).map((r) => [
+          r.event,
+          { tx: String((BigInt(epoch!.e) << 32n) + BigInt(r.x)), detail: r.detail },
+        ]),
+      );
+    // The pending row's member registered on its own, before the group's finish: its `sent` (recorded by
+    // the delivery) and `received` committed apart from the effect, and the relay has nothing left to send.
+    const unsent = await writtenBy(runIds[1]!);
+    expect(unsent.get('sent')!.detail).toMatchObject({ recorded_by: 'delivery' });
+    expect(unsent.get('received')!.tx).toBe(unsent.get('sent')!.tx);
+    expect(unsent.get('received')!.tx).not.toBe(effectTx);
+    const [row] = await h.sql<{ sent: boolean }[]>`SELECT sent_at IS NOT NULL AS sent FROM outbox_messages WHERE run_id = ${runIds[1]!}`;
+    expect(row!.sent).toBe(true);
+    // Its neighbours registered in the finish, with their effects.
+    for (const runId of [runIds[0]!, runIds[2]!]) expect((await writtenBy(runId)).get('received')!.tx).toBe(effectTx);
+    expect(await effectsOf('g-unsent')).toHaveLength(1);
+  });
+
   it('R-UNT-09 R-IDM-08 R-TRL-08 members whose handler sends no statement commit in one transaction, each with its started and succeeded', async () => {
     const keys = ['g-q-1', 'g-q-2', 'g-q-3', 'g-q-4'];
     // A stale cached status of each run (as a poller would have left it) must be evicted by the group.

@@ -27,7 +27,7 @@ import { traceStage } from '../../observe/work-tracing.ts';
 import { watchForCancel } from '../operate/cancel-watch.ts';
 import { advisoryKeyOf, claimExistingKey, unclaimFreshKey, type FreshClaim, type GateState } from '../idempotency.ts';
 import { evictRunStatus } from '../../kv/run-status-cache.ts';
-import { finishDeliveries, lockRunningRun, type RunRow } from '../run-store.ts';
+import { finishDeliveries, lockRunningRun, type RunRow, type RunStatus } from '../run-store.ts';
 import { UnitTimedOut } from '../unit-errors.ts';
 import type { UnitOutcome } from '../unit.ts';
 import { actOnClaim, claimInstant } from './claim.ts';
@@ -61,13 +61,21 @@ interface MemberState {
    * `received`) is deferred to the group's finish, at this instant of its receive. A handler that
    * outlives RUNNING_VISIBLE_AFTER_MS or reports progress registers it on its own first (`late`).
    */
-  deferred?: { receivedAt: string };
+  deferred?: { receivedAt: string; seenStatus: RunStatus };
   /** The registration of a deferred member written on its own (the start coalescer): the run as started, or null when it was final or gone. */
   late?: Promise<Started>;
   /** The instant of this attempt's `started` once its turn came (for settlement), else null. */
   startedAt: string | null;
   /** `unchecked`: the handler sent no statement, so no savepoint was opened and the run row is not locked before the finish. */
-  done?: { outcome: UnitOutcome; replayed: boolean; followUpsSince: number | null; startedToWrite: string | null; unchecked: boolean; receivedAt: string | null };
+  done?: {
+    outcome: UnitOutcome;
+    replayed: boolean;
+    followUpsSince: number | null;
+    startedToWrite: string | null;
+    unchecked: boolean;
+    receivedAt: string | null;
+    seenStatus: RunStatus | null;
+  };
   failure?: { error: unknown; reason: unknown };
   /** Its place in the consumer was given back for the group's commit tail (GroupCommits.enterTail): set on every finishing member when the group entered it. */
   gaveBack?: boolean;
@@ -124,19 +132,27 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
         await Promise.all(
           states.map(async (s, i) => {
             const o = opened.members[i]!;
-            if (o.fresh && o.run) {
-              s.fresh = o.fresh;
-              s.deferred = { receivedAt: opened.receivedAt };
+            if (o.fresh) s.fresh = o.fresh;
+            if (o.fresh && o.run && !o.unsent) {
+              s.deferred = { receivedAt: opened.receivedAt, seenStatus: o.run.status };
               s.registration = deferredRegistration(o.run, o.scheduledFor, opened.receivedAtMs);
               return;
             }
             try {
-              s.registration = await traceStage('registration', unit.name, () => register(s.m.c, null, s.m.gate, o.locked, leaseMs)); // span (src/observe)
+              // A member claimed fresh registers at its receive's instant, before its claim's `started`.
+              const receivedAt = o.fresh ? opened.receivedAt : undefined;
+              s.registration = await traceStage('registration', unit.name, () => register(s.m.c, null, s.m.gate, o.locked, leaseMs, receivedAt)); // span (src/observe)
             } catch (error) {
               s.registrationError = { error };
             }
           }),
         );
+        // A fresh claim of a member that will not execute (its run moved on meanwhile) is taken back.
+        for (const s of states) {
+          if (!s.fresh || s.registration?.kind === 'execute') continue;
+          await unclaimFreshKey(tx, ledgerScope(s.m.c), s.m.c.key!);
+          s.fresh = undefined;
+        }
         const executing = states.filter((s): s is Executing => s.registration?.kind === 'execute');
         for (const s of executing) recordRunStarted(s.registration.run, s.registration.attempt); // svc_run_pickup_seconds (src/observe)
         // The registered members' cached statuses (a deferred member's status changes at the commit, evicted then).
@@ -176,12 +192,15 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
               startedAt: s.done!.startedToWrite,
               leaveClaim: s.done!.unchecked ? s.fresh!.row : null,
               receivedAt: s.done!.receivedAt,
+              seenStatus: s.done!.seenStatus,
               messageId: s.m.c.delivery.messageId,
             })),
           ),
         );
         return { finished };
       },
+      // The opening claims keys only inside the transaction (group-opening.ts).
+      { markTransaction: true },
     );
     if (result) {
       // A member that wrote nothing and whose run moved on before the finish was left out of it.
@@ -256,7 +275,7 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
         const claim = await claimExistingKey(tx, ledgerScope(c), c.key!, c.fingerprint!, leaseMs);
         const replay = await actOnClaim(tx, c, run, attempt, claim);
         if (replay) {
-          s.done = { outcome: replay.replayed, replayed: true, followUpsSince: null, startedToWrite: null, unchecked: false, receivedAt: null };
+          s.done = { outcome: replay.replayed, replayed: true, followUpsSince: null, startedToWrite: null, unchecked: false, receivedAt: null, seenStatus: null };
           tx.unsafe(`RELEASE SAVEPOINT ${savepoint}`).catch(() => {}); // a failure aborts the transaction: the COMMIT reports it
           return;
         }
@@ -281,15 +300,16 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
       clearTimeout(visible);
       // Registered on its own meanwhile: the finish then finds the run `running`, as for any member.
       const receivedAt = s.deferred && !s.late ? s.deferred.receivedAt : null;
+      const seenStatus = receivedAt !== null ? s.deferred!.seenStatus : null;
       if (s.late && !(await s.late)) throw new RunMovedOn();
       if (!opened) {
-        s.done = { outcome, replayed: false, followUpsSince: followUps.writtenSince(), startedToWrite, unchecked: true, receivedAt };
+        s.done = { outcome, replayed: false, followUpsSince: followUps.writtenSince(), startedToWrite, unchecked: true, receivedAt, seenStatus };
         return;
       }
       await opened;
-      if (!(await lockRunningRun(tx, scope, { runId: run.runId, tenantId }, receivedAt !== null))) throw new RunMovedOn();
+      if (!(await lockRunningRun(tx, scope, { runId: run.runId, tenantId }, seenStatus))) throw new RunMovedOn();
       tx.unsafe(`RELEASE SAVEPOINT ${savepoint}`).catch(() => {}); // as above; sent with the next member's first statement
-      s.done = { outcome, replayed: false, followUpsSince: followUps.writtenSince(), startedToWrite, unchecked: false, receivedAt };
+      s.done = { outcome, replayed: false, followUpsSince: followUps.writtenSince(), startedToWrite, unchecked: false, receivedAt, seenStatus };
     } catch (error) {
       s.failure = { error, reason: s.controller.signal.aborted ? s.controller.signal.reason : undefined };
       if (released) throw error; // the whole group goes back to the queue

@@ -4,20 +4,23 @@
 // - takes every member's key advisory lock (transaction-scoped), in the members' order;
 // - waits for a relay pass still holding a member's outbox row (KEY SHARE on the rows not marked sent,
 //   as a registration does, src/work/run-store.ts startDelivery), so what the group records after
-//   follows the relay's `sent`, and keeps such a row from being sent again while the group runs;
+//   follows the relay's `sent`, and keeps a row still pending (a relay died mid-pass) from being sent
+//   again while the group runs (such a member registers at once, group-execution.ts);
 // - reads each member's run (not locked: nothing of the run row is held while the handlers run);
 // - claims, fresh, the key of every member whose lock it took and whose run is still active.
 //
-// A member whose key it claimed fresh has its registration deferred to the group's finish: the run moves
+// A member whose key it claimed fresh (and whose outbox row is marked sent) has its registration
+// deferred to the group's finish: the run moves
 // to `succeeded` with attempts + 1 and its `received`, `started` and `succeeded` rows in one statement
 // and one commit, with the effect. Any other member (its key held elsewhere, already in the ledger, its
 // run final or missing) registers on its own first, as a lone delivery does (registration.ts).
 //
-// Harmless outside a transaction, as the opening must be (pipelined-begin.ts): if BEGIN failed, the
-// statement is the first of its own transaction (statement_timestamp() = transaction_timestamp()) and
-// claims nothing; its settings and locks end with it.
+// Harmless outside a transaction, as the opening must be (pipelined-begin.ts): it claims only when the
+// transaction was marked in the same write as BEGIN (IN_TRANSACTION_SETTING, beginPipelined's
+// markTransaction), so if BEGIN failed it claims nothing, and its settings and locks end with it.
 import type { PendingQuery, Row } from 'postgres';
 import type { TxSql } from '../../db/client.ts';
+import { IN_TRANSACTION_SETTING } from '../../db/pipelined-begin.ts';
 import type { FreshClaim } from '../idempotency.ts';
 import { ACTIVE_RUN_STATUSES, toRunRow, type ActorSettings, type RunRow, type RunScope } from '../run-store.ts';
 
@@ -37,8 +40,15 @@ export interface OpenedMember {
   run: RunRow | null;
   /** A platform run's scheduled moment, else null. */
   scheduledFor: string | null;
-  /** The member's key, claimed fresh by the opening: its registration is deferred to the finish. */
+  /** The member's key, claimed fresh by the opening: its registration is deferred to the finish (unless `unsent`). */
   fresh: FreshClaim | null;
+  /**
+   * Its outbox row was still pending once the relay's pass holding it (if any) had committed: a relay
+   * died between its send and its commit. Such a member registers at once, as a lone delivery does,
+   * which marks the row sent for good (a deferred mark would go with a rollback, and a relay pass could
+   * send the message again).
+   */
+  unsent: boolean;
 }
 
 export interface OpenedGroup {
@@ -66,15 +76,15 @@ export function groupOpening(tx: TxSql, g: GroupOpeningInput): PendingQuery<Row[
         SELECT set_config('app.tenant_id', ${g.settings.tenantId}, true) AS s_t, set_config('app.user_id', ${g.settings.userId}, true) AS s_u,
                set_config('app.process', ${g.settings.process}, true) AS s_p, set_config('statement_timeout', ${String(g.timeoutMs)}, true) AS s_st,
                array(SELECT pg_try_advisory_xact_lock(k) FROM unnest(${keys}::bigint[]) WITH ORDINALITY AS t(k, o) ORDER BY o) AS locked,
-               (SELECT count(*) FROM (SELECT 1 FROM ${tx(tenant ? 'outbox_messages' : 'platform_outbox_messages')}
-                                       WHERE run_id = ANY(${ids}::uuid[]) AND sent_at IS NULL FOR KEY SHARE) ob) AS waited,
+               array(SELECT run_id FROM (SELECT run_id FROM ${tx(tenant ? 'outbox_messages' : 'platform_outbox_messages')}
+                                          WHERE run_id = ANY(${ids}::uuid[]) AND sent_at IS NULL FOR KEY SHARE) ob) AS unsent,
                pg_backend_pid() AS pid, (extract(epoch FROM now()) * 1000000)::int8::text AS xact_start,
-               statement_timestamp() <> transaction_timestamp() AS in_tx),
+               current_setting(${IN_TRANSACTION_SETTING}, true) IS NOT DISTINCT FROM 'on' AS in_tx),
       at AS MATERIALIZED (SELECT clock_timestamp() AS t FROM ctx),
       m AS MATERIALIZED (
         SELECT run_id, k, f, o FROM unnest(${ids}::uuid[], ${hexKeys}::text[], ${hexPrints}::text[]) WITH ORDINALITY AS u(run_id, k, f, o))`;
   const claimable = tx`ctx.in_tx AND ctx.locked[m.o] AND r.status = ANY(${active}::text[])`;
-  const selected = tx`ctx.locked[m.o] AS member_locked, ctx.pid, ctx.xact_start, (SELECT t FROM at)::text AS opened_at,
+  const selected = tx`ctx.locked[m.o] AS member_locked, m.run_id = ANY(ctx.unsent) AS member_unsent, ctx.pid, ctx.xact_start, (SELECT t FROM at)::text AS opened_at,
                (SELECT extract(epoch FROM t) * 1000 FROM at)::float8 AS opened_ms,
                claim.attempt AS claim_attempt, claim.claim_row`;
   if (tenant) {
@@ -120,6 +130,7 @@ export function openedGroup(rows: readonly Row[]): OpenedGroup {
     receivedAtMs: first.opened_ms as number,
     members: rows.map((r) => ({
       locked: r.member_locked === true,
+      unsent: r.member_unsent === true,
       run: r.run_id ? toRunRow(r) : null,
       scheduledFor: (r.scheduled_for_at as string | null) ?? null,
       fresh: r.claim_row ? { attempt: r.claim_attempt as number, claimedAt: receivedAt, row: r.claim_row as string } : null,

@@ -20,7 +20,15 @@ export type Registration =
  * Registration transaction: lock the run, record the delivery, start the attempt. `keyLocked` says
  * whether the effect transaction (already open) holds the key's advisory lock.
  */
-export async function register(c: DeliveryContext, early: Failure | null, gate: GateState, keyLocked: boolean, leaseMs: number): Promise<Registration> {
+export async function register(
+  c: DeliveryContext,
+  early: Failure | null,
+  gate: GateState,
+  keyLocked: boolean,
+  leaseMs: number,
+  /** The receive's instant for `received`, when it is recorded later than the receive (a group member claimed fresh). */
+  receivedAt?: string,
+): Promise<Registration> {
   const { scope, tenantId, envelope } = c;
   if (!early && keyLocked && (gate.state === 'acquired' || gate.state === 'unavailable')) {
     // The usual delivery: one autocommitted statement (actor context, lock, running, `received`).
@@ -28,6 +36,7 @@ export async function register(c: DeliveryContext, early: Failure | null, gate: 
       runId: envelope.run_id,
       receiveCount: c.delivery.receiveCount,
       messageId: c.delivery.messageId,
+      receivedAt,
     });
     if (started) return { kind: 'execute', run: started.run, attempt: started.run.attempts, scheduledFor: started.scheduledFor };
     // Missing or final: nothing was written; the general path below records it.

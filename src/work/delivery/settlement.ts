@@ -153,12 +153,15 @@ async function rememberStart(tx: TxSql, c: DeliveryContext, run: RunRow, attempt
  * shows that its handler ran. The other settlement stands (settleMovedOn follows).
  */
 export async function recordMovedOnAttempt(c: DeliveryContext, receivedAt: string, startedAt: string | null): Promise<void> {
-  await inUnitOfWork(c.deps.sql, c.actor, async (tx) => {
+  const counted = await inUnitOfWork(c.deps.sql, c.actor, async (tx) => {
     const run = await countAttempt(tx, c.scope, { runId: c.envelope.run_id, tenantId: c.tenantId });
-    if (!run) return;
+    if (!run) return false;
     await trail(tx, c, run, 'received', run.attempts, { occurredAt: receivedAt });
     await rememberStart(tx, c, run, run.attempts, startedAt);
+    return true;
   });
+  // Its attempts changed: a status a poller cached after the cancel is stale.
+  if (counted) await evict(c);
 }
 
 /**
