@@ -619,9 +619,9 @@ export interface GroupFinish extends Omit<DeliveryFinish, 'tenantId' | 'ledger' 
   /**
    * Set when the member's registration was deferred to this statement (group-execution.ts): the
    * instant it was received. The run then moves from `queued`, `running` or `retrying` (attempts + 1,
-   * started_at on its first start) and its `received` row (with a `sent` row first when its outbox row
-   * is still pending: the delivery proves the send) is written before `started`, at that instant.
-   * null: registered already, the run must be `running`.
+   * started_at on its first start) and its `received` row is written before `started`, at that instant
+   * (its outbox row is marked sent already: a member whose row was pending registers on its own first,
+   * src/work/delivery/group-opening.ts). null: registered already, the run must be `running`.
    */
   receivedAt: string | null;
   /**
@@ -630,8 +630,6 @@ export interface GroupFinish extends Omit<DeliveryFinish, 'tenantId' | 'ledger' 
    * member's attempt rolls back, as it would had it registered first.
    */
   seenStatus: RunStatus | null;
-  /** The queue's id of the received message (on a `sent` this statement records). */
-  messageId: string;
 }
 
 /**
@@ -669,39 +667,27 @@ export async function finishDeliveries(
   const leave = members.map((m) => m.leaveClaim);
   const receivedAts = members.map((m) => m.receivedAt);
   const seenStatuses = members.map((m) => m.seenStatus);
-  const messageIds = members.map((m) => m.messageId);
   const notRunning = tx`CASE WHEN m.leave_claim IS NOT NULL THEN 0 ELSE ('run ' || m.run_id::text || ' is no longer running: its finish is refused')::int END`;
   const input = tx`
       at AS MATERIALIZED (SELECT clock_timestamp() AS t),
       m AS MATERIALIZED (
         SELECT run_id, key_hex, print_hex, outcome, attempt, receive_count, started_at, leave_claim::tid AS leave_claim,
-               received_at::timestamptz AS received_at, seen_status, message_id, ord
+               received_at::timestamptz AS received_at, seen_status, ord
           FROM unnest(${ids}::uuid[], ${keys}::text[], ${prints}::text[], ${outcomes}::text[], ${attempts}::int[], ${receives}::int[], ${started}::text[], ${leave}::text[],
-                      ${receivedAts}::text[], ${seenStatuses}::text[], ${messageIds}::text[])
-               WITH ORDINALITY AS u(run_id, key_hex, print_hex, outcome, attempt, receive_count, started_at, leave_claim, received_at, seen_status, message_id, ord))`;
+                      ${receivedAts}::text[], ${seenStatuses}::text[])
+               WITH ORDINALITY AS u(run_id, key_hex, print_hex, outcome, attempt, receive_count, started_at, leave_claim, received_at, seen_status, ord))`;
   // The left-out members' claim rows (an init-plan). Their DELETE is gated on the array not being empty:
   // a condition on an init-plan alone is a one-time filter, so in the usual case (nobody left out) the
   // ledger is not read at all, whichever scan the planner picked for it.
   const goneRows = tx`ARRAY(SELECT m.leave_claim FROM m WHERE m.leave_claim IS NOT NULL AND NOT EXISTS (SELECT 1 FROM run WHERE run.run_id = m.run_id))`;
   // A registered member's run must be `running`; a deferred one's must be as the group's opening saw it.
   const stillActive = tx`(CASE WHEN m.received_at IS NULL THEN r.status = 'running' ELSE r.status = m.seen_status END)`;
-  // A deferred member's outbox row still pending (the relay died between its send and its commit; the
-  // opening holds it KEY SHARE since, so no relay pass has sent it again): the delivery proves the send.
-  const sentNow = tx`o.run_id = m.run_id AND m.received_at IS NOT NULL AND o.sent_at IS NULL AND o.run_id IN (SELECT run_id FROM run)`;
-  // Per member, in order: `sent` (recorded by the delivery) and `received` when its registration was
-  // deferred here, `started` when not written yet, `succeeded`. `sent` and `received` carry the
-  // instant of the receive, `started` its claim's, `succeeded` this statement's.
-  const eventRows = tx`(VALUES (0, 'sent'), (1, 'received'), (2, 'started'), (3, 'succeeded')) AS e(n, event)`;
-  const eventColumns = tx`e.event,
-               CASE e.event WHEN 'sent' THEN 0 ELSE m.attempt END,
-               CASE e.event WHEN 'sent' THEN 0 ELSE m.receive_count END,
-               run.queue, ${group.workerInstance},
-               CASE e.event WHEN 'sent' THEN jsonb_build_object('message_id', m.message_id, 'recorded_by', 'delivery') ELSE '{}'::jsonb END,
-               CASE e.event WHEN 'sent' THEN m.received_at WHEN 'received' THEN m.received_at
-                            WHEN 'started' THEN m.started_at::timestamptz ELSE (SELECT t FROM at) END`;
-  const eventWanted = tx`CASE e.event WHEN 'sent' THEN run.run_id IN (SELECT run_id FROM ob)
-                                      WHEN 'received' THEN m.received_at IS NOT NULL
-                                      WHEN 'started' THEN m.started_at IS NOT NULL ELSE true END`;
+  // Per member, in order: `received` when its registration was deferred here (at the instant of the
+  // receive), `started` when not written yet (at its claim's), `succeeded` (at this statement's).
+  const eventRows = tx`(VALUES (1, 'received'), (2, 'started'), (3, 'succeeded')) AS e(n, event)`;
+  const eventColumns = tx`e.event, m.attempt, m.receive_count, run.queue, ${group.workerInstance},
+               CASE e.event WHEN 'received' THEN m.received_at WHEN 'started' THEN m.started_at::timestamptz ELSE (SELECT t FROM at) END`;
+  const eventWanted = tx`CASE e.event WHEN 'received' THEN m.received_at IS NOT NULL WHEN 'started' THEN m.started_at IS NOT NULL ELSE true END`;
   let left: { run_id: string }[];
   if (scope === 'tenant') {
     left = await tx<{ run_id: string }[]>`
@@ -713,10 +699,6 @@ export async function finishDeliveries(
           FROM m
          WHERE r.run_id = ANY(${ids}::uuid[]) AND r.run_id = m.run_id AND r.tenant_id = ${tenantId} AND ${stillActive}
         RETURNING r.run_id, r.queue),
-      ob AS (
-        UPDATE outbox_messages o SET sent_at = clock_timestamp()
-          FROM m WHERE ${sentNow}
-        RETURNING o.run_id),
       k AS (
         INSERT INTO idempotency_keys (tenant_id, idempotency_key, request_fingerprint, status, outcome, expires_at)
         SELECT ${tenantId}, decode(m.key_hex, 'hex'), decode(m.print_hex, 'hex'), 'completed', m.outcome::jsonb,
@@ -727,7 +709,7 @@ export async function finishDeliveries(
       gone AS (
         DELETE FROM idempotency_keys WHERE cardinality(${goneRows}) > 0 AND ctid = ANY(${goneRows}) AND tenant_id = ${tenantId}),
       ev AS (
-        INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance, detail, occurred_at)
+        INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance, occurred_at)
         SELECT m.run_id, ${tenantId}, ${eventColumns}
           FROM run JOIN m USING (run_id) CROSS JOIN ${eventRows}
          WHERE ${eventWanted}
@@ -743,10 +725,6 @@ export async function finishDeliveries(
           FROM m
          WHERE r.run_id = ANY(${ids}::uuid[]) AND r.run_id = m.run_id AND ${stillActive}
         RETURNING r.run_id, r.queue),
-      ob AS (
-        UPDATE platform_outbox_messages o SET sent_at = clock_timestamp()
-          FROM m WHERE ${sentNow}
-        RETURNING o.run_id),
       k AS (
         INSERT INTO platform_idempotency_keys (idempotency_key, request_fingerprint, status, outcome, expires_at)
         SELECT decode(m.key_hex, 'hex'), decode(m.print_hex, 'hex'), 'completed', m.outcome::jsonb,
@@ -757,7 +735,7 @@ export async function finishDeliveries(
       gone AS (
         DELETE FROM platform_idempotency_keys WHERE cardinality(${goneRows}) > 0 AND ctid = ANY(${goneRows})),
       ev AS (
-        INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance, detail, occurred_at)
+        INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance, occurred_at)
         SELECT m.run_id, ${eventColumns}
           FROM run JOIN m USING (run_id) CROSS JOIN ${eventRows}
          WHERE ${eventWanted}

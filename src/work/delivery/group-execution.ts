@@ -193,7 +193,6 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
               leaveClaim: s.done!.unchecked ? s.fresh!.row : null,
               receivedAt: s.done!.receivedAt,
               seenStatus: s.done!.seenStatus,
-              messageId: s.m.c.delivery.messageId,
             })),
           ),
         );
