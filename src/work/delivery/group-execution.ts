@@ -67,15 +67,7 @@ interface MemberState {
   /** The instant of this attempt's `started` once its turn came (for settlement), else null. */
   startedAt: string | null;
   /** `unchecked`: the handler sent no statement, so no savepoint was opened and the run row is not locked before the finish. */
-  done?: {
-    outcome: UnitOutcome;
-    replayed: boolean;
-    followUpsSince: number | null;
-    startedToWrite: string | null;
-    unchecked: boolean;
-    receivedAt: string | null;
-    seenStatus: RunStatus | null;
-  };
+  done?: { outcome: UnitOutcome; replayed: boolean; followUpsSince: number | null; startedToWrite: string | null; unchecked: boolean };
   failure?: { error: unknown; reason: unknown };
   /** Its place in the consumer was given back for the group's commit tail (GroupCommits.enterTail): set on every finishing member when the group entered it. */
   gaveBack?: boolean;
@@ -191,8 +183,8 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
               outcome: s.done!.outcome,
               startedAt: s.done!.startedToWrite,
               leaveClaim: s.done!.unchecked ? s.fresh!.row : null,
-              receivedAt: s.done!.receivedAt,
-              seenStatus: s.done!.seenStatus,
+              receivedAt: finishRegisters(s)?.receivedAt ?? null,
+              seenStatus: finishRegisters(s)?.seenStatus ?? null,
             })),
           ),
         );
@@ -274,7 +266,7 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
         const claim = await claimExistingKey(tx, ledgerScope(c), c.key!, c.fingerprint!, leaseMs);
         const replay = await actOnClaim(tx, c, run, attempt, claim);
         if (replay) {
-          s.done = { outcome: replay.replayed, replayed: true, followUpsSince: null, startedToWrite: null, unchecked: false, receivedAt: null, seenStatus: null };
+          s.done = { outcome: replay.replayed, replayed: true, followUpsSince: null, startedToWrite: null, unchecked: false };
           tx.unsafe(`RELEASE SAVEPOINT ${savepoint}`).catch(() => {}); // a failure aborts the transaction: the COMMIT reports it
           return;
         }
@@ -298,17 +290,15 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
       });
       clearTimeout(visible);
       // Registered on its own meanwhile: the finish then finds the run `running`, as for any member.
-      const receivedAt = s.deferred && !s.late ? s.deferred.receivedAt : null;
-      const seenStatus = receivedAt !== null ? s.deferred!.seenStatus : null;
       if (s.late && !(await s.late)) throw new RunMovedOn();
       if (!opened) {
-        s.done = { outcome, replayed: false, followUpsSince: followUps.writtenSince(), startedToWrite, unchecked: true, receivedAt, seenStatus };
+        s.done = { outcome, replayed: false, followUpsSince: followUps.writtenSince(), startedToWrite, unchecked: true };
         return;
       }
       await opened;
-      if (!(await lockRunningRun(tx, scope, { runId: run.runId, tenantId }, seenStatus))) throw new RunMovedOn();
+      if (!(await lockRunningRun(tx, scope, { runId: run.runId, tenantId }, finishRegisters(s)?.seenStatus ?? null))) throw new RunMovedOn();
       tx.unsafe(`RELEASE SAVEPOINT ${savepoint}`).catch(() => {}); // as above; sent with the next member's first statement
-      s.done = { outcome, replayed: false, followUpsSince: followUps.writtenSince(), startedToWrite, unchecked: false, receivedAt, seenStatus };
+      s.done = { outcome, replayed: false, followUpsSince: followUps.writtenSince(), startedToWrite, unchecked: false };
     } catch (error) {
       s.failure = { error, reason: s.controller.signal.aborted ? s.controller.signal.reason : undefined };
       if (released) throw error; // the whole group goes back to the queue
@@ -342,6 +332,16 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
       });
     return s.late;
   }
+}
+
+/**
+ * The deferred registration the group's finish writes for this member, or undefined when it is written
+ * already (registered up front, or on its own once its handler outlived RUNNING_VISIBLE_AFTER_MS or
+ * reported progress). Settled once its handler has returned: nothing registers a member after that
+ * until its group's transaction has ended.
+ */
+function finishRegisters(s: MemberState): MemberState['deferred'] {
+  return s.late === undefined ? s.deferred : undefined;
 }
 
 /**
@@ -388,7 +388,8 @@ async function settleMember(
         s.m.resolve(await settleMovedOn(c, 0));
         return;
       }
-      ({ run, attempt } = { run: started.run, attempt: started.run.attempts });
+      run = started.run;
+      attempt = started.run.attempts;
     }
     const own = s.failure ?? { error: groupError!.error, reason: s.controller.signal.aborted ? s.controller.signal.reason : undefined };
     s.m.resolve(await settleExecuted(c, run, attempt, own.error, own.reason, s.startedAt, leaseMs));
