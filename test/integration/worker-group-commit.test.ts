@@ -219,14 +219,20 @@ async function releasedDeliveries(unit: string): Promise<number> {
   return metric.values.filter((v) => v.labels.unit === unit && v.labels.result === 'released').reduce((n, v) => n + v.value, 0);
 }
 
-/** The transaction that wrote a run's `started` and `succeeded` rows (as txid_current() reports it). */
-async function trailTx(runId: string): Promise<string[]> {
-  const rows = await h.sql<{ x: string }[]>`
-    SELECT xmin::text AS x FROM task_run_events WHERE run_id = ${runId} AND event IN ('started', 'succeeded')
-    UNION ALL SELECT xmin::text FROM platform_task_run_events WHERE run_id = ${runId} AND event IN ('started', 'succeeded')`;
+/** A run's trail rows of these events, in order, each with the transaction that wrote it (as txid_current() reports it). */
+async function trailRowsWithTx(runId: string, names: string[]): Promise<Array<{ event: string; attempt: number; detail: Record<string, unknown>; tx: string }>> {
+  const rows = await h.sql<{ event: string; attempt: number; detail: Record<string, unknown>; x: string }[]>`
+    SELECT event, attempt, detail, xmin::text AS x, id FROM task_run_events WHERE run_id = ${runId} AND event = ANY(${names}::text[])
+    UNION ALL SELECT event, attempt, detail, xmin::text, id FROM platform_task_run_events WHERE run_id = ${runId} AND event = ANY(${names}::text[])
+    ORDER BY id`;
   // txid_current() is the xid with its epoch above 32 bits (0 in a fresh cluster).
   const [epoch] = await h.sql<{ e: string }[]>`SELECT (txid_current() >> 32)::text AS e`;
-  return rows.map((r) => String((BigInt(epoch!.e) << 32n) + BigInt(r.x)));
+  return rows.map((r) => ({ event: r.event, attempt: r.attempt, detail: r.detail, tx: String((BigInt(epoch!.e) << 32n) + BigInt(r.x)) }));
+}
+
+/** The transaction that wrote a run's `started` and `succeeded` rows (as txid_current() reports it). */
+async function trailTx(runId: string): Promise<string[]> {
+  return (await trailRowsWithTx(runId, ['started', 'succeeded'])).map((r) => r.tx);
 }
 
 /**
@@ -243,6 +249,18 @@ async function expectEachCommittedOnce(runIds: string[], keys: string[]): Promis
     expect((await causalProblems(h.sql, runId)).problems).toEqual([]);
   }
   return txids;
+}
+
+/**
+ * Waits for the runs to succeed and stops the workers; each run has one effect, committed with its
+ * `started` and `succeeded`, and all of them in ONE transaction, which is returned.
+ */
+async function committedAsOneGroup(runtime: WorkerRuntime, runIds: string[], keys: string[]): Promise<string> {
+  for (const runId of runIds) expect((await h.waitForStatus(runId, ['succeeded', 'failed'])).status).toBe('succeeded');
+  await runtime.stop();
+  const txids = await expectEachCommittedOnce(runIds, keys);
+  expect(txids.size).toBe(1);
+  return [...txids][0]!;
 }
 
 /** True when the runs' `started` and `succeeded` rows were all written by one transaction: they committed as one group. */
@@ -525,17 +543,11 @@ describe('group commit', () => {
   it('R-UNT-09 R-TRL-08 a member claimed fresh registers with its effect: its received, started and succeeded commit in the one transaction, its run queued until then', async () => {
     const keys = ['g-fold-1', 'g-fold-2', 'g-fold-3'];
     const { runIds, runtime } = await receivedTogether(keys.map((key) => ({ key })));
-    for (const runId of runIds) expect((await h.waitForStatus(runId, ['succeeded', 'failed'])).status).toBe('succeeded');
-    await runtime.stop();
-    const txids = await expectEachCommittedOnce(runIds, keys);
-    expect(txids.size).toBe(1);
-    const [effectTx] = txids;
-    const [epoch] = await h.sql<{ e: string }[]>`SELECT (txid_current() >> 32)::text AS e`;
+    const effectTx = await committedAsOneGroup(runtime, runIds, keys);
     for (const runId of runIds) {
       // The registration (received, attempts + 1, started_at) went into the group's finish: no commit of its own.
-      const rows = await h.sql<{ event: string; attempt: number; x: string }[]>`
-        SELECT event, attempt, xmin::text AS x FROM task_run_events WHERE run_id = ${runId} AND event IN ('received', 'started', 'succeeded') ORDER BY id`;
-      expect(rows.map((r) => [r.event, r.attempt, String((BigInt(epoch!.e) << 32n) + BigInt(r.x))])).toEqual([
+      const rows = await trailRowsWithTx(runId, ['received', 'started', 'succeeded']);
+      expect(rows.map((r) => [r.event, r.attempt, r.tx])).toEqual([
         ['received', 1, effectTx],
         ['started', 1, effectTx],
         ['succeeded', 1, effectTx],
@@ -585,20 +597,8 @@ describe('group commit', () => {
     await h.sql`UPDATE outbox_messages SET available_at = clock_timestamp() WHERE run_id = ${runIds[1]!}`;
     await h.sendRaw('bulk', runs[1]!.envelope);
     const runtime = await h.startWorkers({ queues: ['bulk'] });
-    for (const runId of runIds) expect((await h.waitForStatus(runId, ['succeeded', 'failed'])).status).toBe('succeeded');
-    await runtime.stop();
-    const txids = await expectEachCommittedOnce(runIds, keys);
-    expect(txids.size).toBe(1);
-    const [effectTx] = txids;
-    const [epoch] = await h.sql<{ e: string }[]>`SELECT (txid_current() >> 32)::text AS e`;
-    const writtenBy = async (runId: string) =>
-      new Map(
-        (await h.sql<{ event: string; x: string; detail: Record<string, unknown> }[]>`
-          SELECT event, xmin::text AS x, detail FROM task_run_events WHERE run_id = ${runId} AND event IN ('sent', 'received')`).map((r) => [
-          r.event,
-          { tx: String((BigInt(epoch!.e) << 32n) + BigInt(r.x)), detail: r.detail },
-        ]),
-      );
+    const effectTx = await committedAsOneGroup(runtime, runIds, keys);
+    const writtenBy = async (runId: string) => new Map((await trailRowsWithTx(runId, ['sent', 'received'])).map((r) => [r.event, r]));
     // The pending row's member registered on its own, before the group's finish: its `sent` (recorded by
     // the delivery) and `received` committed apart from the effect, and the relay has nothing left to send.
     const unsent = await writtenBy(runIds[1]!);
