@@ -34,6 +34,8 @@ const payload = z.object({
   fail: z.enum(['transient', 'permanent']).optional(),
   /** Fail and sleep only on attempt 1. */
   firstAttemptOnly: z.boolean().optional(),
+  /** A statement that sleeps this long (pg_sleep) after the insert. */
+  sqlSleepMs: z.number().int().min(0).optional(),
 });
 
 /** The top-level transaction each handler call ran in, by key and attempt (this process runs the units). */
@@ -43,6 +45,7 @@ const handler = async (p: z.infer<typeof payload>, run: Parameters<WorkUnit['han
   const [row] = await run.transaction<{ txid: string }[]>`
     INSERT INTO group_effects (run_id, key, attempt) VALUES (${run.runId}, ${p.key}, ${run.attempt}) RETURNING txid::text`;
   handlerTx.set(`${p.key}#${run.attempt}`, row!.txid);
+  if (p.sqlSleepMs) await run.transaction`SELECT pg_sleep(${p.sqlSleepMs / 1000})`;
   const now = !p.firstAttemptOnly || run.attempt === 1;
   if (p.sleepMs && now) await sleep(p.sleepMs, undefined, { signal: run.signal });
   if (p.fail && now) {
@@ -556,6 +559,27 @@ describe('group commit', () => {
       expect(run).toMatchObject({ status: 'succeeded', attempts: 1 });
       expect(run.started_at).not.toBeNull();
     }
+  });
+
+  it('R-UNT-09 an operator cancel of a group-commit run that executes alone cancels its statement at once: failed, its effect rolled back, no retry', async () => {
+    await h.fenceAbandonedPolls('bulk');
+    // fixture.group_tail_effect: a 30 s timeout, so nothing but the cancel ends the 25 s pg_sleep early.
+    const { runId } = await h.dispatch('fixture.group_tail_effect', { key: 'g-one-cx', sqlSleepMs: 25_000 }, tenantActor());
+    await h.relay();
+    const runtime = await h.startWorkers({ queues: ['bulk'] });
+    const sleeping = async () => {
+      const [row] = await h.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE '%pg_sleep%' AND state = 'active' AND pid <> pg_backend_pid()`;
+      return row!.n;
+    };
+    await waitFor(async () => (await sleeping()) === 1, 10_000, { what: 'the handler’s pg_sleep under way' });
+    await h.waitForStatus(runId, ['running']);
+    expect(await cancelRunNow(h.sql, { runId, by: 'alice', reason: 'wrong customer' })).toMatchObject({ result: 'cancelled', previousStatus: 'running' });
+    // The statement is cancelled within a heartbeat, long before its 25 s: the delivery settles.
+    await waitFor(async () => (await sleeping()) === 0, 10_000, { what: 'the handler’s statement cancelled' });
+    await waitFor(() => /the run left running under this delivery/.test(h.logs()), 10_000, { what: 'the cancelled run settled' });
+    await runtime.stop();
+    expect(await effectsOf('g-one-cx')).toEqual([]);
+    expect(await h.run(runId)).toMatchObject({ status: 'failed', attempts: 1, outcome: { error: { code: 'CANCELLED' } } });
   });
 
   it('R-WRK-01 R-TRL-08 a member whose handler runs past 100 ms, or reports progress, is registered on its own first: a poller sees it running meanwhile', async () => {
