@@ -87,34 +87,23 @@ export function groupOpening(tx: TxSql, g: GroupOpeningInput): PendingQuery<Row[
   const selected = tx`ctx.locked[m.o] AS member_locked, m.run_id = ANY(ctx.unsent) AS member_unsent, ctx.pid, ctx.xact_start, (SELECT t FROM at)::text AS opened_at,
                (SELECT extract(epoch FROM t) * 1000 FROM at)::float8 AS opened_ms,
                claim.attempt AS claim_attempt, claim.claim_row`;
-  if (tenant) {
-    return tx`
-      WITH ${ctx},
-      r AS MATERIALIZED (SELECT t.* FROM task_runs t WHERE t.run_id = ANY(${ids}::uuid[]) AND t.tenant_id = ${g.tenantId} AND EXISTS (SELECT 1 FROM at)),
-      claim AS (
-        INSERT INTO idempotency_keys (tenant_id, idempotency_key, request_fingerprint, expires_at)
-        SELECT ${g.tenantId}, decode(m.k, 'hex'), decode(m.f, 'hex'), clock_timestamp() + make_interval(secs => ${lease})
-          FROM m JOIN r USING (run_id) CROSS JOIN ctx
-         WHERE ${claimable}
-        ON CONFLICT DO NOTHING
-        RETURNING encode(idempotency_key, 'hex') AS k, attempt, ctid::text AS claim_row)
-      SELECT ${selected}, NULL::text AS scheduled_for_at, r.*
-        FROM m CROSS JOIN ctx LEFT JOIN r USING (run_id) LEFT JOIN claim ON claim.k = m.k
-       ORDER BY m.o`;
-  }
+  // The two scopes differ in their tables, the tenant column and filter, and a platform run's scheduled moment.
+  const runs = tenant ? tx`task_runs t WHERE t.run_id = ANY(${ids}::uuid[]) AND t.tenant_id = ${g.tenantId}` : tx`platform_task_runs t WHERE t.run_id = ANY(${ids}::uuid[])`;
+  const scheduledFor = tenant
+    ? tx`NULL::text`
+    : tx`(SELECT to_char(o.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+                FROM platform_task_run_schedule_origins o WHERE o.run_id = m.run_id)`;
   return tx`
       WITH ${ctx},
-      r AS MATERIALIZED (SELECT t.* FROM platform_task_runs t WHERE t.run_id = ANY(${ids}::uuid[]) AND EXISTS (SELECT 1 FROM at)),
+      r AS MATERIALIZED (SELECT t.* FROM ${runs} AND EXISTS (SELECT 1 FROM at)),
       claim AS (
-        INSERT INTO platform_idempotency_keys (idempotency_key, request_fingerprint, expires_at)
-        SELECT decode(m.k, 'hex'), decode(m.f, 'hex'), clock_timestamp() + make_interval(secs => ${lease})
+        INSERT INTO ${tx(tenant ? 'idempotency_keys' : 'platform_idempotency_keys')} (${tenant ? tx`tenant_id,` : tx``} idempotency_key, request_fingerprint, expires_at)
+        SELECT ${tenant ? tx`${g.tenantId},` : tx``} decode(m.k, 'hex'), decode(m.f, 'hex'), clock_timestamp() + make_interval(secs => ${lease})
           FROM m JOIN r USING (run_id) CROSS JOIN ctx
          WHERE ${claimable}
         ON CONFLICT DO NOTHING
         RETURNING encode(idempotency_key, 'hex') AS k, attempt, ctid::text AS claim_row)
-      SELECT ${selected},
-             (SELECT to_char(o.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
-                FROM platform_task_run_schedule_origins o WHERE o.run_id = m.run_id) AS scheduled_for_at, r.*
+      SELECT ${selected}, ${scheduledFor} AS scheduled_for_at, r.*
         FROM m CROSS JOIN ctx LEFT JOIN r USING (run_id) LEFT JOIN claim ON claim.k = m.k
        ORDER BY m.o`;
 }
