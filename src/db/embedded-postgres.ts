@@ -80,7 +80,11 @@ function binariesIn(dir: string): Binaries {
 }
 
 function run(cmd: string, args: string[], opts: SpawnSyncOptions = {}) {
-  const res = spawnSync(cmd, args, { encoding: 'utf8', ...opts });
+  // Its own process group: a terminal's second Ctrl-C, sent to the launcher's group, must not kill a
+  // pg_ctl halfway through the stop (or start) it was asked for; the caller decides what a signal stops.
+  // spawnSync honours `detached` like spawn (normalizeSpawnArguments); @types/node leaves it out.
+  const detached: SpawnSyncOptions & { detached: boolean } = { detached: true, ...opts };
+  const res = spawnSync(cmd, args, { ...detached, encoding: 'utf8' });
   return {
     ok: res.status === 0,
     status: res.status,

@@ -9,6 +9,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/kv/redis-server.ts';
 import { createSql, type Sql } from '../../src/db/client.ts';
 import { freshRedisUrl, services } from '../support/services.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 const root = path.resolve(import.meta.dirname, '..', '..');
 
@@ -79,6 +80,21 @@ function pathWithout(command: string): string {
     }
   }
   return dir;
+}
+
+/** True while a `pg_ctl ... stop` of `dataDir` runs (any user's: as root, pg_ctl runs as postgres). */
+function pgCtlStopRunning(dataDir: string): boolean {
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let argv: string[];
+    try {
+      argv = fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+    } catch {
+      continue;
+    }
+    if (argv[0]?.endsWith('pg_ctl') && argv.includes('stop') && argv.includes(dataDir)) return true;
+  }
+  return false;
 }
 
 /** Local addresses a TCP port listens on (from /proc/net/tcp and tcp6), e.g. ['127.0.0.1'] or ['0.0.0.0']. */
@@ -177,7 +193,7 @@ describe('npm start (svc dev)', () => {
 
     ctrlC(first);
     expect(await first.exit, first.output.join('')).toBe(0);
-    expect(postgresRunningOn(pgData)).toBe(false);
+    expect(postgresRunningOn(pgData), first.output.join('')).toBe(false);
 
     // Second run on the same data with a private redis-server, stopped by a double Ctrl-C.
     const env2 = { ...(await baseEnv(pgPort)), SVC_DEV_PRIVATE_REDIS: 'true' };
@@ -197,7 +213,7 @@ describe('npm start (svc dev)', () => {
     ctrlC(second);
     expect(await second.exit, second.output.join('')).toBe(0);
     // Nothing left behind: PostgreSQL, the private redis-server, the API and the workers are gone.
-    expect(postgresRunningOn(pgData)).toBe(false);
+    expect(postgresRunningOn(pgData), second.output.join('')).toBe(false);
     expect(await portOpen(Number(privateRedis![1]))).toBe(false);
     expect(await portOpen(Number(env2.SVC_API_PORT))).toBe(false);
     expect(await portOpen(Number(env2.SVC_HEALTH_PORT))).toBe(false);
@@ -235,6 +251,32 @@ describe('npm start (svc dev)', () => {
     expect(await next.exit, next.output.join('')).toBe(0);
     expect(postgresRunningOn(pgData)).toBe(false);
     expect(await portOpen(Number(env.SVC_API_PORT))).toBe(false);
+  }, 300_000);
+
+  it('R-EXE-01 a second Ctrl-C while PostgreSQL is slow to stop does not cut its stop short: pg_ctl sees it through and nothing is left running', async () => {
+    const env = { ...(await baseEnv(await freePort())), SVC_DEV_PRIVATE_REDIS: 'true' };
+    const dev = startDev(env);
+    started.push(dev);
+    await waitReady(`http://127.0.0.1:${env.SVC_API_PORT}/ready`, dev);
+    await waitReady(`http://127.0.0.1:${env.SVC_HEALTH_PORT}/readyz`, dev);
+    const postmaster = Number(fs.readFileSync(path.join(pgData, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    // The fault: a postmaster that does not answer its stop yet (frozen), so the launcher's pg_ctl stop
+    // is still waiting when the operator presses Ctrl-C again.
+    process.kill(postmaster, 'SIGSTOP');
+    try {
+      ctrlC(dev);
+      await waitFor(() => pgCtlStopRunning(pgData), 60_000, { stepMs: 20, what: 'the launcher’s pg_ctl stop under way' });
+      ctrlC(dev);
+    } finally {
+      process.kill(postmaster, 'SIGCONT');
+    }
+    const output = () => dev.output.join('');
+    expect(await dev.exit, output()).toBe(0);
+    // The second Ctrl-C reached the launcher, not its pg_ctl: the stop was confirmed, never escalated.
+    expect(output()).toMatch(/SIGINT again/);
+    expect(output()).not.toMatch(/did not confirm the stop|immediate shutdown/);
+    expect(postgresRunningOn(pgData), output()).toBe(false);
+    expect(alive(postmaster)).toBe(false);
   }, 300_000);
 
   it('R-EXE-01 a REDIS_URL nothing answers at is refused in one line, never replaced by a private Redis, and nothing is left running', async () => {
