@@ -6,7 +6,9 @@
 // rows) before the one COMMIT. A member whose key was claimed fresh is registered by that finish, with
 // its effect; any other registers first, as a lone delivery does (the start coalescer).
 // Each handler runs in its own savepoint, one after another; group-execution.ts says what happens
-// when one of them fails. A group of one is an ordinary delivery (execution.ts).
+// when one of them fails. A group of one takes the same path: its registration folds into its finish
+// too, where a delivery alone (execution.ts) would pay a statement and a commit of its own before its
+// claim. That is the usual case under steady traffic, one run at a time.
 //
 // When a group forms, the deliveries still in their checks (stage 1: the Redis gate) are the rest of
 // its receive: the group waits for them to reach execution (or to settle otherwise), never for later
@@ -230,17 +232,13 @@ export class GroupCommits {
   }
 
   private start(members: GroupMember[], release: SlotRelease): void {
-    const [first, ...rest] = members;
-    recordGroupCommit(first!.c.unit!.name, members.length); // svc_group_commit_runs (src/observe)
-    if (rest.length === 0) {
-      runAlone(first!.c, null, first!.gate, first!.payload, first!.leaseMs, release).then(first!.resolve, first!.reject);
-      return;
-    }
+    const first = members[0]!;
+    recordGroupCommit(first.c.unit!.name, members.length); // svc_group_commit_runs (src/observe)
     releaseAtSettle(
       members.map((m) => m.c),
       release,
     );
-    void executeGroup(first!.c.deps, members, release);
+    void executeGroup(first.c.deps, members, release);
   }
 
   /** The worker stopped before these members' turn: each goes back to the queue untouched. */

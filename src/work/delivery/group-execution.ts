@@ -16,7 +16,8 @@
 //   later waits for the commit and finds the run succeeded).
 // - Nothing cancels a member's statement from outside (the backend is shared with its neighbours):
 //   a timeout or a cancel aborts `run.signal`, and the transaction's statement_timeout (the unit's
-//   timeout) bounds a statement that ignores it. A release on shutdown releases the whole group.
+//   timeout) bounds a statement that ignores it. A group of one has no neighbour: an operator's cancel
+//   cancels its statement, as for a delivery alone. A release on shutdown releases the whole group.
 // - If a statement of the group itself fails (the opening, the finish, the COMMIT), every member's
 //   effect rolls back and each settles as a failed attempt, as one delivery would.
 import type { TxSql } from '../../db/client.ts';
@@ -76,7 +77,7 @@ interface MemberState {
 type Executing = MemberState & { registration: Extract<Registration, { kind: 'execute' }> };
 
 /**
- * Runs one group (2 to GROUP_COMMIT_MAX_RUNS members) in the unit slot it was given, and settles each
+ * Runs one group (1 to GROUP_COMMIT_MAX_RUNS members) in the unit slot it was given, and settles each
  * member with its own result. `releaseSlot` gives that slot back: when the group enters its commit
  * tail, else once its members have settled. Never rejects.
  */
@@ -251,7 +252,11 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
       scope,
       run: { runId: run.runId, tenantId },
       intervalMs: deps.cancelCheckIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS,
-      onCancel: (reason) => s.controller.abort(reason),
+      onCancel: (reason) => {
+        s.controller.abort(reason);
+        // Alone in its group, the backend is this run's only: its statement is cancelled at once.
+        if (states.length === 1 && backend) cancelStatement(deps.sql, backend).catch((error: unknown) => c.log.warn({ err: error }, 'could not cancel the statement of a cancelled run'));
+      },
       onError: (error) => c.log.warn({ err: error }, 'could not check whether the run was cancelled'),
     });
     // A deferred member whose handler outlives RUNNING_VISIBLE_AFTER_MS is registered on its own, so a
