@@ -54,16 +54,16 @@ function ctrlC(dev: Dev): void {
   process.kill(-dev.child.pid!, 'SIGINT');
 }
 
-function postgresRunningOn(dataDir: string): boolean {
+/** The pid a data directory's postmaster.pid names, if the file is there. */
+function postmasterPid(dataDir: string): number | undefined {
   const pidFile = path.join(dataDir, 'postmaster.pid');
-  if (!fs.existsSync(pidFile)) return false;
-  const pid = Number(fs.readFileSync(pidFile, 'utf8').split('\n')[0]);
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
+  if (!fs.existsSync(pidFile)) return undefined;
+  return Number(fs.readFileSync(pidFile, 'utf8').split('\n')[0]);
+}
+
+function postgresRunningOn(dataDir: string): boolean {
+  const pid = postmasterPid(dataDir);
+  return pid !== undefined && alive(pid);
 }
 
 /** A PATH with everything of this one except `command` (a machine without that package, simulated). */
@@ -259,7 +259,7 @@ describe('npm start (svc dev)', () => {
     started.push(dev);
     await waitReady(`http://127.0.0.1:${env.SVC_API_PORT}/ready`, dev);
     await waitReady(`http://127.0.0.1:${env.SVC_HEALTH_PORT}/readyz`, dev);
-    const postmaster = Number(fs.readFileSync(path.join(pgData, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    const postmaster = postmasterPid(pgData)!;
     // The fault: a postmaster that does not answer its stop yet (frozen), so the launcher's pg_ctl stop
     // is still waiting when the operator presses Ctrl-C again.
     process.kill(postmaster, 'SIGSTOP');
