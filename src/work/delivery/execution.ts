@@ -5,6 +5,7 @@
 import { recordRunStarted } from '../../observe/delivery-metrics.ts';
 import { traceStage } from '../../observe/work-tracing.ts';
 import type { Sql, TxSql } from '../../db/client.ts';
+import type { Logger } from 'pino';
 import { beginPipelined } from '../../db/pipelined-begin.ts';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS } from '../../config/limits.ts';
 import { watchForCancel, type CancelWatch } from '../operate/cancel-watch.ts';
@@ -59,7 +60,7 @@ export async function deliverAlone(c: DeliveryContext, early: Failure | null, ga
   const onRelease = () => {
     controller.abort(new ReleasedOnShutdown());
     if (effectBackend) {
-      cancelStatement(deps.sql, effectBackend).catch((error: unknown) => c.log.warn({ err: error }, 'could not cancel the statement of a released run'));
+      cancelStatement(deps.sql, effectBackend, c.log, 'a released run');
     }
   };
   let registration: Registration | undefined;
@@ -101,7 +102,7 @@ export async function deliverAlone(c: DeliveryContext, early: Failure | null, ga
         // As a release: abort the handler and cancel its statement; settlement then finds the run failed and acks.
         onCancel: (reason) => {
           controller.abort(reason);
-          if (effectBackend) cancelStatement(deps.sql, effectBackend).catch((error: unknown) => c.log.warn({ err: error }, 'could not cancel the statement of a cancelled run'));
+          if (effectBackend) cancelStatement(deps.sql, effectBackend, c.log, 'a cancelled run');
         },
         onError: (error) => c.log.warn({ err: error }, 'could not check whether the run was cancelled'),
       });
@@ -164,8 +165,15 @@ export interface EffectBackend {
   xactStart: string;
 }
 
-/** Cancels the current statement of the effect transaction (on another connection; no-op once it ended). */
-export async function cancelStatement(sql: Sql, backend: EffectBackend): Promise<void> {
-  await sql`SELECT pg_cancel_backend(pid) FROM pg_stat_activity
-             WHERE pid = ${backend.pid} AND (extract(epoch FROM xact_start) * 1000000)::int8 = ${backend.xactStart}::text::int8`;
+/**
+ * Cancels the current statement of the effect transaction (on another connection; no-op once it ended).
+ * Not awaited by its callers (a release or a cancel goes on regardless): a failure is logged, as the
+ * statement of `what` (a released run, a cancelled run, a released group).
+ */
+export function cancelStatement(sql: Sql, backend: EffectBackend, log: Pick<Logger, 'warn'>, what: string): void {
+  sql`SELECT pg_cancel_backend(pid) FROM pg_stat_activity
+       WHERE pid = ${backend.pid} AND (extract(epoch FROM xact_start) * 1000000)::int8 = ${backend.xactStart}::text::int8`.then(
+    () => {},
+    (error: unknown) => log.warn({ err: error }, `could not cancel the statement of ${what}`),
+  );
 }

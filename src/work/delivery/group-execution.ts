@@ -99,7 +99,7 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
     released = true;
     for (const s of states) s.controller.abort(new ReleasedOnShutdown());
     // The whole group goes back to the queue: cancelling its current statement hurts no neighbour.
-    if (backend) cancelStatement(deps.sql, backend).catch((error: unknown) => first.log.warn({ err: error }, 'could not cancel the statement of a released group'));
+    if (backend) cancelStatement(deps.sql, backend, first.log, 'a released group');
   };
   if (deps.releaseSignal?.aborted) released = true;
   else deps.releaseSignal?.addEventListener('abort', onRelease, { once: true });
@@ -255,7 +255,7 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
       onCancel: (reason) => {
         s.controller.abort(reason);
         // Alone in its group, the backend is this run's only: its statement is cancelled at once.
-        if (states.length === 1 && backend) cancelStatement(deps.sql, backend).catch((error: unknown) => c.log.warn({ err: error }, 'could not cancel the statement of a cancelled run'));
+        if (states.length === 1 && backend) cancelStatement(deps.sql, backend, c.log, 'a cancelled run');
       },
       onError: (error) => c.log.warn({ err: error }, 'could not check whether the run was cancelled'),
     });
