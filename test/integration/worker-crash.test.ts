@@ -5,20 +5,22 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { events, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
+import { causalProblems } from '../fixtures/trail-causality.ts';
+import { CHAOS_GROUP_UNITS } from '../fixtures/units/runtime-units.ts';
 import { createTenant } from './work-tables-support.ts';
 
 let h: WorkHarness;
 let child: ChildProcess | undefined;
 
 beforeAll(async () => {
-  h = await workHarness();
+  h = await workHarness({ units: CHAOS_GROUP_UNITS });
 });
 afterAll(async () => {
   if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   await h?.close();
 });
 
-function startChild(): Promise<ChildProcess> {
+function startChild(units: 'runtime' | 'group' = 'runtime'): Promise<ChildProcess> {
   const script = path.resolve(import.meta.dirname, '..', 'fixtures', 'worker-child.ts');
   const proc = spawn(process.execPath, [script], {
     env: {
@@ -27,6 +29,7 @@ function startChild(): Promise<ChildProcess> {
       CHILD_REDIS_URL: h.redisUrl ?? '',
       CHILD_SQS_ENDPOINT: h.endpoint,
       CHILD_QUEUE_URL_PREFIX: h.queueUrlPrefix,
+      CHILD_UNITS: units,
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -75,5 +78,30 @@ describe('worker crash', () => {
     expect(trail.at(-3)!.receive_count).toBe(2);
     expect(trail.filter((t) => t.event === 'received' && t.detail.held !== undefined)).toEqual([]);
     expect(trail.at(-1)!.worker_instance).toBe('test-worker');
+  });
+
+  it('R-WRK-07 R-IDM-09 a worker killed with SIGKILL mid-handler of a group-commit run alone in its group: the run succeeds once, its trail causal', async () => {
+    child = await startChild('group');
+    const { runId } = await h.dispatch('fixture.group_effect', { key: 'crash-group-one', sleepMs: 30_000, sleepUntilAttempt: 1 }, { kind: 'system' as const, label: 'test' });
+    await h.relay();
+    // A group of one: past 100 ms its handler is registered on its own (running), and the group's
+    // transaction holds the key's advisory lock.
+    await h.waitForStatus(runId, ['running']);
+    for (const deadline = Date.now() + 10_000; ; ) {
+      const [lock] = await h.sql`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted LIMIT 1`;
+      if (lock) break;
+      if (Date.now() > deadline) throw new Error('the child never entered the group transaction');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    child.kill('SIGKILL');
+    await new Promise((r) => child!.once('exit', r));
+    await h.startWorkers({ queues: ['bulk'] });
+    const run = await h.waitForStatus(runId, ['succeeded', 'failed'], 30_000);
+    expect(run).toMatchObject({ status: 'succeeded', attempts: 2 });
+    // The dead attempt's effect rolled back with its group: one effect, committed with the one succeeded.
+    expect(await h.effects('crash-group-one')).toBe(1);
+    const trail = await h.trail(runId);
+    expect(trail.filter((t) => t.event === 'succeeded')).toMatchObject([{ attempt: 2 }]);
+    expect((await causalProblems(h.sql, runId)).problems).toEqual([]);
   });
 });
