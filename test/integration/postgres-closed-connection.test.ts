@@ -5,9 +5,20 @@
 // and its close unsettled. patches/postgres+3.4.9.patch fixes both; this test fails without it.
 // The scenario runs in a process of its own (test/fixtures/closed-connection.ts), since the failure it
 // guards against ends the process.
+//
+// A backend terminated while it ran a statement sends its FATAL error, then closes. postgres.js kept that
+// error and rejected the first statement of the NEXT connection with it (its issue #1223): after any
+// backend kill, one innocent statement failed with `57P01`. The patch hands the error to the statement it
+// interrupted; the second test fails without it.
+//
+// A reserved connection (every transaction of this project, src/db/pipelined-begin.ts) holds back the
+// statements handed to it while it is busy, and sent them once it was free; if it closed first, they
+// waited for ever (a unit of work whose context went out behind a statement being described hung, its
+// delivery with it). Patched, they reject with `CONNECTION_CLOSED`; the third test fails without it.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createSql } from '../../src/db/client.ts';
 import { runNodeProcess } from '../support/node-process.ts';
 import { freshDatabase, type TestDatabase } from '../support/services.ts';
 
@@ -38,5 +49,56 @@ describe('a PostgreSQL connection whose backend died', () => {
     expect(result.transaction.failed).toMatch(/^rejected (CONNECTION_CLOSED|ECONNRESET)$/);
     expect(result.transaction.late).toBe('rejected CONNECTION_CLOSED');
     expect(result.poolAfterwards).toBe('ok');
+  });
+
+  it('gives a terminated backend’s error to the statement it interrupted, and the next connection’s first statement succeeds', async () => {
+    const sql = createSql(db.url, { max: 1, applicationName: 'closed-connection-test' });
+    try {
+      const [{ pid }] = (await sql<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`) as unknown as [{ pid: number }];
+      const sleeping = sql`SELECT pg_sleep(30)`.then(
+        () => 'returned',
+        (error: { code?: string }) => `rejected ${error.code}`,
+      );
+      // Terminated from another session while the statement runs (waits until it does).
+      await expect
+        .poll(async () => (await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = ${pid} AND state = 'active'`)[0]!.n, { timeout: 10_000 })
+        .toBe(1);
+      await db.sql`SELECT pg_terminate_backend(${pid})`;
+      expect(await sleeping).toBe('rejected 57P01');
+      // The pool reconnects its only connection; its first statement is not handed the old backend's error.
+      const [{ ok }] = (await sql<{ ok: number }[]>`SELECT 1 AS ok`) as unknown as [{ ok: number }];
+      expect(ok).toBe(1);
+    } finally {
+      await sql.end({ timeout: 5 });
+    }
+  });
+
+  it('rejects the statements a reserved connection held back while busy when it closes, instead of leaving them waiting', async () => {
+    const sql = createSql(db.url, { max: 1, applicationName: 'closed-connection-test' });
+    try {
+      const reserved = await sql.reserve();
+      const [{ pid }] = (await reserved<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`) as unknown as [{ pid: number }];
+      const outcome = (q: Promise<unknown>) =>
+        q.then(
+          () => 'returned',
+          (error: { code?: string }) => `rejected ${error.code}`,
+        );
+      // A statement the connection has not described yet goes out alone: the one behind it is held back.
+      const sleeping = outcome(reserved`SELECT pg_sleep(${30})`);
+      const behind = outcome(reserved`SELECT ${'held back'}::text AS note`);
+      await expect
+        .poll(async () => (await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = ${pid} AND state = 'active'`)[0]!.n, { timeout: 10_000 })
+        .toBe(1);
+      await db.sql`SELECT pg_terminate_backend(${pid})`;
+      expect(await sleeping).toBe('rejected 57P01');
+      // Bounded only so that the unpatched library fails here instead of hanging the file.
+      const unsettled = new Promise<string>((resolve) => setTimeout(() => resolve('still waiting'), 10_000).unref());
+      expect(await Promise.race([behind, unsettled])).toBe('rejected CONNECTION_CLOSED');
+      // Not released: a reservation whose connection closed is over (postgres.js reconnects the connection).
+      const [{ ok }] = (await sql<{ ok: number }[]>`SELECT 1 AS ok`) as unknown as [{ ok: number }];
+      expect(ok).toBe(1);
+    } finally {
+      await sql.end({ timeout: 5 });
+    }
   });
 });
