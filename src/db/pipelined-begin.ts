@@ -1,15 +1,18 @@
-// A transaction whose BEGIN costs no round trip of its own (issue 18). postgres.js's `sql.begin` waits
-// for BEGIN's answer before it runs its scope, so every transaction on the delivery path (the relay's
-// pass, a run's effect transaction) paid one more wait than it has statements. Here BEGIN goes out in
-// the same write as the transaction's opening statement, on a connection reserved from the pool, and
-// COMMIT or ROLLBACK ends it.
+// Transactions whose BEGIN costs no round trip of its own (issue 18). postgres.js's `sql.begin` waits
+// for BEGIN's answer before it runs its scope, so every transaction paid one more wait than it has
+// statements. Here BEGIN goes out in the same write as the statements behind it, on a connection
+// reserved from the pool, and COMMIT or ROLLBACK ends it. Two forms:
 //
-// If BEGIN itself failed (a cancel that hit it, a session left in an aborted transaction), the opening
-// statement ran on its own, autocommitted. So only the opening goes out before BEGIN's answer is known,
-// and the caller picks one that is harmless outside a transaction: transaction-local settings
-// (set_config(…, true) is then a no-op), transaction-scoped locks (then held for that statement only),
-// a SELECT … FOR UPDATE. Every other statement waits for nothing more: BEGIN's answer arrives before
-// the opening's.
+// - beginPipelined (the relay's pass, a run's effect transaction): BEGIN and one opening statement,
+//   whose rows the work reads before it sends anything else. If BEGIN itself failed (a cancel that hit
+//   it, a session left in an aborted transaction), the opening ran on its own, autocommitted, so the
+//   caller picks one that is harmless outside a transaction: transaction-local settings (set_config(…,
+//   true) is then a no-op), transaction-scoped locks (then held for that statement only), a SELECT …
+//   FOR UPDATE. Every other statement waits for nothing more: BEGIN's answer arrives before the opening's.
+// - inPipelinedTransaction (every unit of work, src/db/unit-of-work.ts): BEGIN, a guard, the actor
+//   context and the work's first statements, whatever they are, in one write. The guard is what makes
+//   that safe: if BEGIN failed and left the session outside a transaction, it ends the session before
+//   any statement behind it can run and commit on its own (OUTSIDE_TRANSACTION_GUARD).
 import type postgres from 'postgres';
 import { CodedError } from '../errors/coded-error.ts';
 import type { Sql, TxSql } from './client.ts';
@@ -69,22 +72,34 @@ interface PoolConnection {
 }
 
 /**
- * Runs `work` in one transaction. `opening` builds the transaction's first statement (harmless outside
- * a transaction, see above); it goes out with BEGIN, and `work` gets its rows. COMMIT follows `work`;
- * a COMMIT that finds the transaction aborted throws TransactionRolledBack. If `opening` or `work`
- * throws, the transaction is rolled back and the error rethrown.
- *
- * `work` may send its last statements without awaiting them, through `beforeCommit`, so COMMIT goes
- * out in the same write right behind them (one round trip, not two). If one of them fails, it aborted
- * the transaction and COMMIT only reports a rollback: its own error is the one thrown. If the connection closes, the
- * transaction fails at once with the connection's error, as postgres.js's `sql.begin` does, even
- * while `work` is waiting on something else.
+ * The statement a transaction whose work goes out before BEGIN's answer sends right behind BEGIN (and
+ * its mark, markTransaction). With BEGIN begun, it does nothing. If BEGIN failed and the session is not
+ * in a transaction block (a stray cancel that hit BEGIN itself), it ends its own session: the statements
+ * already written behind it would otherwise run one by one, each committed on its own. The session ends
+ * within this statement (the Result node checks for interrupts on its next call, before the next
+ * message is read), so none of them runs; the caller sees BEGIN's error and the connection closed. No
+ * parameters, so it cannot fail before it runs, as a statement with a bad parameter would.
  */
-export async function beginPipelined<O, T>(
+export const OUTSIDE_TRANSACTION_GUARD = `SELECT CASE WHEN current_setting('${IN_TRANSACTION_SETTING}', true) IS DISTINCT FROM 'on' THEN pg_terminate_backend(pg_backend_pid()) END AS outside`;
+
+/**
+ * The transaction both forms below run: BEGIN (with its mark when `mark`) and the statements `ahead`
+ * builds go out in one write, on a connection reserved from the pool; `body` gets `ready`, which
+ * settles with their answers (BEGIN's error first, then the first failed statement's), and decides
+ * when to wait for it. COMMIT follows the body; a COMMIT that finds the transaction aborted throws
+ * TransactionRolledBack. If the body throws, the transaction is rolled back and the error rethrown.
+ *
+ * The body may send its last statements without awaiting them, through `beforeCommit`, so COMMIT goes
+ * out in the same write right behind them (one round trip, not two). If one of them fails, it aborted
+ * the transaction and COMMIT only reports a rollback: its own error is the one thrown. If the connection
+ * closes, the transaction fails at once with the connection's error, as postgres.js's `sql.begin` does,
+ * even while the body is waiting on something else.
+ */
+async function transact<T>(
   sql: Sql,
-  opening: (tx: TxSql) => postgres.PendingQuery<O & postgres.Row[]>,
-  work: (tx: TxSql, opened: O & postgres.Row[], beforeCommit: <S>(statement: Promise<S>) => Promise<S>) => Promise<T>,
-  options: { markTransaction?: boolean } = {},
+  mark: boolean,
+  ahead: (tx: TxSql) => ReadonlyArray<postgres.PendingQuery<postgres.Row[]>>,
+  body: (tx: TxSql, ready: Promise<postgres.Row[][]>, beforeCommit: <S>(statement: Promise<S>) => Promise<S>) => Promise<T>,
 ): Promise<T> {
   const reserved = await sql.reserve();
   const tx = asTransaction(reserved);
@@ -99,12 +114,13 @@ export async function beginPipelined<O, T>(
     sentBeforeCommit.push(statement);
     return statement;
   };
+  let ready: Promise<postgres.Row[][]> | undefined;
   try {
     // One write: each query is handed to the connection a microtask after it is executed, in order.
     // BEGIN's `onexecute` is how postgres.js's own sql.begin learns its connection and watches it
     // close; returning true lets the next statement follow on the same write.
     // The mark rides in BEGIN's own simple query: if BEGIN fails, it is skipped with it.
-    const begin = options.markTransaction ? `BEGIN; SELECT set_config('${IN_TRANSACTION_SETTING}', 'on', true)` : 'BEGIN';
+    const begin = mark ? `BEGIN; SELECT set_config('${IN_TRANSACTION_SETTING}', 'on', true)` : 'BEGIN';
     const begun = reserved
       .unsafe(begin, [], {
         onexecute: (c: PoolConnection) => {
@@ -117,16 +133,22 @@ export async function beginPipelined<O, T>(
         },
       } as postgres.UnsafeQueryOptions)
       .execute();
-    const first = opening(tx).execute();
-    const [b, o] = await Promise.allSettled([begun, first]);
-    if (b.status === 'rejected') throw b.reason;
-    if (o.status === 'rejected') throw o.reason;
-    const result = await Promise.race([work(tx, o.value as O & postgres.Row[], beforeCommit), closing]);
+    const sent = ahead(tx).map((q) => q.execute());
+    ready = Promise.allSettled([begun, ...sent]).then((settled) => {
+      for (const s of settled) if (s.status === 'rejected') throw s.reason;
+      return settled.slice(1).map((s) => (s as PromiseFulfilledResult<postgres.Row[]>).value);
+    });
+    ready.catch(() => {}); // awaited by the body, and below
+    const result = await Promise.race([body(tx, ready, beforeCommit), closing]);
+    await ready;
     const ended = await reserved`COMMIT`;
     if (ended.command !== 'COMMIT') throw new TransactionRolledBack();
     return result;
-  } catch (error) {
-    lost ||= lostConnection(error);
+  } catch (thrown) {
+    // A failed BEGIN or statement ahead is the cause of whatever followed it (statements refused in an
+    // aborted transaction, a session the guard ended).
+    const error = ready ? await ready.then(() => thrown, (aheadError: unknown) => aheadError) : thrown;
+    lost ||= lostConnection(error) || lostConnection(thrown);
     // Also after a failed BEGIN or COMMIT: ROLLBACK outside a transaction only warns, and the
     // connection goes back to the pool idle whatever state the session was left in.
     if (!lost) {
@@ -147,4 +169,45 @@ export async function beginPipelined<O, T>(
     // A closed connection is already back in postgres.js's hands (it reconnects it for its next user).
     if (!lost) reserved.release();
   }
+}
+
+/**
+ * Runs `work` in one transaction. `opening` builds the transaction's first statement (harmless outside
+ * a transaction, see the header); it goes out with BEGIN, and `work` gets its rows once BEGIN's answer
+ * and the opening's are in. Otherwise as `transact` above (COMMIT, rollback, `beforeCommit`, a closed
+ * connection).
+ */
+export async function beginPipelined<O, T>(
+  sql: Sql,
+  opening: (tx: TxSql) => postgres.PendingQuery<O & postgres.Row[]>,
+  work: (tx: TxSql, opened: O & postgres.Row[], beforeCommit: <S>(statement: Promise<S>) => Promise<S>) => Promise<T>,
+  options: { markTransaction?: boolean } = {},
+): Promise<T> {
+  return transact(
+    sql,
+    options.markTransaction ?? false,
+    (tx) => [opening(tx) as unknown as postgres.PendingQuery<postgres.Row[]>],
+    async (tx, ready, beforeCommit) => work(tx, (await ready)[0] as O & postgres.Row[], beforeCommit),
+  );
+}
+
+/**
+ * Runs `work` in one transaction whose BEGIN costs no round trip at all: BEGIN, the outside-transaction
+ * guard, the statements `ahead` builds (harmless outside a transaction, as an opening) and the work's
+ * first statements go out in one write. The work does not wait for BEGIN's answer, so its statements
+ * may be anything: if BEGIN failed, the guard ends the session before any of them runs. If BEGIN or a
+ * statement ahead fails, that error is the one thrown (the work's own then only says the transaction
+ * was aborted or the connection closed), and nothing commits. Otherwise as `transact` above.
+ */
+export async function inPipelinedTransaction<T>(
+  sql: Sql,
+  ahead: (tx: TxSql) => ReadonlyArray<postgres.PendingQuery<postgres.Row[]>>,
+  work: (tx: TxSql) => Promise<T>,
+): Promise<T> {
+  return transact(
+    sql,
+    true,
+    (tx) => [tx.unsafe(OUTSIDE_TRANSACTION_GUARD), ...ahead(tx)],
+    (tx) => work(tx),
+  );
 }

@@ -1,6 +1,7 @@
 // Every operation opens its own unit of work: one transaction whose first statement applies the actor
 // context as transaction-local settings, so triggers, policies and audit see who acts.
 import type { Sql, TxSql } from './client.ts';
+import { inPipelinedTransaction } from './pipelined-begin.ts';
 
 export type Actor =
   | { kind: 'user'; tenantId: string; userId: string; membershipId: string; label: string }
@@ -27,33 +28,14 @@ export function actorContextSelect(tx: TxSql, actor: Actor) {
                    set_config('app.process', ${s.process}, true) AS p`;
 }
 
-/** Sets app.tenant_id, app.user_id and app.process for the current transaction only. */
-export async function applyActorContext(tx: TxSql, actor: Actor): Promise<void> {
-  const { tenantId, userId, process: processName } = actorSettings(actor);
-  await tx`SELECT set_config('app.tenant_id', ${tenantId}, true),
-                  set_config('app.user_id', ${userId}, true),
-                  set_config('app.process', ${processName}, true)`;
-}
-
 /**
- * Runs `work` in one transaction under the actor's context. The context is not waited for: it goes out
- * in the same write as the work's first statement, which PostgreSQL runs after it on the same
- * connection, so a unit of work pays no round trip of its own for it. If setting it fails, the
+ * Runs `work` in one transaction under the actor's context. Neither BEGIN nor the context is waited for:
+ * both go out in the same write as the work's first statement (src/db/pipelined-begin.ts
+ * inPipelinedTransaction, guarded against a BEGIN that failed), which PostgreSQL runs after them on the
+ * same connection, so a unit of work pays no round trip for either. If setting the context fails, the
  * transaction is aborted: the work's statements fail and nothing commits, and the error reported is
  * the context's own.
  */
 export async function inUnitOfWork<T>(sql: Sql, actor: Actor, work: (tx: TxSql) => Promise<T>): Promise<T> {
-  return sql.begin(async (tx) => {
-    const applied = applyActorContext(tx, actor);
-    applied.catch(() => {}); // awaited below, whichever way the work ends
-    let result: T;
-    try {
-      result = await work(tx);
-    } catch (error) {
-      await applied;
-      throw error;
-    }
-    await applied;
-    return result;
-  }) as Promise<T>;
+  return inPipelinedTransaction(sql, (tx) => [actorContextSelect(tx, actor)], work);
 }

@@ -1,8 +1,11 @@
-// inUnitOfWork (src/db/unit-of-work.ts) on real PostgreSQL: the actor context goes out without waiting
-// for its answer, in the same write as the work's first statement. The work still sees the context
-// from its first statement on, and a context that fails takes the whole unit of work with it.
+// inUnitOfWork (src/db/unit-of-work.ts) on real PostgreSQL: BEGIN and the actor context go out without
+// waiting for their answers, in the same write as the work's first statement. The work still sees the
+// context from its first statement on, a context that fails takes the whole unit of work with it, and a
+// BEGIN that fails lets nothing the work sent behind it commit.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createSql } from '../../src/db/client.ts';
 import { inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
+import { recordingProxy } from '../support/recording-proxy.ts';
 import { freshDatabase, type TestDatabase } from '../support/services.ts';
 
 let db: TestDatabase;
@@ -45,5 +48,69 @@ describe('unit of work', () => {
     // invalid byte sequence (22021), not the work's "current transaction is aborted" (25P02).
     expect(failed).toMatchObject({ code: '22021' });
     expect(await db.sql`SELECT note FROM uow_writes WHERE note = 'must not commit'`).toEqual([]);
+  });
+
+  it('R-EXE-11 BEGIN, the actor context and the work’s first statement go out in one write', async () => {
+    const proxy = await recordingProxy(db.url);
+    const sql = createSql(proxy.url, { max: 1, applicationName: 'uow-test' });
+    try {
+      const actor: Actor = { kind: 'system', tenantId: '7', label: 'uow-one-write' };
+      const write = (note: string) =>
+        inUnitOfWork(sql, actor, async (tx) => {
+          await tx`INSERT INTO uow_writes (note, process) VALUES (${note}, current_setting('app.process', true))`;
+        });
+      // The first use of a statement on a connection waits for its description (postgres.js prepares it);
+      // from then on the connection knows it.
+      await write('one-write-warm-up');
+      proxy.chunks.length = 0;
+      await write('one-write-marker');
+      const withBegin = proxy.chunks.filter((c) => c.includes('BEGIN'));
+      expect(withBegin).toHaveLength(1);
+      expect(withBegin[0]).toContain('uow-one-write');
+      expect(withBegin[0]).toContain('one-write-marker');
+    } finally {
+      await sql.end({ timeout: 5 });
+      await proxy.close();
+    }
+    expect(await db.sql`SELECT process FROM uow_writes WHERE note = 'one-write-marker'`).toEqual([{ process: 'uow-one-write' }]);
+  });
+
+  it('R-EXE-11 a BEGIN that fails and leaves the session outside a transaction lets nothing the work sent behind it commit', async () => {
+    // The fault, on the wire: the first BEGIN reaches the server as BEGIX (a syntax error), so the
+    // session stays outside any transaction while the context and the work's writes are already on
+    // their way behind it. Each of them would commit on its own if it ran.
+    let broken = false;
+    const proxy = await recordingProxy(db.url, (chunk) => {
+      const at = chunk.indexOf('BEGIN;');
+      if (broken || at < 0) return chunk;
+      broken = true;
+      const copy = Buffer.from(chunk);
+      copy.write('BEGIX', at, 'latin1');
+      return copy;
+    });
+    const sql = createSql(proxy.url, { max: 1, applicationName: 'uow-test' });
+    try {
+      const actor: Actor = { kind: 'system', tenantId: '7', label: 'uow-refused-begin' };
+      let workRan = false;
+      const failed = await inUnitOfWork(sql, actor, async (tx) => {
+        workRan = true;
+        await tx`INSERT INTO uow_writes (note) VALUES ('behind-a-failed-begin-1')`;
+        await tx`INSERT INTO uow_writes (note) VALUES ('behind-a-failed-begin-2')`;
+        return 'committed';
+      }).catch((error: unknown) => error as { code?: string });
+      expect(broken).toBe(true);
+      expect(workRan).toBe(true);
+      // BEGIN's own error (syntax error), not the work's.
+      expect(failed).toMatchObject({ code: '42601' });
+      expect(await db.sql`SELECT note FROM uow_writes WHERE note LIKE 'behind-a-failed-begin-%'`).toEqual([]);
+      // The pool's only connection is usable again (postgres.js reconnects the one the guard ended).
+      await inUnitOfWork(sql, actor, async (tx) => {
+        await tx`INSERT INTO uow_writes (note) VALUES ('after-a-failed-begin')`;
+      });
+    } finally {
+      await sql.end({ timeout: 5 });
+      await proxy.close();
+    }
+    expect(await db.sql`SELECT note FROM uow_writes WHERE note = 'after-a-failed-begin'`).toEqual([{ note: 'after-a-failed-begin' }]);
   });
 });

@@ -14,7 +14,11 @@ export interface RecordingProxy {
   close(): Promise<void>;
 }
 
-export async function recordingProxy(databaseUrl: string): Promise<RecordingProxy> {
+/**
+ * `rewrite` (optional) changes what the client wrote before it goes on (a fault injected on the wire:
+ * the recorded chunk is what the client wrote, the server gets the rewritten bytes).
+ */
+export async function recordingProxy(databaseUrl: string, rewrite?: (chunk: Buffer) => Buffer): Promise<RecordingProxy> {
   const target = new URL(databaseUrl);
   const chunks: string[] = [];
   const directions: Array<'client' | 'server'> = [];
@@ -22,10 +26,10 @@ export async function recordingProxy(databaseUrl: string): Promise<RecordingProx
   const server = net.createServer((client) => {
     const upstream = net.connect(Number(target.port), target.hostname);
     sockets.add(client).add(upstream);
-    client.on('data', (data) => {
+    client.on('data', (data: Buffer) => {
       chunks.push(data.toString('latin1'));
       directions.push('client');
-      upstream.write(data);
+      upstream.write(rewrite ? rewrite(data) : data);
     });
     upstream.on('data', (data) => {
       directions.push('server');

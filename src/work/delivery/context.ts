@@ -195,7 +195,7 @@ export class RunMovedOn extends CodedError<'RUN_MOVED_ON'> {
   }
 }
 
-/** The transaction-local actor settings, as applyActorContext (src/db/unit-of-work.ts) sets them. */
+/** The transaction-local actor settings, as inUnitOfWork (src/db/unit-of-work.ts) sets them. */
 export function actorSettingsOf(actor: Actor): ActorSettings {
   if (actor.kind === 'user') return { tenantId: actor.tenantId, userId: actor.userId, process: '' };
   if (actor.kind === 'scheduler') return { tenantId: '', userId: '', process: actor.label };
