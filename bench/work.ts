@@ -182,6 +182,10 @@ export async function main(args: string[]): Promise<number> {
           `STEADY_CHAIN round=${round} runs=${c.runs} queued_ms=${num(c.queuedMs, 2)} sent_ms=${num(c.sentMs, 2)} ` +
             `received_ms=${num(c.receivedMs, 2)} started_ms=${num(c.startedMs, 2)} succeeded_ms=${num(c.succeededMs, 2)}`,
         );
+        log(
+          `STEADY_TAIL round=${round} runs=${c.tail.runs} windows_100ms=${c.tail.windows} queued_ms=${num(c.tail.queuedMs, 2)} ` +
+            `sent_ms=${num(c.tail.sentMs, 2)} received_ms=${num(c.tail.receivedMs, 2)} started_ms=${num(c.tail.startedMs, 2)}`,
+        );
       }
 
       // Two clients on the same server, alternated by round: the service's own (direct calls, what

@@ -189,6 +189,8 @@ export interface SteadyChain {
   receivedMs: number;
   startedMs: number;
   succeededMs: number;
+  /** The slowest hundredth of those runs: how many, in how many 100 ms windows, and their medians. */
+  tail: { runs: number; windows: number; queuedMs: number; sentMs: number; receivedMs: number; startedMs: number };
 }
 
 export type OursAdapter = SystemAdapter & {
@@ -314,6 +316,28 @@ export function ours(): OursAdapter {
                percentile_cont(0.5) WITHIN GROUP (ORDER BY started - t) AS started,
                percentile_cont(0.5) WITHIN GROUP (ORDER BY succeeded - t) AS succeeded
           FROM x`;
+      // The slowest hundredth (started − t at or past the round's p99): the same medians over them, and
+      // in how many distinct 100 ms windows of the dispatch clock they fell (few windows: one stall of a
+      // process; many: a cost spread over the round).
+      const [tail] = await ctx.sql<{ runs: number; windows: number; queued: number | null; sent: number | null; received: number | null; started: number | null }[]>`
+        WITH x AS (
+          SELECT (o.envelope->'payload'->>'t')::float8 AS t, extract(epoch FROM r.queued_at) * 1000 AS queued, e.*
+            FROM task_runs r
+            JOIN outbox_messages o ON o.run_id = r.run_id
+            CROSS JOIN LATERAL (
+              SELECT extract(epoch FROM min(occurred_at) FILTER (WHERE event = 'sent')) * 1000 AS sent,
+                     extract(epoch FROM min(occurred_at) FILTER (WHERE event = 'received')) * 1000 AS received,
+                     extract(epoch FROM min(occurred_at) FILTER (WHERE event = 'started')) * 1000 AS started
+                FROM task_run_events ev WHERE ev.run_id = r.run_id) AS e
+           WHERE r.tenant_id = ${tenantId} AND (o.envelope->'payload'->>'s')::int >= ${warmup}),
+        cut AS (SELECT percentile_cont(0.99) WITHIN GROUP (ORDER BY started - t) AS p99 FROM x),
+        slow AS (SELECT x.* FROM x, cut WHERE x.started - x.t >= cut.p99)
+        SELECT count(*)::int AS runs, count(DISTINCT floor(t / 100))::int AS windows,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY queued - t) AS queued,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY sent - t) AS sent,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY received - t) AS received,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY started - t) AS started
+          FROM slow`;
       const ms = (v: number | null) => (v === null ? Number.NaN : Number(v));
       return {
         runs: row!.runs,
@@ -322,6 +346,14 @@ export function ours(): OursAdapter {
         receivedMs: ms(row!.received),
         startedMs: ms(row!.started),
         succeededMs: ms(row!.succeeded),
+        tail: {
+          runs: tail!.runs,
+          windows: tail!.windows,
+          queuedMs: ms(tail!.queued),
+          sentMs: ms(tail!.sent),
+          receivedMs: ms(tail!.received),
+          startedMs: ms(tail!.started),
+        },
       };
     },
     externalPids() {
