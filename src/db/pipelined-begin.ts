@@ -37,9 +37,10 @@ function lostConnection(error: unknown): boolean {
 type Scope<T> = (tx: TxSql) => T | Promise<T>;
 
 /**
- * The transaction-local setting `markTransaction` sets in BEGIN's own simple query (`BEGIN; SELECT
- * set_config(…)`): an opening that must do something only inside the transaction (a group's fresh
- * claims) tests it with `current_setting(IN_TRANSACTION_SETTING, true) = 'on'`. If BEGIN fails, the rest
+ * The transaction-local setting `markTransaction` sets in BEGIN's own simple query (`BEGIN; SET LOCAL
+ * …`, a utility statement: nothing to plan, unlike a SELECT set_config): an opening that must do
+ * something only inside the transaction (a group's fresh claims) tests it with
+ * `current_setting(IN_TRANSACTION_SETTING, true) = 'on'`, and so does OUTSIDE_TRANSACTION_GUARD. If BEGIN fails, the rest
  * of its query string is skipped, so the opening, running on its own, finds it unset. (Comparing
  * statement_timestamp() with transaction_timestamp() does not tell: under the extended protocol an
  * autocommitted statement's Bind and Execute reset the first after its Parse began the transaction.)
@@ -120,7 +121,7 @@ async function transact<T>(
     // BEGIN's `onexecute` is how postgres.js's own sql.begin learns its connection and watches it
     // close; returning true lets the next statement follow on the same write.
     // The mark rides in BEGIN's own simple query: if BEGIN fails, it is skipped with it.
-    const begin = mark ? `BEGIN; SELECT set_config('${IN_TRANSACTION_SETTING}', 'on', true)` : 'BEGIN';
+    const begin = mark ? `BEGIN; SET LOCAL ${IN_TRANSACTION_SETTING} = 'on'` : 'BEGIN';
     const begun = reserved
       .unsafe(begin, [], {
         onexecute: (c: PoolConnection) => {
@@ -207,7 +208,8 @@ export async function inPipelinedTransaction<T>(
   return transact(
     sql,
     true,
-    (tx) => [tx.unsafe(OUTSIDE_TRANSACTION_GUARD), ...ahead(tx)],
+    // Prepared (extended protocol): parsed and planned once per connection, not once per transaction.
+    (tx) => [tx.unsafe(OUTSIDE_TRANSACTION_GUARD, [], { prepare: true, simple: false } as postgres.UnsafeQueryOptions), ...ahead(tx)],
     (tx) => work(tx),
   );
 }

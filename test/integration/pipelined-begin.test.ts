@@ -70,7 +70,7 @@ describe('beginPipelined', () => {
       // The mark went out with BEGIN and the opening: still one round trip.
       const begins = proxy.chunks.filter((c) => c.includes('BEGIN'));
       expect(begins).toHaveLength(2);
-      expect(begins[0]).toContain(`set_config('${IN_TRANSACTION_SETTING}', 'on', true)`);
+      expect(begins[0]).toContain(`BEGIN; SET LOCAL ${IN_TRANSACTION_SETTING} = 'on'`);
       expect(begins[0]).toContain('IS NOT DISTINCT FROM');
     } finally {
       await proxy.close();

@@ -68,6 +68,8 @@ describe('unit of work', () => {
       expect(withBegin).toHaveLength(1);
       expect(withBegin[0]).toContain('uow-one-write');
       expect(withBegin[0]).toContain('one-write-marker');
+      // The guard is a prepared statement: its text went out once, with the first unit of work.
+      expect(withBegin[0]).not.toContain('pg_terminate_backend');
     } finally {
       await sql.end({ timeout: 5 });
       await proxy.close();
