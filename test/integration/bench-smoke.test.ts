@@ -23,6 +23,15 @@ describe('bench work --smoke', () => {
     const steps = chain!.slice(2).map(Number);
     for (const step of steps) expect(Number.isFinite(step), chain![0]).toBe(true);
     for (let i = 1; i < steps.length; i++) expect(steps[i], `step ${i}: ${chain![0]}`).toBeGreaterThanOrEqual(steps[i - 1]!);
+    // The slowest hundredth of the same runs (at least one of 75), in at least one 100 ms window and at most
+    // one per run, its median start no earlier than the whole round's.
+    const tail = out.match(/^# STEADY_TAIL round=1 runs=(\d+) windows_100ms=(\d+) queued_ms=(\S+) sent_ms=(\S+) received_ms=(\S+) started_ms=(\S+)$/m);
+    expect(tail, out).not.toBeNull();
+    const [tailRuns, windows] = [Number(tail![1]), Number(tail![2])];
+    expect(tailRuns).toBeGreaterThanOrEqual(1);
+    expect(windows).toBeGreaterThanOrEqual(1);
+    expect(windows).toBeLessThanOrEqual(tailRuns);
+    expect(Number(tail![6]), tail![0]).toBeGreaterThanOrEqual(steps[3]!);
     const last = out.trim().split('\n').at(-1)!;
     expect(last).toMatch(
       /^SUMMARY runs_per_s=[\d.]+ p50_ms=[\d.]+ p99_ms=[\d.]+ lost=0 duplicated=0 baseline_ratio=[\d.]+ cpu_ms_per_run=[\d.]+$/,

@@ -297,8 +297,12 @@ export function ours(): OursAdapter {
       tenantId = await createBenchTenant(stack!.sql, `r${++nextRound}`);
     },
     async steadyChain(warmup) {
-      const [row] = await ctx.sql<{ runs: number; queued: number | null; sent: number | null; received: number | null; started: number | null; succeeded: number | null }[]>`
-        WITH x AS (
+      // One read of the trail for both: the medians over every run past the warm-up, and over the slowest
+      // hundredth (started − t at or past the round's p99) with the number of distinct 100 ms windows of
+      // the dispatch clock they fell in (few windows: one stall of a process; many: a cost spread over the round).
+      type Medians = { queued: number | null; sent: number | null; received: number | null; started: number | null };
+      const [row] = await ctx.sql<(Medians & { runs: number; succeeded: number | null; tail: Medians & { runs: number; windows: number } })[]>`
+        WITH x AS MATERIALIZED (
           SELECT (o.envelope->'payload'->>'t')::float8 AS t, extract(epoch FROM r.queued_at) * 1000 AS queued, e.*
             FROM task_runs r
             JOIN outbox_messages o ON o.run_id = r.run_id
@@ -308,36 +312,23 @@ export function ours(): OursAdapter {
                      extract(epoch FROM min(occurred_at) FILTER (WHERE event = 'started')) * 1000 AS started,
                      extract(epoch FROM min(occurred_at) FILTER (WHERE event = 'succeeded')) * 1000 AS succeeded
                 FROM task_run_events ev WHERE ev.run_id = r.run_id) AS e
-           WHERE r.tenant_id = ${tenantId} AND (o.envelope->'payload'->>'s')::int >= ${warmup})
+           WHERE r.tenant_id = ${tenantId} AND (o.envelope->'payload'->>'s')::int >= ${warmup}),
+        cut AS (SELECT percentile_cont(0.99) WITHIN GROUP (ORDER BY started - t) AS p99 FROM x),
+        slow AS (SELECT x.* FROM x, cut WHERE x.started - x.t >= cut.p99)
         SELECT count(*)::int AS runs,
                percentile_cont(0.5) WITHIN GROUP (ORDER BY queued - t) AS queued,
                percentile_cont(0.5) WITHIN GROUP (ORDER BY sent - t) AS sent,
                percentile_cont(0.5) WITHIN GROUP (ORDER BY received - t) AS received,
                percentile_cont(0.5) WITHIN GROUP (ORDER BY started - t) AS started,
-               percentile_cont(0.5) WITHIN GROUP (ORDER BY succeeded - t) AS succeeded
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY succeeded - t) AS succeeded,
+               (SELECT json_build_object(
+                         'runs', count(*), 'windows', count(DISTINCT floor(t / 100)),
+                         'queued', percentile_cont(0.5) WITHIN GROUP (ORDER BY queued - t),
+                         'sent', percentile_cont(0.5) WITHIN GROUP (ORDER BY sent - t),
+                         'received', percentile_cont(0.5) WITHIN GROUP (ORDER BY received - t),
+                         'started', percentile_cont(0.5) WITHIN GROUP (ORDER BY started - t))
+                  FROM slow) AS tail
           FROM x`;
-      // The slowest hundredth (started − t at or past the round's p99): the same medians over them, and
-      // in how many distinct 100 ms windows of the dispatch clock they fell (few windows: one stall of a
-      // process; many: a cost spread over the round).
-      const [tail] = await ctx.sql<{ runs: number; windows: number; queued: number | null; sent: number | null; received: number | null; started: number | null }[]>`
-        WITH x AS (
-          SELECT (o.envelope->'payload'->>'t')::float8 AS t, extract(epoch FROM r.queued_at) * 1000 AS queued, e.*
-            FROM task_runs r
-            JOIN outbox_messages o ON o.run_id = r.run_id
-            CROSS JOIN LATERAL (
-              SELECT extract(epoch FROM min(occurred_at) FILTER (WHERE event = 'sent')) * 1000 AS sent,
-                     extract(epoch FROM min(occurred_at) FILTER (WHERE event = 'received')) * 1000 AS received,
-                     extract(epoch FROM min(occurred_at) FILTER (WHERE event = 'started')) * 1000 AS started
-                FROM task_run_events ev WHERE ev.run_id = r.run_id) AS e
-           WHERE r.tenant_id = ${tenantId} AND (o.envelope->'payload'->>'s')::int >= ${warmup}),
-        cut AS (SELECT percentile_cont(0.99) WITHIN GROUP (ORDER BY started - t) AS p99 FROM x),
-        slow AS (SELECT x.* FROM x, cut WHERE x.started - x.t >= cut.p99)
-        SELECT count(*)::int AS runs, count(DISTINCT floor(t / 100))::int AS windows,
-               percentile_cont(0.5) WITHIN GROUP (ORDER BY queued - t) AS queued,
-               percentile_cont(0.5) WITHIN GROUP (ORDER BY sent - t) AS sent,
-               percentile_cont(0.5) WITHIN GROUP (ORDER BY received - t) AS received,
-               percentile_cont(0.5) WITHIN GROUP (ORDER BY started - t) AS started
-          FROM slow`;
       const ms = (v: number | null) => (v === null ? Number.NaN : Number(v));
       return {
         runs: row!.runs,
@@ -347,12 +338,12 @@ export function ours(): OursAdapter {
         startedMs: ms(row!.started),
         succeededMs: ms(row!.succeeded),
         tail: {
-          runs: tail!.runs,
-          windows: tail!.windows,
-          queuedMs: ms(tail!.queued),
-          sentMs: ms(tail!.sent),
-          receivedMs: ms(tail!.received),
-          startedMs: ms(tail!.started),
+          runs: row!.tail.runs,
+          windows: row!.tail.windows,
+          queuedMs: ms(row!.tail.queued),
+          sentMs: ms(row!.tail.sent),
+          receivedMs: ms(row!.tail.received),
+          startedMs: ms(row!.tail.started),
         },
       };
     },
