@@ -18,7 +18,7 @@ import { applyMigrations } from '../src/migrator/runner.ts';
 import { dispatchMany, dispatchTask } from '../src/work/dispatch.ts';
 import { benchJob } from './fixtures/units/bench/job.task.ts';
 import { startServices, type Services } from './peers/services.ts';
-import { num } from './peers/stats.ts';
+import { num, percentile } from './peers/stats.ts';
 import { createBenchTenant } from './peers/systems/ours.ts';
 import { nowMs } from './peers/tally.ts';
 import { applyNumericFlags } from './numeric-flags.ts';
@@ -74,12 +74,6 @@ async function measure(sql: Sql, actor: Actor, mode: Mode, round: number, o: Dis
   return perS;
 }
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
-
 export async function main(args: string[]): Promise<number> {
   let o: DispatchBenchOptions;
   try {
@@ -124,8 +118,8 @@ export async function main(args: string[]): Promise<number> {
       print(`COUNT_MISMATCH expected=${expected} runs=${c!.runs} queued_events=${c!.events} outbox=${c!.outbox}`);
       return 1;
     }
-    const s = median(single);
-    const b = median(bulk);
+    const s = percentile(single, 50);
+    const b = percentile(bulk, 50);
     print(`SUMMARY single_runs_per_s=${num(s)} bulk_runs_per_s=${num(b)} ratio=${num(b / s, 2)}`);
     return 0;
   } finally {

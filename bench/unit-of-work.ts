@@ -23,7 +23,7 @@ import { dispatchTask } from '../src/work/dispatch.ts';
 import { benchJob } from './fixtures/units/bench/job.task.ts';
 import { parseProcStat } from './peers/cpu.ts';
 import { startServices, type Services } from './peers/services.ts';
-import { num } from './peers/stats.ts';
+import { num, percentile } from './peers/stats.ts';
 import { createBenchTenant } from './peers/systems/ours.ts';
 import { nowMs } from './peers/tally.ts';
 import { applyNumericFlags } from './numeric-flags.ts';
@@ -87,12 +87,6 @@ async function measure(sql: Sql, backend: number, actor: Actor, mode: Mode, roun
   return { usPerUnit, pgCpuUs };
 }
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
-
 export async function main(args: string[]): Promise<number> {
   let o: UnitOfWorkBenchOptions;
   try {
@@ -141,11 +135,11 @@ export async function main(args: string[]): Promise<number> {
       print(`COUNT_MISMATCH expected=${expected} runs=${c!.runs}`);
       return 1;
     }
-    const b = median(wall.begin);
-    const p = median(wall.pipelined);
+    const b = percentile(wall.begin, 50);
+    const p = percentile(wall.pipelined, 50);
     print(
       `SUMMARY begin_us_per_unit=${num(b, 1)} pipelined_us_per_unit=${num(p, 1)} ratio=${num(b / p, 2)} ` +
-        `begin_pg_cpu_us=${num(median(cpu.begin), 1)} pipelined_pg_cpu_us=${num(median(cpu.pipelined), 1)}`,
+        `begin_pg_cpu_us=${num(percentile(cpu.begin, 50), 1)} pipelined_pg_cpu_us=${num(percentile(cpu.pipelined, 50), 1)}`,
     );
     return 0;
   } finally {
