@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { events, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import { causalProblems } from '../fixtures/trail-causality.ts';
 import { CHAOS_GROUP_UNITS } from '../fixtures/units/runtime-units.ts';
+import { waitFor } from '../support/wait-for.ts';
 import { createTenant } from './work-tables-support.ts';
 
 let h: WorkHarness;
@@ -41,6 +42,17 @@ function startChild(units: 'runtime' | 'group' = 'runtime'): Promise<ChildProces
   });
 }
 
+/**
+ * Waits until the child holds the run key's advisory lock (inside its effect transaction: a condition,
+ * not a sleep), then kills it with SIGKILL and waits for it to be gone.
+ */
+async function killInsideTransaction(what: string): Promise<void> {
+  await waitFor(async () => (await h.sql`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted LIMIT 1`).length > 0, 10_000, { stepMs: 20, what });
+  const exited = new Promise((r) => child!.once('exit', r));
+  child!.kill('SIGKILL');
+  await exited;
+}
+
 describe('worker crash', () => {
   it('R-WRK-07 R-IDM-09 a worker killed with SIGKILL mid-handler: the message reappears and the run succeeds with one effect', async () => {
     child = await startChild();
@@ -53,14 +65,7 @@ describe('worker crash', () => {
     // Wait until the child is inside the handler (the run is running with one attempt).
     await h.waitForStatus(runId, ['running']);
     // ...and inside its effect transaction: the key's advisory lock is held (a condition, not a sleep).
-    for (const deadline = Date.now() + 10_000; ; ) {
-      const [lock] = await h.sql`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted LIMIT 1`;
-      if (lock) break;
-      if (Date.now() > deadline) throw new Error('the child never entered the effect transaction');
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    child.kill('SIGKILL');
-    await new Promise((r) => child!.once('exit', r));
+    await killInsideTransaction('the child inside the effect transaction');
     // A surviving worker picks the message up once its visibility expires.
     await h.startWorkers({ queues: ['default'] });
     const run = await h.waitForStatus(runId, ['succeeded', 'failed'], 30_000);
@@ -87,14 +92,7 @@ describe('worker crash', () => {
     // A group of one: past 100 ms its handler is registered on its own (running), and the group's
     // transaction holds the key's advisory lock.
     await h.waitForStatus(runId, ['running']);
-    for (const deadline = Date.now() + 10_000; ; ) {
-      const [lock] = await h.sql`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted LIMIT 1`;
-      if (lock) break;
-      if (Date.now() > deadline) throw new Error('the child never entered the group transaction');
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    child.kill('SIGKILL');
-    await new Promise((r) => child!.once('exit', r));
+    await killInsideTransaction('the child inside the group transaction');
     await h.startWorkers({ queues: ['bulk'] });
     const run = await h.waitForStatus(runId, ['succeeded', 'failed'], 30_000);
     expect(run).toMatchObject({ status: 'succeeded', attempts: 2 });
