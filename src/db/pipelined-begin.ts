@@ -210,6 +210,6 @@ export async function inPipelinedTransaction<T>(
     true,
     // Prepared (extended protocol): parsed and planned once per connection, not once per transaction.
     (tx) => [tx.unsafe(OUTSIDE_TRANSACTION_GUARD, [], { prepare: true, simple: false } as postgres.UnsafeQueryOptions), ...ahead(tx)],
-    (tx) => work(tx),
+    work,
   );
 }
