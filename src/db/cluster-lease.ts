@@ -44,52 +44,98 @@ export function processAlive(pid: number, startTime: string): boolean {
   return now !== undefined && (now === startTime || now === '');
 }
 
-/** Holds the lifecycle lock of `dataDir` until the returned function is called. */
-export async function lockLifecycle(dataDir: string, log: (line: string) => void): Promise<() => Promise<void>> {
-  const lockFile = `${dataDir}.lock`;
-  fs.mkdirSync(path.dirname(lockFile), { recursive: true });
+/** How a lock helper that did not take the lock ended. */
+interface HelperEnd {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stderr: string;
+}
+
+/**
+ * One `flock` helper waiting up to `waitSeconds` for the lock: 'locked' with its release, or how it
+ * ended without the lock (its wait timed out, or it died: killed, or it failed to start its holder).
+ */
+async function lockHelper(
+  lockFile: string,
+  waitSeconds: number,
+): Promise<{ locked: () => Promise<void> } | { ended: HelperEnd } | { spawnError: Error }> {
   // -o: only `flock` holds the lock, so it ends with that process. Its stdin is a pipe from us: when we
   // exit (or are killed) `cat` reads end-of-file and the helper exits, releasing the lock.
-  const holder = spawn('flock', ['-o', '-x', '-w', String(LIFECYCLE_LOCK_TIMEOUT_MS / 1000), lockFile, 'sh', '-c', 'echo locked; exec cat >/dev/null'], {
+  const holder = spawn('flock', ['-o', '-x', '-w', String(waitSeconds), lockFile, 'sh', '-c', 'echo locked; exec cat >/dev/null'], {
     stdio: ['pipe', 'pipe', 'pipe'],
     // Not in our process group: a terminal's Ctrl-C must not release the lock in the middle of a stop.
     detached: true,
   });
-  const exited = new Promise<number | null>((resolve) => holder.once('exit', (code) => resolve(code)));
+  let stderr = '';
+  holder.stderr!.on('data', (d: Buffer) => {
+    if (stderr.length < 500) stderr += String(d);
+  });
+  const exited = new Promise<HelperEnd>((resolve) => holder.once('exit', (code, signal) => resolve({ code, signal, stderr: stderr.trim() })));
   const spawnError = new Promise<Error>((resolve) => holder.once('error', resolve));
-  let waitingSaid = false;
-  const waiting = setTimeout(() => {
-    waitingSaid = true;
-    log(`waiting for another process starting or stopping the PostgreSQL cluster of ${dataDir}`);
-  }, 1000);
   const locked = new Promise<void>((resolve) => holder.stdout!.once('data', () => resolve()));
-  const outcome = await Promise.race([
-    locked.then(() => 'locked' as const),
-    exited.then(() => 'timeout' as const),
-    spawnError.then((e) => e),
-  ]);
-  clearTimeout(waiting);
-  if (outcome instanceof Error) {
-    throw new ClusterLeaseError('EMBEDDED_PG_LOCK', `cannot lock ${lockFile}: the \`flock\` command (util-linux) is needed: ${outcome.message}`);
-  }
-  if (outcome === 'timeout') {
-    throw new ClusterLeaseError(
-      'EMBEDDED_PG_LOCK_TIMEOUT',
-      `another process held ${lockFile} for ${LIFECYCLE_LOCK_TIMEOUT_MS / 1000} s while starting or stopping the cluster; retry, or stop that process`,
-    );
-  }
-  if (waitingSaid) log('lock acquired');
+  const outcome = await Promise.race([locked.then(() => 'locked' as const), exited, spawnError]);
+  if (outcome instanceof Error) return { spawnError: outcome };
+  if (outcome !== 'locked') return { ended: outcome };
   // Held: the helper must not keep this process alive (it ends with us anyway).
   holder.unref();
   (holder.stdout as NodeJS.ReadableStream & { unref?: () => void }).unref?.();
   (holder.stderr as NodeJS.ReadableStream & { unref?: () => void }).unref?.();
   (holder.stdin as NodeJS.WritableStream & { unref?: () => void }).unref?.();
-  return async () => {
-    // Waiting for the helper to exit (and so the lock to be free) keeps this process alive again.
-    holder.ref();
-    holder.stdin!.end();
-    await exited;
+  return {
+    locked: async () => {
+      // Waiting for the helper to exit (and so the lock to be free) keeps this process alive again.
+      holder.ref();
+      holder.stdin!.end();
+      await exited;
+    },
   };
+}
+
+/** `flock`'s exit status when its -w wait ran out. */
+const FLOCK_TIMED_OUT = 1;
+
+/**
+ * Holds the lifecycle lock of `dataDir` until the returned function is called. Waits up to
+ * LIFECYCLE_LOCK_TIMEOUT_MS for another holder; a helper that ends early without the lock (killed, or
+ * failing to start its holder) is replaced within that time, never reported as a holder that kept it.
+ */
+export async function lockLifecycle(dataDir: string, log: (line: string) => void): Promise<() => Promise<void>> {
+  const lockFile = `${dataDir}.lock`;
+  fs.mkdirSync(path.dirname(lockFile), { recursive: true });
+  const started = Date.now();
+  const deadline = started + LIFECYCLE_LOCK_TIMEOUT_MS;
+  let waitingSaid = false;
+  const waiting = setTimeout(() => {
+    waitingSaid = true;
+    log(`waiting for another process starting or stopping the PostgreSQL cluster of ${dataDir}`);
+  }, 1000);
+  try {
+    for (;;) {
+      const waitSeconds = Math.max(1, Math.ceil((deadline - Date.now()) / 1000));
+      const attempt = await lockHelper(lockFile, waitSeconds);
+      if ('locked' in attempt) {
+        if (waitingSaid) log('lock acquired');
+        return attempt.locked;
+      }
+      if ('spawnError' in attempt) {
+        throw new ClusterLeaseError('EMBEDDED_PG_LOCK', `cannot lock ${lockFile}: the \`flock\` command (util-linux) is needed: ${attempt.spawnError.message}`);
+      }
+      const { code, signal, stderr } = attempt.ended;
+      const waitedS = Math.round((Date.now() - started) / 1000);
+      if (Date.now() >= deadline || (code === FLOCK_TIMED_OUT && signal === null && Date.now() >= deadline - 1000)) {
+        throw new ClusterLeaseError(
+          'EMBEDDED_PG_LOCK_TIMEOUT',
+          `another process held ${lockFile} for ${waitedS} s while starting or stopping the cluster; retry, or stop that process`,
+        );
+      }
+      log(
+        `the helper waiting for ${lockFile} ended without the lock (${signal ? `signal ${signal}` : `exit ${code}`}${stderr ? `: ${stderr}` : ''}) after ${waitedS} s; waiting again`,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  } finally {
+    clearTimeout(waiting);
+  }
 }
 
 /** The lease directory of `dataDir`: one file per live user. */
