@@ -48,23 +48,43 @@ type Scope<T> = (tx: TxSql) => T | Promise<T>;
 export const IN_TRANSACTION_SETTING = 'svc.in_transaction_block';
 
 /** The reserved connection as a transaction: postgres.js's API plus `savepoint` (as `sql.begin`'s, without the uncaught-statement record). */
-function asTransaction(reserved: postgres.ReservedSql): TxSql {
+function asTransaction(reserved: postgres.ReservedSql): { tx: TxSql; atTopLevel: () => boolean } {
   let savepoints = 0;
+  let depth = 0;
   const tx = reserved as unknown as TxSql;
   async function savepoint(nameOrScope: string | Scope<unknown>, maybeScope?: Scope<unknown>): Promise<unknown> {
     const scope = (typeof nameOrScope === 'function' ? nameOrScope : maybeScope) as Scope<unknown>;
     const name = `s${savepoints++}${typeof nameOrScope === 'string' ? `_${nameOrScope}` : ''}`;
     await reserved`SAVEPOINT ${reserved(name)}`;
+    depth += 1;
     try {
       const x = scope(tx);
       return await (Array.isArray(x) ? Promise.all(x) : x);
     } catch (error) {
       await reserved`ROLLBACK TO SAVEPOINT ${reserved(name)}`;
       throw error;
+    } finally {
+      depth -= 1;
     }
   }
   Object.defineProperty(reserved, 'savepoint', { value: savepoint, configurable: true });
-  return tx;
+  return { tx, atTopLevel: () => depth === 0 };
+}
+
+/** The transactions of inPipelinedTransaction, with what defers a statement's answer to their COMMIT. */
+const deferrals = new WeakMap<object, (statement: Promise<unknown>) => boolean>();
+
+/**
+ * Hands `statement` (already sent) to the COMMIT of `tx` instead of waiting for its answer: the work may
+ * return at once, and COMMIT goes out in the same write right behind it, so a unit of work that ends with
+ * statements nobody reads (a dispatch's inserts) costs one round trip, not two. If the statement fails,
+ * nothing of the transaction commits and its error is the one the unit of work throws. False, and the
+ * caller must await the statement itself, outside a unit of work (inUnitOfWork) or inside a savepoint,
+ * whose scope must see its own failures (a handler's, whose failure rolls back that handler only).
+ */
+export function deferToCommit(tx: TxSql, statement: Promise<unknown>): boolean {
+  const defer = deferrals.get(tx);
+  return defer !== undefined && defer(statement);
 }
 
 /** The connection a statement ran on, as postgres.js hands it to a query's `onexecute` (what its own `sql.begin` uses). */
@@ -101,9 +121,10 @@ async function transact<T>(
   mark: boolean,
   ahead: (tx: TxSql) => ReadonlyArray<postgres.PendingQuery<postgres.Row[]>>,
   body: (tx: TxSql, ready: Promise<postgres.Row[][]>, beforeCommit: <S>(statement: Promise<S>) => Promise<S>) => Promise<T>,
+  deferrable = false,
 ): Promise<T> {
   const reserved = await sql.reserve();
-  const tx = asTransaction(reserved);
+  const { tx, atTopLevel } = asTransaction(reserved);
   let connection: PoolConnection | undefined;
   let lost = false;
   let closed!: (error: unknown) => void;
@@ -115,6 +136,13 @@ async function transact<T>(
     sentBeforeCommit.push(statement);
     return statement;
   };
+  if (deferrable) {
+    deferrals.set(tx, (statement) => {
+      if (!atTopLevel()) return false;
+      beforeCommit(statement);
+      return true;
+    });
+  }
   let ready: Promise<postgres.Row[][]> | undefined;
   try {
     // One write: each query is handed to the connection a microtask after it is executed, in order.
@@ -141,13 +169,22 @@ async function transact<T>(
     });
     ready.catch(() => {}); // awaited by the body, and below
     const result = await Promise.race([body(tx, ready, beforeCommit), closing]);
+    deferrals.delete(tx);
+    // COMMIT goes out now, whether or not BEGIN and the statements ahead have answered (a body that
+    // deferred all it sent, deferToCommit, waited for none of them): if BEGIN failed, the guard ends the
+    // session before COMMIT runs; if a statement ahead failed, COMMIT only rolls back. Either way their
+    // error is the one thrown (below).
+    const committing = reserved`COMMIT`.execute();
+    committing.catch(() => {}); // awaited below, after `ready`
     await ready;
-    const ended = await reserved`COMMIT`;
+    const ended = await committing;
     if (ended.command !== 'COMMIT') throw new TransactionRolledBack();
     return result;
   } catch (thrown) {
+    deferrals.delete(tx);
     // A failed BEGIN or statement ahead is the cause of whatever followed it (statements refused in an
-    // aborted transaction, a session the guard ended).
+    // aborted transaction, a session the guard ended, a deferred statement refused as aborted).
+    const aheadFailed = ready ? await ready.then(() => false, () => true) : false;
     const error = ready ? await ready.then(() => thrown, (aheadError: unknown) => aheadError) : thrown;
     lost ||= lostConnection(error) || lostConnection(thrown);
     // Also after a failed BEGIN or COMMIT: ROLLBACK outside a transaction only warns, and the
@@ -161,6 +198,7 @@ async function transact<T>(
         if (!lostConnection(rollbackError)) throw new CodedError('TRANSACTION_ROLLBACK_FAILED', 'the transaction failed and could not be rolled back; its connection is not reused', { cause: error });
       }
     }
+    if (aheadFailed) throw error;
     throw await Promise.all(sentBeforeCommit).then(
       () => error,
       (statementError: unknown) => statementError,
@@ -198,7 +236,9 @@ export async function beginPipelined<O, T>(
  * first statements go out in one write. The work does not wait for BEGIN's answer, so its statements
  * may be anything: if BEGIN failed, the guard ends the session before any of them runs. If BEGIN or a
  * statement ahead fails, that error is the one thrown (the work's own then only says the transaction
- * was aborted or the connection closed), and nothing commits. Otherwise as `transact` above.
+ * was aborted or the connection closed), and nothing commits. The work may hand the answers of its last
+ * statements to the COMMIT (deferToCommit), which then goes out in the same write. Otherwise as
+ * `transact` above.
  */
 export async function inPipelinedTransaction<T>(
   sql: Sql,
@@ -211,5 +251,6 @@ export async function inPipelinedTransaction<T>(
     // Prepared (extended protocol): parsed and planned once per connection, not once per transaction.
     (tx) => [tx.unsafe(OUTSIDE_TRANSACTION_GUARD, [], { prepare: true, simple: false } as postgres.UnsafeQueryOptions), ...ahead(tx)],
     work,
+    true,
   );
 }

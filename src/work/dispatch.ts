@@ -10,6 +10,7 @@ import { CodedError } from '../errors/coded-error.ts';
 import { randomUUID } from 'node:crypto';
 import type { z, ZodType } from 'zod';
 import type { TxSql } from '../db/client.ts';
+import { deferToCommit } from '../db/pipelined-begin.ts';
 import type { Actor } from '../db/unit-of-work.ts';
 import type { QueueName } from '../queue/names.ts';
 import { dispatchTraceFields } from '../observe/work-tracing.ts';
@@ -327,7 +328,11 @@ async function writeTrailsAndOutbox(
       SELECT r, q, e::jsonb, clock_timestamp() + make_interval(secs => s)
         FROM unnest(${ids}::uuid[], ${queues}::text[], ${envelopeTexts}::text[], ${delays}::float8[]) WITH ORDINALITY AS u(r, q, e, s, n) ORDER BY n`);
   }
-  await settleAll(pending);
+  // In a unit of work the inserts' answers go to its COMMIT, which follows them in the same write
+  // (src/db/pipelined-begin.ts deferToCommit): a unit of work that ends with a dispatch costs one round
+  // trip. Their failure then fails the unit of work with their error, and nothing of it commits.
+  const written = settleAll(pending);
+  if (!deferToCommit(tx, written)) await written;
   return writes.map((w, i) => ({
     runId: runIds[i]!,
     scope,

@@ -6,8 +6,9 @@ import type { Redis } from 'ioredis';
 import type { TestDatabase } from '../support/services.ts';
 import { freshRedisUrl } from '../support/services.ts';
 import { refusal } from '../support/refusal.ts';
+import { recordingProxy } from '../support/recording-proxy.ts';
 import { stoppableRedis } from '../support/stoppable-redis.ts';
-import type { Sql, TxSql } from '../../src/db/client.ts';
+import { createSql, type Sql, type TxSql } from '../../src/db/client.ts';
 import { inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
 import { createRedis } from '../../src/kv/client.ts';
 import { OUTBOX_WAKE_KEY } from '../../src/kv/keys.ts';
@@ -40,6 +41,23 @@ afterAll(async () => {
   redis?.disconnect();
   await db?.drop();
 });
+
+/** The name postgres.js prepared COMMIT under on the proxied connection (its Parse: name, NUL, text, NUL). */
+function commitStatementName(chunks: readonly string[]): string {
+  const found = /([A-Za-z0-9_]+)\u0000COMMIT\u0000/.exec(chunks.join(''));
+  if (!found) throw new Error('COMMIT was not prepared on this connection');
+  return found[1]!;
+}
+
+/** `work`, or a failure naming what it was waiting for after `ms` (a round trip the proxy held back). */
+async function within<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([work, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(what)), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 async function dispatchError(work: Promise<unknown>): Promise<DispatchError> {
   const error = await refusal(work);
@@ -91,6 +109,45 @@ describe('dispatchTask', () => {
       + (SELECT count(*) FROM task_run_events WHERE run_id = ${runId})
       + (SELECT count(*) FROM task_run_user_actors WHERE run_id = ${runId})
       + (SELECT count(*) FROM outbox_messages WHERE run_id = ${runId}) AS n`;
+    expect(Number(c!.n)).toBe(0);
+  });
+
+  it('R-OBX-06 a use case that ends with a dispatch commits in one round trip: its inserts are not waited for before COMMIT', async () => {
+    const proxy = await recordingProxy(db.url);
+    const viaProxy = createSql(proxy.url, { max: 1, applicationName: 'outbox-dispatch-test' });
+    try {
+      const dispatch = () => inUnitOfWork(viaProxy, userActor, (tx) => dispatcher.dispatchTask(tx, 'demo.tenant_task', { n: 3 }, { actor: userActor }));
+      // The first use of each statement on a connection waits for its description (postgres.js prepares it).
+      await dispatch();
+      // Every answer is held back until COMMIT is on the wire: a use case that waited for its inserts'
+      // answers before its COMMIT would never send it.
+      proxy.holdAnswersUntil(commitStatementName(proxy.chunks));
+      const run = await within(dispatch(), 10_000, 'COMMIT waited for the dispatch’s answers');
+      const [c] = await sql`SELECT (SELECT count(*) FROM task_runs WHERE run_id = ${run.runId} AND status = 'queued')
+        + (SELECT count(*) FROM task_run_events WHERE run_id = ${run.runId} AND event = 'queued')
+        + (SELECT count(*) FROM outbox_messages WHERE run_id = ${run.runId} AND sent_at IS NULL) AS n`;
+      expect(Number(c!.n)).toBe(3);
+    } finally {
+      await viaProxy.end({ timeout: 5 });
+      await proxy.close();
+    }
+  });
+
+  it('R-OBX-06 a dispatch the database refuses fails its use case with the database’s error, and nothing of the use case is stored', async () => {
+    // A tenant that does not exist: the run's insert breaks its foreign key, after the work has returned.
+    const ghost: Actor = { kind: 'system', tenantId: '999999999', label: 'test-process' };
+    let first = '';
+    const failed = await inTx(ghost, async (tx) => {
+      await tx`INSERT INTO task_run_events (run_id, tenant_id, event, attempt, queue, worker_instance)
+        SELECT run_id, tenant_id, 'progress', 0, 'default', 'before-a-refused-dispatch' FROM task_runs LIMIT 0`;
+      first = (await dispatcher.dispatchTask(tx, 'demo.tenant_task', { n: 4 }, { actor: ghost })).runId;
+      return 'returned';
+    }).catch((error: unknown) => error as { code?: string });
+    expect(first).not.toBe('');
+    expect(failed).toMatchObject({ code: '23503' });
+    const [c] = await sql`SELECT (SELECT count(*) FROM task_runs WHERE run_id = ${first})
+      + (SELECT count(*) FROM task_run_events WHERE run_id = ${first})
+      + (SELECT count(*) FROM outbox_messages WHERE run_id = ${first}) AS n`;
     expect(Number(c!.n)).toBe(0);
   });
 

@@ -4,6 +4,7 @@
 // BEGIN that fails lets nothing the work sent behind it commit.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSql } from '../../src/db/client.ts';
+import { deferToCommit } from '../../src/db/pipelined-begin.ts';
 import { inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
 import { recordingProxy } from '../support/recording-proxy.ts';
 import { freshDatabase, type TestDatabase } from '../support/services.ts';
@@ -17,6 +18,23 @@ beforeAll(async () => {
 afterAll(async () => {
   await db?.drop();
 });
+
+/** The name postgres.js prepared COMMIT under on the proxied connection (its Parse: name, NUL, text, NUL). */
+function commitStatementName(chunks: readonly string[]): string {
+  const found = /([A-Za-z0-9_]+)\u0000COMMIT\u0000/.exec(chunks.join(''));
+  if (!found) throw new Error('COMMIT was not prepared on this connection');
+  return found[1]!;
+}
+
+/** `work`, or a failure naming what it was waiting for after `ms` (a round trip the proxy held back). */
+async function within<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([work, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(what)), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 describe('unit of work', () => {
   it('R-EXE-11 the work’s first statement already runs under the actor context, in the same transaction', async () => {
@@ -114,5 +132,97 @@ describe('unit of work', () => {
       await proxy.close();
     }
     expect(await db.sql`SELECT note FROM uow_writes WHERE note = 'after-a-failed-begin'`).toEqual([{ note: 'after-a-failed-begin' }]);
+  });
+
+  it('R-EXE-11 a unit of work that defers its last statement to COMMIT is one write: BEGIN, the context, the statement and COMMIT', async () => {
+    const proxy = await recordingProxy(db.url);
+    const sql = createSql(proxy.url, { max: 1, applicationName: 'uow-test' });
+    try {
+      const actor: Actor = { kind: 'system', tenantId: '7', label: 'uow-deferred' };
+      const write = (note: string) =>
+        inUnitOfWork(sql, actor, async (tx) => {
+          const deferred = deferToCommit(tx, tx`INSERT INTO uow_writes (note, process) VALUES (${note}, current_setting('app.process', true))`.execute());
+          return deferred;
+        });
+      expect(await write('deferred-warm-up')).toBe(true);
+      // Every answer is held back until COMMIT is on the wire: a unit of work that waited for one
+      // before its COMMIT would never send it.
+      proxy.holdAnswersUntil(commitStatementName(proxy.chunks));
+      expect(await within(write('deferred-marker'), 10_000, 'COMMIT waited for an answer')).toBe(true);
+    } finally {
+      await sql.end({ timeout: 5 });
+      await proxy.close();
+    }
+    expect(await db.sql`SELECT process FROM uow_writes WHERE note = 'deferred-marker'`).toEqual([{ process: 'uow-deferred' }]);
+  });
+
+  it('R-EXE-11 a deferred statement that fails fails the unit of work with its own error, and nothing of it commits', async () => {
+    const actor: Actor = { kind: 'system', tenantId: '7', label: 'uow-deferred-fails' };
+    const failed = await inUnitOfWork(db.sql, actor, async (tx) => {
+      await tx`INSERT INTO uow_writes (note) VALUES ('before-a-failed-deferral')`;
+      deferToCommit(tx, tx`SELECT 1 / 0`.execute());
+      return 'returned';
+    }).catch((error: unknown) => error as { code?: string });
+    // division_by_zero, not TRANSACTION_ROLLED_BACK.
+    expect(failed).toMatchObject({ code: '22012' });
+    expect(await db.sql`SELECT note FROM uow_writes WHERE note = 'before-a-failed-deferral'`).toEqual([]);
+  });
+
+  it('R-EXE-11 behind a context that fails, a deferred statement reports the context’s error, not its own refusal', async () => {
+    const actor: Actor = { kind: 'system', label: 'bad\u0000label' };
+    const failed = await inUnitOfWork(db.sql, actor, async (tx) => {
+      deferToCommit(tx, tx`INSERT INTO uow_writes (note) VALUES ('deferred-behind-a-bad-context')`.execute());
+    }).catch((error: unknown) => error as { code?: string });
+    // invalid byte sequence (22021), not the deferred insert's "current transaction is aborted" (25P02).
+    expect(failed).toMatchObject({ code: '22021' });
+    expect(await db.sql`SELECT note FROM uow_writes WHERE note = 'deferred-behind-a-bad-context'`).toEqual([]);
+  });
+
+  it('R-EXE-11 a BEGIN that fails lets nothing commit that the work deferred, though it waited for no answer', async () => {
+    let broken = false;
+    const proxy = await recordingProxy(db.url, (chunk) => {
+      const at = chunk.indexOf('BEGIN;');
+      if (broken || at < 0) return chunk;
+      broken = true;
+      const copy = Buffer.from(chunk);
+      copy.write('BEGIX', at, 'latin1');
+      return copy;
+    });
+    const sql = createSql(proxy.url, { max: 1, applicationName: 'uow-test' });
+    try {
+      const actor: Actor = { kind: 'system', tenantId: '7', label: 'uow-deferred-refused-begin' };
+      const failed = await inUnitOfWork(sql, actor, async (tx) => {
+        deferToCommit(tx, tx`INSERT INTO uow_writes (note) VALUES ('deferred-behind-a-failed-begin')`.execute());
+      }).catch((error: unknown) => error as { code?: string });
+      expect(broken).toBe(true);
+      // BEGIN's own error (syntax error); the guard ended the session before the insert and COMMIT ran.
+      expect(failed).toMatchObject({ code: '42601' });
+      await inUnitOfWork(sql, actor, async (tx) => {
+        await tx`INSERT INTO uow_writes (note) VALUES ('after-a-failed-begin-with-deferral')`;
+      });
+    } finally {
+      await sql.end({ timeout: 5 });
+      await proxy.close();
+    }
+    expect(await db.sql`SELECT note FROM uow_writes WHERE note = 'deferred-behind-a-failed-begin'`).toEqual([]);
+    expect(await db.sql`SELECT note FROM uow_writes WHERE note = 'after-a-failed-begin-with-deferral'`).toHaveLength(1);
+  });
+
+  it('R-EXE-11 inside a savepoint nothing is deferred: the savepoint sees its own statement fail and rolls back alone', async () => {
+    const actor: Actor = { kind: 'system', tenantId: '7', label: 'uow-savepoint' };
+    const outcome = await inUnitOfWork(db.sql, actor, async (tx) => {
+      let deferred: boolean | undefined;
+      const inner = await tx
+        .savepoint(async (sp) => {
+          const failing = sp`SELECT 1 / 0`.execute();
+          deferred = deferToCommit(sp as unknown as typeof tx, failing);
+          await failing;
+        })
+        .catch((error: { code?: string }) => error.code);
+      await tx`INSERT INTO uow_writes (note) VALUES ('after-a-failed-savepoint')`;
+      return { deferred, inner };
+    });
+    expect(outcome).toEqual({ deferred: false, inner: '22012' });
+    expect(await db.sql`SELECT note FROM uow_writes WHERE note = 'after-a-failed-savepoint'`).toHaveLength(1);
   });
 });

@@ -11,6 +11,12 @@ export interface RecordingProxy {
   chunks: string[];
   /** Who sent each chunk, client and server interleaved in the order the proxy read them. */
   directions: Array<'client' | 'server'>;
+  /**
+   * From now on the server's answers are held back until the client writes `marker`: a client that
+   * waits for an answer before it sends `marker` then never sends it (the test times out), one that
+   * does not wait gets every answer once it has. A proof that no round trip came before `marker`.
+   */
+  holdAnswersUntil(marker: string): void;
   close(): Promise<void>;
 }
 
@@ -23,6 +29,8 @@ export async function recordingProxy(databaseUrl: string, rewrite?: (chunk: Buff
   const chunks: string[] = [];
   const directions: Array<'client' | 'server'> = [];
   const sockets = new Set<net.Socket>();
+  let holdUntil: string | undefined;
+  const held: Array<() => void> = [];
   const server = net.createServer((client) => {
     const upstream = net.connect(Number(target.port), target.hostname);
     sockets.add(client).add(upstream);
@@ -30,10 +38,18 @@ export async function recordingProxy(databaseUrl: string, rewrite?: (chunk: Buff
       chunks.push(data.toString('latin1'));
       directions.push('client');
       upstream.write(rewrite ? rewrite(data) : data);
+      if (holdUntil !== undefined && data.toString('latin1').includes(holdUntil)) {
+        holdUntil = undefined;
+        for (const answer of held.splice(0)) answer();
+      }
     });
     upstream.on('data', (data) => {
-      directions.push('server');
-      client.write(data);
+      const answer = () => {
+        directions.push('server');
+        client.write(data);
+      };
+      if (holdUntil !== undefined) held.push(answer);
+      else answer();
     });
     const end = () => {
       client.destroy();
@@ -50,6 +66,9 @@ export async function recordingProxy(databaseUrl: string, rewrite?: (chunk: Buff
     url: url.toString(),
     chunks,
     directions,
+    holdAnswersUntil(marker: string) {
+      holdUntil = marker;
+    },
     async close() {
       for (const s of sockets) s.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
