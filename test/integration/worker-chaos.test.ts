@@ -17,6 +17,7 @@ import { CHAOS_GROUP_UNITS } from '../fixtures/units/runtime-units.ts';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import type { ChildUnits } from '../fixtures/worker-child.ts';
 import { stoppableRedis, type StoppableRedis } from '../support/stoppable-redis.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 const RUNS = Number(process.env.CHAOS_RUNS ?? 300);
 const FREEZE_MS = Number(process.env.CHAOS_FREEZE_MS ?? 3_000);
@@ -93,6 +94,9 @@ async function chaos(s: ChaosScenario): Promise<{ runIds: string[]; prefix: stri
     const started = Date.now();
     const burst = (async () => {
       for (let i = 0; i < RUNS; i++) {
+        // The burst waits for the chaos at its thirds: the kills strike while runs are still coming,
+        // however fast the dispatches go (a faster dispatch once ended the burst before the second kill).
+        for (const k of [1, 2]) if (i === Math.floor((RUNS * k) / 3)) await waitFor(() => kills >= k, 30_000, { what: `kill ${k} of the chaos` });
         // Every handler sleeps well below the unit's timeout (5 s), its turn in a group included.
         const { runId } = await h.dispatch(s.unit, { key: `${prefix}-${i}`, sleepMs: i % 7 === 0 ? 300 : 20 });
         runIds.push(runId);
