@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { lockLifecycle } from '../../src/db/cluster-lease.ts';
+import { pidsWhere } from '../support/process-list.ts';
 import { waitFor } from '../support/wait-for.ts';
 
 const cleanups: Array<() => unknown> = [];
@@ -13,18 +14,7 @@ afterEach(async () => {
 
 /** Pids of the `flock` processes locking `lockFile` (holders and waiters). */
 function flockPids(lockFile: string): number[] {
-  const pids: number[] = [];
-  for (const name of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    let argv: string[];
-    try {
-      argv = fs.readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0');
-    } catch {
-      continue;
-    }
-    if (path.basename(argv[0] ?? '') === 'flock' && argv.includes(lockFile)) pids.push(Number(name));
-  }
-  return pids;
+  return pidsWhere((argv) => path.basename(argv[0] ?? '') === 'flock' && argv.includes(lockFile));
 }
 
 describe('cluster lifecycle lock', () => {

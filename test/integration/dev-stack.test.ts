@@ -10,6 +10,7 @@ import { freePort } from '../../src/kv/redis-server.ts';
 import { createSql, type Sql } from '../../src/db/client.ts';
 import { freshRedisUrl, services } from '../support/services.ts';
 import { waitFor } from '../support/wait-for.ts';
+import { pidsWhere } from '../support/process-list.ts';
 
 const root = path.resolve(import.meta.dirname, '..', '..');
 
@@ -84,17 +85,7 @@ function pathWithout(command: string): string {
 
 /** True while a `pg_ctl ... stop` of `dataDir` runs (any user's: as root, pg_ctl runs as postgres). */
 function pgCtlStopRunning(dataDir: string): boolean {
-  for (const entry of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    let argv: string[];
-    try {
-      argv = fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
-    } catch {
-      continue;
-    }
-    if (argv[0]?.endsWith('pg_ctl') && argv.includes('stop') && argv.includes(dataDir)) return true;
-  }
-  return false;
+  return pidsWhere((argv) => (argv[0]?.endsWith('pg_ctl') ?? false) && argv.includes('stop') && argv.includes(dataDir)).length > 0;
 }
 
 /** Local addresses a TCP port listens on (from /proc/net/tcp and tcp6), e.g. ['127.0.0.1'] or ['0.0.0.0']. */

@@ -6,7 +6,8 @@ import type { Redis } from 'ioredis';
 import type { TestDatabase } from '../support/services.ts';
 import { freshRedisUrl } from '../support/services.ts';
 import { refusal } from '../support/refusal.ts';
-import { recordingProxy } from '../support/recording-proxy.ts';
+import { commitStatementName, recordingProxy } from '../support/recording-proxy.ts';
+import { within } from '../support/wait-for.ts';
 import { stoppableRedis } from '../support/stoppable-redis.ts';
 import { createSql, type Sql, type TxSql } from '../../src/db/client.ts';
 import { inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
@@ -41,23 +42,6 @@ afterAll(async () => {
   redis?.disconnect();
   await db?.drop();
 });
-
-/** The name postgres.js prepared COMMIT under on the proxied connection (its Parse: name, NUL, text, NUL). */
-function commitStatementName(chunks: readonly string[]): string {
-  const found = /([A-Za-z0-9_]+)\u0000COMMIT\u0000/.exec(chunks.join(''));
-  if (!found) throw new Error('COMMIT was not prepared on this connection');
-  return found[1]!;
-}
-
-/** `work`, or a failure naming what it was waiting for after `ms` (a round trip the proxy held back). */
-async function within<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([work, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(what)), ms)))]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 async function dispatchError(work: Promise<unknown>): Promise<DispatchError> {
   const error = await refusal(work);
@@ -122,7 +106,7 @@ describe('dispatchTask', () => {
       // Every answer is held back until COMMIT is on the wire: a use case that waited for its inserts'
       // answers before its COMMIT would never send it.
       proxy.holdAnswersUntil(commitStatementName(proxy.chunks));
-      const run = await within(dispatch(), 10_000, 'COMMIT waited for the dispatch’s answers');
+      const run = await within(dispatch(), 10_000, 'COMMIT went out before the dispatch’s answers');
       const [c] = await sql`SELECT (SELECT count(*) FROM task_runs WHERE run_id = ${run.runId} AND status = 'queued')
         + (SELECT count(*) FROM task_run_events WHERE run_id = ${run.runId} AND event = 'queued')
         + (SELECT count(*) FROM outbox_messages WHERE run_id = ${run.runId} AND sent_at IS NULL) AS n`;

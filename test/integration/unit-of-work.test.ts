@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSql } from '../../src/db/client.ts';
 import { deferToCommit } from '../../src/db/pipelined-begin.ts';
 import { inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
-import { recordingProxy } from '../support/recording-proxy.ts';
+import { beginBrokenOnTheWire, commitStatementName, recordingProxy } from '../support/recording-proxy.ts';
+import { within } from '../support/wait-for.ts';
 import { freshDatabase, type TestDatabase } from '../support/services.ts';
 
 let db: TestDatabase;
@@ -18,23 +19,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await db?.drop();
 });
-
-/** The name postgres.js prepared COMMIT under on the proxied connection (its Parse: name, NUL, text, NUL). */
-function commitStatementName(chunks: readonly string[]): string {
-  const found = /([A-Za-z0-9_]+)\u0000COMMIT\u0000/.exec(chunks.join(''));
-  if (!found) throw new Error('COMMIT was not prepared on this connection');
-  return found[1]!;
-}
-
-/** `work`, or a failure naming what it was waiting for after `ms` (a round trip the proxy held back). */
-async function within<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([work, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(what)), ms)))]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 describe('unit of work', () => {
   it('R-EXE-11 the work’s first statement already runs under the actor context, in the same transaction', async () => {
@@ -99,15 +83,7 @@ describe('unit of work', () => {
     // The fault, on the wire: the first BEGIN reaches the server as BEGIX (a syntax error), so the
     // session stays outside any transaction while the context and the work's writes are already on
     // their way behind it. Each of them would commit on its own if it ran.
-    let broken = false;
-    const proxy = await recordingProxy(db.url, (chunk) => {
-      const at = chunk.indexOf('BEGIN;');
-      if (broken || at < 0) return chunk;
-      broken = true;
-      const copy = Buffer.from(chunk);
-      copy.write('BEGIX', at, 'latin1');
-      return copy;
-    });
+    const proxy = await beginBrokenOnTheWire(db.url);
     const sql = createSql(proxy.url, { max: 1, applicationName: 'uow-test' });
     try {
       const actor: Actor = { kind: 'system', tenantId: '7', label: 'uow-refused-begin' };
@@ -118,7 +94,7 @@ describe('unit of work', () => {
         await tx`INSERT INTO uow_writes (note) VALUES ('behind-a-failed-begin-2')`;
         return 'committed';
       }).catch((error: unknown) => error as { code?: string });
-      expect(broken).toBe(true);
+      expect(proxy.broken()).toBe(true);
       expect(workRan).toBe(true);
       // BEGIN's own error (syntax error), not the work's.
       expect(failed).toMatchObject({ code: '42601' });
@@ -148,7 +124,7 @@ describe('unit of work', () => {
       // Every answer is held back until COMMIT is on the wire: a unit of work that waited for one
       // before its COMMIT would never send it.
       proxy.holdAnswersUntil(commitStatementName(proxy.chunks));
-      expect(await within(write('deferred-marker'), 10_000, 'COMMIT waited for an answer')).toBe(true);
+      expect(await within(write('deferred-marker'), 10_000, 'COMMIT went out before any answer')).toBe(true);
     } finally {
       await sql.end({ timeout: 5 });
       await proxy.close();
@@ -179,22 +155,14 @@ describe('unit of work', () => {
   });
 
   it('R-EXE-11 a BEGIN that fails lets nothing commit that the work deferred, though it waited for no answer', async () => {
-    let broken = false;
-    const proxy = await recordingProxy(db.url, (chunk) => {
-      const at = chunk.indexOf('BEGIN;');
-      if (broken || at < 0) return chunk;
-      broken = true;
-      const copy = Buffer.from(chunk);
-      copy.write('BEGIX', at, 'latin1');
-      return copy;
-    });
+    const proxy = await beginBrokenOnTheWire(db.url);
     const sql = createSql(proxy.url, { max: 1, applicationName: 'uow-test' });
     try {
       const actor: Actor = { kind: 'system', tenantId: '7', label: 'uow-deferred-refused-begin' };
       const failed = await inUnitOfWork(sql, actor, async (tx) => {
         deferToCommit(tx, tx`INSERT INTO uow_writes (note) VALUES ('deferred-behind-a-failed-begin')`.execute());
       }).catch((error: unknown) => error as { code?: string });
-      expect(broken).toBe(true);
+      expect(proxy.broken()).toBe(true);
       // BEGIN's own error (syntax error); the guard ended the session before the insert and COMMIT ran.
       expect(failed).toMatchObject({ code: '42601' });
       await inUnitOfWork(sql, actor, async (tx) => {

@@ -75,3 +75,29 @@ export async function recordingProxy(databaseUrl: string, rewrite?: (chunk: Buff
     },
   };
 }
+
+/** The name postgres.js prepared COMMIT under on a proxied connection (from its Parse: name, NUL, text, NUL). */
+export function commitStatementName(chunks: readonly string[]): string {
+  const found = /([A-Za-z0-9_]+)\u0000COMMIT\u0000/.exec(chunks.join(''));
+  if (!found) throw new Error('COMMIT was not prepared on this connection');
+  return found[1]!;
+}
+
+/**
+ * A proxy whose first `BEGIN;` reaches the server as `BEGIX;` (a syntax error): the session stays
+ * outside any transaction while what the client sent behind it is already on its way. `broken()` says
+ * whether the fault struck.
+ */
+export async function beginBrokenOnTheWire(databaseUrl: string): Promise<RecordingProxy & { broken(): boolean }> {
+  let broken = false;
+  const proxy = await recordingProxy(databaseUrl, (chunk) => {
+    const at = chunk.indexOf('BEGIN;');
+    if (broken || at < 0) return chunk;
+    broken = true;
+    const copy = Buffer.from(chunk);
+    copy.write('BEGIX', at, 'latin1');
+    return copy;
+  });
+  return { ...proxy, broken: () => broken };
+}
+

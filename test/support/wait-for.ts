@@ -14,3 +14,14 @@ export async function waitFor(
   }
   throw new Error(`${options.what ?? 'condition'} not met within ${timeoutMs} ms`);
 }
+
+/** `work`, or a failure saying `what` did not happen within `ms` (a bound on a wait that must end, never a pause). */
+export async function within<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([work, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} within ${ms} ms`)), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
