@@ -120,15 +120,20 @@ describe('dispatchTask', () => {
   it('R-OBX-06 a dispatch the database refuses fails its use case with the database’s error, and nothing of the use case is stored', async () => {
     // A tenant that does not exist: the run's insert breaks its foreign key, after the work has returned.
     const ghost: Actor = { kind: 'system', tenantId: '999999999', label: 'test-process' };
+    const existing = await inTx(systemWithTenant, (tx) => dispatcher.dispatchTask(tx, 'demo.tenant_task', { n: 5 }, { actor: systemWithTenant }));
     let first = '';
+    let before = 0;
     const failed = await inTx(ghost, async (tx) => {
-      await tx`INSERT INTO task_run_events (run_id, tenant_id, event, attempt, queue, worker_instance)
-        SELECT run_id, tenant_id, 'progress', 0, 'default', 'before-a-refused-dispatch' FROM task_runs LIMIT 0`;
+      // A write the use case made before its dispatch, on a run that exists.
+      before = (await tx`INSERT INTO task_run_events (run_id, tenant_id, event, attempt, queue, worker_instance)
+        VALUES (${existing.runId}, ${member.tenantId}, 'progress', 0, 'default', 'before-a-refused-dispatch') RETURNING id`).length;
       first = (await dispatcher.dispatchTask(tx, 'demo.tenant_task', { n: 4 }, { actor: ghost })).runId;
       return 'returned';
     }).catch((error: unknown) => error as { code?: string });
+    expect(before).toBe(1);
     expect(first).not.toBe('');
     expect(failed).toMatchObject({ code: '23503' });
+    expect(await sql`SELECT 1 FROM task_run_events WHERE worker_instance = 'before-a-refused-dispatch'`).toEqual([]);
     const [c] = await sql`SELECT (SELECT count(*) FROM task_runs WHERE run_id = ${first})
       + (SELECT count(*) FROM task_run_events WHERE run_id = ${first})
       + (SELECT count(*) FROM outbox_messages WHERE run_id = ${first}) AS n`;
