@@ -53,7 +53,7 @@ interface HelperEnd {
 
 /**
  * One `flock` helper waiting up to `waitSeconds` for the lock: 'locked' with its release, or how it
- * ended without the lock (its wait timed out, or it died: killed, or it failed to start its holder).
+ * ended without the lock (its wait timed out, it was killed, or it failed).
  */
 async function lockHelper(
   lockFile: string,
@@ -96,8 +96,8 @@ const FLOCK_TIMED_OUT = 1;
 
 /**
  * Holds the lifecycle lock of `dataDir` until the returned function is called. Waits up to
- * LIFECYCLE_LOCK_TIMEOUT_MS for another holder; a helper that ends early without the lock (killed, or
- * failing to start its holder) is replaced within that time, never reported as a holder that kept it.
+ * LIFECYCLE_LOCK_TIMEOUT_MS for another holder; a helper killed while it waits is replaced within that
+ * time, never reported as a holder that kept the lock, and a helper that fails is reported as it failed.
  */
 export async function lockLifecycle(dataDir: string, log: (line: string) => void): Promise<() => Promise<void>> {
   const lockFile = `${dataDir}.lock`;
@@ -122,16 +122,19 @@ export async function lockLifecycle(dataDir: string, log: (line: string) => void
       }
       const { code, signal, stderr } = attempt.ended;
       const waitedS = Math.round((Date.now() - started) / 1000);
-      if (Date.now() >= deadline || (code === FLOCK_TIMED_OUT && signal === null && Date.now() >= deadline - 1000)) {
+      // Killed from outside while it waited: another helper takes over the rest of the wait.
+      if (signal !== null && Date.now() < deadline) {
+        log(`the helper waiting for ${lockFile} was ended by ${signal} after ${waitedS} s; waiting again`);
+        continue;
+      }
+      if (code === FLOCK_TIMED_OUT || signal !== null) {
         throw new ClusterLeaseError(
           'EMBEDDED_PG_LOCK_TIMEOUT',
           `another process held ${lockFile} for ${waitedS} s while starting or stopping the cluster; retry, or stop that process`,
         );
       }
-      log(
-        `the helper waiting for ${lockFile} ended without the lock (${signal ? `signal ${signal}` : `exit ${code}`}${stderr ? `: ${stderr}` : ''}) after ${waitedS} s; waiting again`,
-      );
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      // Any other exit is flock's own failure (the lock file cannot be opened, …): waiting again would not mend it.
+      throw new ClusterLeaseError('EMBEDDED_PG_LOCK', `cannot lock ${lockFile}: flock exited with ${code}${stderr ? `: ${stderr}` : ''}`);
     }
   } finally {
     clearTimeout(waiting);

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { lockLifecycle } from '../../src/db/cluster-lease.ts';
 import { pidsWhere } from '../support/process-list.ts';
-import { waitFor } from '../support/wait-for.ts';
+import { waitFor, within } from '../support/wait-for.ts';
 
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
@@ -44,7 +44,7 @@ describe('cluster lifecycle lock', () => {
     let waiter: number | undefined;
     await waitFor(() => (waiter = flockPids(lockFile).find((pid) => !holders.includes(pid))) !== undefined, 10_000, { what: 'the waiting flock helper' });
     process.kill(waiter!, 'SIGKILL');
-    await waitFor(() => lines.some((l) => /ended without the lock \(signal SIGKILL\)/.test(l)), 10_000, { what: 'the helper’s end logged' });
+    await waitFor(() => lines.some((l) => /was ended by SIGKILL/.test(l)), 10_000, { what: 'the helper’s end logged' });
     // Still waiting for the first holder, not failed.
     expect(settled).toBeUndefined();
 
@@ -55,4 +55,15 @@ describe('cluster lifecycle lock', () => {
     await releaseSecond();
     expect(flockPids(lockFile)).toHaveLength(0);
   }, 60_000);
+
+  it('R-EXE-05 a helper that fails (its lock file cannot be created) is reported at once with flock’s own exit, not waited on for 120 s', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-lease-test-'));
+    cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const dataDir = path.join(dir, 'pg');
+    // The fault: the lock file's path is a link into a directory that does not exist, which flock cannot open.
+    fs.symlinkSync(path.join(dir, 'missing', 'pg.lock'), `${dataDir}.lock`);
+    const failed = await within(lockLifecycle(dataDir, () => {}).then(() => null, (error: unknown) => error), 10_000, 'the failing helper reported');
+    expect(failed).toMatchObject({ code: 'EMBEDDED_PG_LOCK' });
+    expect((failed as Error).message).toMatch(/flock exited with \d+/);
+  }, 30_000);
 });
