@@ -184,8 +184,8 @@ async function transact<T>(
     deferrals.delete(tx);
     // A failed BEGIN or statement ahead is the cause of whatever followed it (statements refused in an
     // aborted transaction, a session the guard ended, a deferred statement refused as aborted).
-    const aheadFailed = ready ? await ready.then(() => false, () => true) : false;
-    const error = ready ? await ready.then(() => thrown, (aheadError: unknown) => aheadError) : thrown;
+    const ahead = ready ? await ready.then(() => null, (aheadError: unknown) => ({ aheadError })) : null;
+    const error = ahead ? ahead.aheadError : thrown;
     lost ||= lostConnection(error) || lostConnection(thrown);
     // Also after a failed BEGIN or COMMIT: ROLLBACK outside a transaction only warns, and the
     // connection goes back to the pool idle whatever state the session was left in.
@@ -198,7 +198,7 @@ async function transact<T>(
         if (!lostConnection(rollbackError)) throw new CodedError('TRANSACTION_ROLLBACK_FAILED', 'the transaction failed and could not be rolled back; its connection is not reused', { cause: error });
       }
     }
-    if (aheadFailed) throw error;
+    if (ahead) throw error;
     throw await Promise.all(sentBeforeCommit).then(
       () => error,
       (statementError: unknown) => statementError,
