@@ -23,6 +23,7 @@ import { createSqsClient } from '../src/queue/client.ts';
 import { countMismatchLine, roundLine, type RoundResult } from './peers/report.ts';
 import { startServices, type Services } from './peers/services.ts';
 import { num, spread } from './peers/stats.ts';
+import { gcPauseFields, recordGcPauses } from './peers/gc-pauses.ts';
 import { EFFECTS_TABLE_DDL, type SystemContext } from './peers/system.ts';
 import { ours } from './peers/systems/ours.ts';
 import { nowMs, TallyBook } from './peers/tally.ts';
@@ -173,8 +174,13 @@ export async function main(args: string[]): Promise<number> {
       // round still paid a fifth more workers CPU (JIT, heap growth; bench/results/hot-path-levers-2026-11-25.md).
       record(await burnDown(adapter, ctx, 'burn', Math.min(o.runs, o.smoke ? 20 : 5_000), 0, roundOptions));
       for (let round = 1; round <= o.rounds; round++) record(await burnDown(adapter, ctx, 'burn', o.runs, round, roundOptions));
+      // GC pauses of the harness (producer and SQS server) and of the workers process, per steady round.
+      const harnessGc = recordGcPauses();
       for (let round = 1; round <= o.rounds; round++) {
+        harnessGc.take();
+        await adapter.workersGcPauses();
         const result = await steady(adapter, ctx, o.rate, o.seconds, o.warmupSeconds, round, roundOptions);
+        const gc = { harness: harnessGc.take(), workers: await adapter.workersGcPauses() };
         record(result);
         // Where the round's runs spent their time (README "Benchmarks"), with the same warm-up skipped.
         const c = await adapter.steadyChain(result.warmup ?? 0);
@@ -186,7 +192,9 @@ export async function main(args: string[]): Promise<number> {
           `STEADY_TAIL round=${round} runs=${c.tail.runs} windows_100ms=${c.tail.windows} queued_ms=${num(c.tail.queuedMs, 2)} ` +
             `sent_ms=${num(c.tail.sentMs, 2)} received_ms=${num(c.tail.receivedMs, 2)} started_ms=${num(c.tail.startedMs, 2)}`,
         );
+        for (const [name, pauses] of Object.entries(gc)) log(`STEADY_GC round=${round} ${gcPauseFields(name, pauses)}`);
       }
+      harnessGc.stop();
 
       // Two clients on the same server, alternated by round: the service's own (direct calls, what
       // baseline_ratio divides by) and the plain AWS SDK client the issue's first figures were taken with

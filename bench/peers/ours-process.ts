@@ -12,6 +12,8 @@
 // relay as they finish runs, which BENCH_ROOM_SIGNALS=true asks of a workers process serving a relay of its own), BENCH_CAPPED_POLL_MS (relay: its
 // short poll while the cap holds rows back; default the relay's) and BENCH_SQS_FAIR_GROUPS=true (relay:
 // MessageGroupId).
+// IPC: `pause` / `resume` (the relay, answered `paused` / `resumed`) and `gc-pauses` (answered
+// `{ gcPauses }`: the GC pauses since the last ask).
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
@@ -22,6 +24,7 @@ import { loadUnits } from '../../src/work/catalog.ts';
 import { startRelay, type Relay } from '../../src/work/relay.ts';
 import { startWorkerRuntime } from '../../src/work/worker-runtime.ts';
 import type { WorkUnit } from '../../src/work/unit.ts';
+import { recordGcPauses } from './gc-pauses.ts';
 
 export const FIXTURE_UNITS_DIR = 'bench/fixtures/units';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -37,6 +40,11 @@ async function start(): Promise<void> {
   if (role !== 'workers' && role !== 'relay') throw new Error(`BENCH_ROLE must be workers or relay, not ${role}`);
   const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 10);
   const logger = pino({ level: process.env.BENCH_LOG_LEVEL ?? 'warn', base: { role } }, pino.destination(2));
+  // IPC `gc-pauses`: this process's GC pauses since the last ask (the work bench's `# STEADY_GC`).
+  const gcPauses = recordGcPauses();
+  process.on('message', (message: unknown) => {
+    if (message === 'gc-pauses') process.send?.({ gcPauses: gcPauses.take() });
+  });
   // The pool rule of the workers: 2 x slots + 2.
   const sql = createSql(required('BENCH_DATABASE_URL'), {
     max: role === 'workers' ? 2 * concurrency + 2 : 4,

@@ -32,6 +32,17 @@ describe('bench work --smoke', () => {
     expect(windows).toBeGreaterThanOrEqual(1);
     expect(windows).toBeLessThanOrEqual(tailRuns);
     expect(Number(tail![6]), tail![0]).toBeGreaterThanOrEqual(steps[3]!);
+    // The steady round's GC pauses, per process: the harness (producer and SQS server) may not collect in
+    // 2 s; the workers process allocates a few hundred KB per run, so 100 runs fill its young generation.
+    const gcField = String.raw`scavenges=(\d+) scavenge_p50_ms=(\S+) scavenge_max_ms=(\S+) major=(\d+) major_max_ms=(\S+) gc_ms=([\d.]+)`;
+    expect(out, 'harness GC line').toMatch(new RegExp(`^# STEADY_GC round=1 process=harness ${gcField}$`, 'm'));
+    const workersGc = out.match(new RegExp(`^# STEADY_GC round=1 process=workers ${gcField}$`, 'm'));
+    expect(workersGc, out).not.toBeNull();
+    const [scavenges, p50, max, gcMs] = [Number(workersGc![1]), Number(workersGc![2]), Number(workersGc![3]), Number(workersGc![6])];
+    expect(scavenges, workersGc![0]).toBeGreaterThanOrEqual(1);
+    expect(p50, workersGc![0]).toBeGreaterThan(0);
+    expect(max, workersGc![0]).toBeGreaterThanOrEqual(p50);
+    expect(gcMs, workersGc![0]).toBeGreaterThanOrEqual(max);
     const last = out.trim().split('\n').at(-1)!;
     expect(last).toMatch(
       /^SUMMARY runs_per_s=[\d.]+ p50_ms=[\d.]+ p99_ms=[\d.]+ lost=0 duplicated=0 baseline_ratio=[\d.]+ cpu_ms_per_run=[\d.]+$/,

@@ -26,6 +26,7 @@ import { createSqsClient } from '../../../src/queue/client.ts';
 import { provisionQueues } from '../../../src/queue/provision.ts';
 import { createDispatcher, type Dispatcher } from '../../../src/work/dispatch.ts';
 import { benchJob } from '../../fixtures/units/bench/job.task.ts';
+import type { GcPause } from '../gc-pauses.ts';
 import type { BenchJob, SystemAdapter, SystemContext } from '../system.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -40,6 +41,8 @@ export interface OursProcess {
   child: ChildProcess;
   /** Relay only: sends `pause`/`resume` and resolves when the process confirms. */
   command(message: 'pause' | 'resume'): Promise<void>;
+  /** The process's GC pauses since the last call (IPC `gc-pauses`). */
+  gcPauses(): Promise<GcPause[]>;
   stop(): Promise<void>;
 }
 
@@ -87,6 +90,21 @@ export async function spawnOurs(role: 'relay' | 'workers', env: Record<string, s
         child.on('message', onMessage);
         child.once('exit', onExit);
         child.send(message);
+      });
+    },
+    gcPauses() {
+      return new Promise<GcPause[]>((resolve, reject) => {
+        const onMessage = (m: unknown) => {
+          const pauses = (m as { gcPauses?: GcPause[] } | null)?.gcPauses;
+          if (!Array.isArray(pauses)) return;
+          child.off('message', onMessage);
+          child.off('exit', onExit);
+          resolve(pauses);
+        };
+        const onExit = () => reject(new Error(`ours ${role} process exited while asked for its GC pauses`));
+        child.on('message', onMessage);
+        child.once('exit', onExit);
+        child.send('gc-pauses');
       });
     },
     async stop() {
@@ -196,6 +214,8 @@ export interface SteadyChain {
 export type OursAdapter = SystemAdapter & {
   /** The chain of the round that ran last (a steady one), skipping its first `warmup` runs (bench/work.ts prints it). */
   steadyChain(warmup: number): Promise<SteadyChain>;
+  /** The workers process's GC pauses since the last call (bench/work.ts prints a steady round's). */
+  workersGcPauses(): Promise<GcPause[]>;
 };
 
 export function ours(): OursAdapter {
@@ -346,6 +366,9 @@ export function ours(): OursAdapter {
           startedMs: ms(row!.tail.started),
         },
       };
+    },
+    workersGcPauses() {
+      return workers!.gcPauses();
     },
     externalPids() {
       return [workers?.child.pid, relay?.child.pid].filter((p): p is number => p !== undefined);
