@@ -75,37 +75,39 @@ export async function spawnOurs(role: 'relay' | 'workers', env: Record<string, s
     await exited;
     throw error;
   });
+  /** Sends `message` over IPC and resolves with the first answer `answerOf` recognises; rejects if the process exits first. */
+  const ask = <T>(message: string, answerOf: (m: unknown) => T | undefined, doing: string) =>
+    new Promise<T>((resolve, reject) => {
+      const onMessage = (m: unknown) => {
+        const answer = answerOf(m);
+        if (answer === undefined) return;
+        child.off('message', onMessage);
+        child.off('exit', onExit);
+        resolve(answer);
+      };
+      const onExit = () => {
+        child.off('message', onMessage);
+        reject(new Error(`ours ${role} process exited while ${doing}`));
+      };
+      child.on('message', onMessage);
+      child.once('exit', onExit);
+      child.send(message);
+    });
   return {
     child,
-    command(message) {
+    async command(message) {
       const answer = message === 'pause' ? 'paused' : 'resumed';
-      return new Promise<void>((resolve, reject) => {
-        const onMessage = (m: unknown) => {
-          if (m !== answer) return;
-          child.off('message', onMessage);
-          child.off('exit', onExit);
-          resolve();
-        };
-        const onExit = () => reject(new Error(`ours ${role} process exited while asked to ${message}`));
-        child.on('message', onMessage);
-        child.once('exit', onExit);
-        child.send(message);
-      });
+      await ask(message, (m) => (m === answer ? true : undefined), `asked to ${message}`);
     },
     gcPauses() {
-      return new Promise<GcPause[]>((resolve, reject) => {
-        const onMessage = (m: unknown) => {
+      return ask(
+        'gc-pauses',
+        (m) => {
           const pauses = (m as { gcPauses?: GcPause[] } | null)?.gcPauses;
-          if (!Array.isArray(pauses)) return;
-          child.off('message', onMessage);
-          child.off('exit', onExit);
-          resolve(pauses);
-        };
-        const onExit = () => reject(new Error(`ours ${role} process exited while asked for its GC pauses`));
-        child.on('message', onMessage);
-        child.once('exit', onExit);
-        child.send('gc-pauses');
-      });
+          return Array.isArray(pauses) ? pauses : undefined;
+        },
+        'asked for its GC pauses',
+      );
     },
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return;
