@@ -174,6 +174,17 @@ export async function main(args: string[]): Promise<number> {
       // round still paid a fifth more workers CPU (JIT, heap growth; bench/results/hot-path-levers-2026-11-25.md).
       record(await burnDown(adapter, ctx, 'burn', Math.min(o.runs, o.smoke ? 20 : 5_000), 0, roundOptions));
       for (let round = 1; round <= o.rounds; round++) record(await burnDown(adapter, ctx, 'burn', o.runs, round, roundOptions));
+      // BENCH_STEADY_CHECKPOINT=true (a diagnostic, off by default): a CHECKPOINT between the burn-downs
+      // and the steady rounds. The burn-downs leave this minutes-old cluster with shared_buffers nearly
+      // all dirty, the work tables due for autovacuum and no WAL segment to recycle (a commit that needs a
+      // new one waits while it is zero-filled). With it, steady round 1's p99 was 10.5-12.5 ms in six of
+      // six runs, 12.8-32.9 ms in ten without (bench/results/hot-path-levers-2026-11-27c.md). Off by
+      // default: the steady rounds keep measuring what follows a burst.
+      if (process.env.BENCH_STEADY_CHECKPOINT === 'true') {
+        const started = nowMs();
+        await pool.unsafe('CHECKPOINT');
+        log(`CHECKPOINT before the steady rounds ms=${num(nowMs() - started, 0)}`);
+      }
       // GC pauses of the harness (producer and SQS server) and of the workers process, per steady round.
       const harnessGc = recordGcPauses();
       for (let round = 1; round <= o.rounds; round++) {
