@@ -19,6 +19,7 @@ import { DeleteMessageBatchCommand, ReceiveMessageCommand } from '@aws-sdk/clien
 import { createSql, type Sql } from '../src/db/client.ts';
 import { inUnitOfWork, type Actor } from '../src/db/unit-of-work.ts';
 import { createRedis } from '../src/kv/client.ts';
+import { databaseIdentityOf } from '../src/kv/database-identity.ts';
 import { runStatusKey } from '../src/kv/keys.ts';
 import { createSqsClient } from '../src/queue/client.ts';
 import { queueUrl } from '../src/queue/names.ts';
@@ -127,7 +128,7 @@ export async function main(args: string[]): Promise<number> {
           })
           .then(() => {});
       const gate = async (runId: string) => {
-        const key = gateKeyOf('tenant', tenantId, idempotencyKeyOf(benchJob.name, runId));
+        const key = gateKeyOf(await databaseIdentityOf(sql), 'tenant', tenantId, idempotencyKeyOf(benchJob.name, runId));
         await redis.set(key, JSON.stringify({ s: 'p', t: randomUUID() }), 'PX', 90_000, 'NX');
         await redis.del(runStatusKey(runId));
         await recordGateResultsAndEvict(redis, [{ evictKey: runStatusKey(runId), gateKey: key, fingerprint: fingerprintOf({ r: 0 }), outcome: {} }], 86_400_000);

@@ -1,10 +1,13 @@
 // Status of one run for GET /task-runs/{runId}: Redis first, then the database inside a unit of work
 // bound to the caller, then cached (5 s in progress, 1 day finished; see src/kv/run-status-cache.ts).
-// The cache entry carries the run's tenant so a run of another tenant reads exactly like a missing one.
+// The cache entry carries the run's tenant so a run of another tenant reads exactly like a missing one,
+// and its database's identity so an entry written by a stack on another database sharing the Redis
+// (the same run id in a clone or a copy) is never served here: it reads as a miss.
 import type { Redis } from 'ioredis';
 import type { Sql } from '../db/client.ts';
 import { inUnitOfWork } from '../db/unit-of-work.ts';
 import type { Session } from '../auth/session-resolver.ts';
+import { databaseIdentityOf } from '../kv/database-identity.ts';
 import { cacheRunStatus, readCachedRunStatus } from '../kv/run-status-cache.ts';
 
 /** The `data` of a run-status response. Instants are ISO 8601 UTC with Z; no internal numeric id. */
@@ -41,21 +44,25 @@ export async function selectRunStatus(sql: Sql, session: Session, runId: string)
   );
 }
 
-/** Cache entry: `<tenantId>|<data JSON>`, so a hit needs no JSON parse before it is served. */
-function cacheEntry(tenantId: string, dataJson: string): string {
-  return `${tenantId}|${dataJson}`;
+/** Cache entry: `<tenantId>@<database identity>|<data JSON>`, so a hit needs no JSON parse before it is served. */
+function cacheEntry(tenantId: string, database: string, dataJson: string): string {
+  return `${tenantId}@${database}|${dataJson}`;
 }
 
 /** The JSON of `data` for the caller's run, or null when no such run exists for the caller's tenant. */
 export async function runStatusJson(sql: Sql, redis: Redis, session: Session, runId: string): Promise<string | null> {
-  const cached = await readCachedRunStatus(redis, runId);
+  const [cached, database] = await Promise.all([readCachedRunStatus(redis, runId), databaseIdentityOf(sql)]);
   if (cached !== null) {
     const bar = cached.indexOf('|');
-    if (bar > 0) return cached.slice(0, bar) === session.tenantId ? cached.slice(bar + 1) : null;
+    const at = cached.lastIndexOf('@', bar);
+    // Another database's entry (or one without a database) is a miss; this database's entry of another tenant is no run.
+    if (bar > 0 && at > 0 && cached.slice(at + 1, bar) === database) {
+      return cached.slice(0, at) === session.tenantId ? cached.slice(bar + 1) : null;
+    }
   }
   const status = await selectRunStatus(sql, session, runId);
   if (!status) return null;
   const json = JSON.stringify(status);
-  await cacheRunStatus(redis, runId, status.status, cacheEntry(session.tenantId, json));
+  await cacheRunStatus(redis, runId, status.status, cacheEntry(session.tenantId, database, json));
   return json;
 }

@@ -11,7 +11,11 @@ export function runStatusKey(runId: string): string {
   return `svc:run-status:${runId}`;
 }
 
-/** Idempotency gate and fast replay of one unit execution (key is the hex digest). */
-export function idempotencyGateKey(scope: 'tenant' | 'platform', tenantId: string | null, keyHex: string): string {
-  return scope === 'tenant' ? `svc:idem:t:${tenantId}:${keyHex}` : `svc:idem:p:${keyHex}`;
+/**
+ * Idempotency gate and fast replay of one unit execution (key is the hex digest), in the namespace of
+ * its database (src/kv/database-identity.ts): stacks with databases of their own sharing one Redis
+ * never meet each other's gates.
+ */
+export function idempotencyGateKey(database: string, scope: 'tenant' | 'platform', tenantId: string | null, keyHex: string): string {
+  return scope === 'tenant' ? `svc:idem:${database}:t:${tenantId}:${keyHex}` : `svc:idem:${database}:p:${keyHex}`;
 }

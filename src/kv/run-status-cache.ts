@@ -1,4 +1,5 @@
 // Cache of run status for GET /task-runs/{runId}: a run in progress for 5 s, a finished run for 1 day.
+// The entry names its tenant and database (src/http/run-status.ts): the key is shared by every stack on the Redis.
 // Every committed transition evicts it. Redis failures are swallowed: the database answers instead.
 import type { Redis } from 'ioredis';
 import { redisFallback } from '../observe/redis-fallback.ts';

@@ -3,7 +3,7 @@
 // - key = SHA-256(unit name, run id or the unit's business key); fingerprint = SHA-256(canonical payload).
 // - Redis `SET NX PX` (PX = unit timeout + margin) is the gate against a concurrent duplicate and keeps
 //   the result for fast replay. Redis is never authoritative: any Redis error means "no gate", and the
-//   database decides.
+//   database decides; a completed gate is replayed only once the ledger confirms it (confirmCompletedGate).
 // - The ledger row is claimed by INSERT ... ON CONFLICT DO NOTHING inside the effect transaction and
 //   completed in that same transaction, so it commits with the effect or not at all. A transaction-level
 //   advisory lock on the key lets a second claimer see "held" at once instead of waiting on the unique
@@ -60,8 +60,9 @@ interface GateValue {
   o?: LedgerOutcome;
 }
 
-export function gateKeyOf(scope: RunScope, tenantId: string | null, key: Buffer): string {
-  return idempotencyGateKey(scope, tenantId, key.toString('hex'));
+/** The gate's Redis key; `database` is databaseIdentityOf(the ledger's database). */
+export function gateKeyOf(database: string, scope: RunScope, tenantId: string | null, key: Buffer): string {
+  return idempotencyGateKey(database, scope, tenantId, key.toString('hex'));
 }
 
 /** Tries to take the gate for `leaseMs`; tells who holds it otherwise. Never throws. */
@@ -317,6 +318,19 @@ export async function failKey(
                SET status = EXCLUDED.status, attempt = k.attempt + 1, expires_at = EXCLUDED.expires_at, updated_at = clock_timestamp()
                WHERE k.request_fingerprint = EXCLUDED.request_fingerprint AND k.status <> 'completed'`;
   }
+}
+
+/**
+ * A completed gate is a hint, never a verdict: Redis may remember what this database does not (another
+ * stack's database sharing the Redis, a database restored from a backup, a data directory recreated).
+ * Only the ledger's completed row of the key is replayed, with the ledger's outcome and fingerprint;
+ * without one the gate counts as absent (`unavailable`) and the claim in the effect transaction
+ * decides. One indexed read, on the replay path only.
+ */
+export async function confirmCompletedGate(db: Db, at: LedgerScope, key: Buffer): Promise<GateState> {
+  const row = await readKey(db, at, key);
+  if (row?.status !== 'completed') return { state: 'unavailable' };
+  return { state: 'completed', outcome: row.outcome, fingerprintHex: row.fingerprint.toString('hex') };
 }
 
 /** The committed ledger row of a key, if any (to replay and repopulate Redis). */

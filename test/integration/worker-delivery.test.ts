@@ -1,6 +1,7 @@
 // A delivery through the worker runtime on real PostgreSQL, Redis and SQS: the status transitions and
 // trail of a successful run, and exactly-once effects under duplicate deliveries.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { databaseIdentityOf } from '../../src/kv/database-identity.ts';
 import { idempotencyGateKey } from '../../src/kv/keys.ts';
 import { idempotencyKeyOf } from '../../src/work/idempotency.ts';
 import { createTenant } from './work-tables-support.ts';
@@ -36,7 +37,7 @@ describe('worker delivery', () => {
     const [ledger] = await h.sql`SELECT status, attempt, outcome FROM platform_idempotency_keys WHERE idempotency_key = ${key}`;
     expect(ledger).toMatchObject({ status: 'completed', attempt: 1, outcome: { key: 'happy', attempt: 1 } });
     // After commit the result is copied to Redis for fast replay.
-    const cached = await h.redis!.get(idempotencyGateKey('platform', null, key.toString('hex')));
+    const cached = await h.redis!.get(idempotencyGateKey(await databaseIdentityOf(h.sql), 'platform', null, key.toString('hex')));
     expect(JSON.parse(cached!)).toMatchObject({ s: 'c', o: { key: 'happy', attempt: 1 } });
   });
 
@@ -98,7 +99,7 @@ describe('worker delivery', () => {
     await h.relay();
     await h.waitForStatus(runId, ['succeeded']);
     const key = idempotencyKeyOf('fixture.effect', runId);
-    const gateKey = idempotencyGateKey('platform', null, key.toString('hex'));
+    const gateKey = idempotencyGateKey(await databaseIdentityOf(h.sql), 'platform', null, key.toString('hex'));
     await h.redis!.del(gateKey);
     await h.sendRaw('default', envelope);
     const deadline = Date.now() + 10_000;

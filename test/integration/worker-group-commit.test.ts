@@ -16,6 +16,7 @@ import { metricsRegistry } from '../../src/observe/metrics.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import postgres from 'postgres';
 import { z } from 'zod';
+import { databaseIdentityOf } from '../../src/kv/database-identity.ts';
 import { idempotencyGateKey, runStatusKey } from '../../src/kv/keys.ts';
 import { cancelRunNow } from '../../src/work/operate/cancel-run.ts';
 import { RECEIVES_BEFORE_ATTRIBUTE } from '../../src/work/tenant-slots.ts';
@@ -317,7 +318,7 @@ describe('group commit', () => {
       const key = idempotencyKeyOf('fixture.group_tenant', runId);
       const [ledger] = await h.sql`SELECT status, attempt, outcome FROM idempotency_keys WHERE tenant_id = ${tenantId} AND idempotency_key = ${key}`;
       expect(ledger).toMatchObject({ status: 'completed', attempt: 1, outcome: { key: keys[i], attempt: 1 } });
-      const cached = await h.redis!.get(idempotencyGateKey('tenant', tenantId, key.toString('hex')));
+      const cached = await h.redis!.get(idempotencyGateKey(await databaseIdentityOf(h.sql), 'tenant', tenantId, key.toString('hex')));
       expect(JSON.parse(cached!)).toMatchObject({ s: 'c', o: { key: keys[i], attempt: 1 } });
     }
     // Six runs, fewer transactions: the runs of the receive shared them, as svc_group_commit_runs reports.
@@ -483,19 +484,23 @@ describe('group commit', () => {
       keys.map((key) => ({ key })),
       {
         // The gate of the first run holds a result for its own payload; the second's, for another payload.
+        // The ledger holds both (a gate alone is never replayed), and the replay takes the ledger's outcome.
         beforeWorkers: async ([replayId, reusedId]) => {
           for (const [runId, fingerprintHex] of [
             [replayId!, fingerprintOf({ key: 'g-gate-replay' }).toString('hex')],
             [reusedId!, 'ab'.repeat(32)],
           ] as const) {
-            const gate = idempotencyGateKey('tenant', tenantId, idempotencyKeyOf('fixture.group_tenant', runId).toString('hex'));
+            const key = idempotencyKeyOf('fixture.group_tenant', runId);
+            const gate = idempotencyGateKey(await databaseIdentityOf(h.sql), 'tenant', tenantId, key.toString('hex'));
             await h.redis!.set(gate, JSON.stringify({ s: 'c', o: { from: 'gate' }, f: fingerprintHex }), 'PX', 60_000);
+            await h.sql`INSERT INTO idempotency_keys (tenant_id, idempotency_key, request_fingerprint, status, outcome, expires_at)
+                        VALUES (${tenantId}, ${key}, ${Buffer.from(fingerprintHex, 'hex')}, 'completed', ${h.sql.json({ from: 'ledger' })}, now() + interval '1 day')`;
           }
         },
       },
     );
     const [replayId, reusedId, ...okIds] = runIds;
-    expect(await h.waitForStatus(replayId!, ['succeeded', 'failed'])).toMatchObject({ status: 'succeeded', outcome: { from: 'gate' } });
+    expect(await h.waitForStatus(replayId!, ['succeeded', 'failed'])).toMatchObject({ status: 'succeeded', outcome: { from: 'ledger' } });
     expect((await h.waitForStatus(reusedId!, ['succeeded', 'failed'])).status).toBe('failed');
     for (const runId of okIds) expect((await h.waitForStatus(runId, ['succeeded', 'failed'])).status).toBe('succeeded');
     await runtime.stop();
@@ -678,7 +683,7 @@ describe('group commit', () => {
       const [ledger] = await h.sql`SELECT status, attempt FROM idempotency_keys WHERE tenant_id = ${tenantId} AND idempotency_key = ${key}`;
       expect(ledger).toMatchObject({ status: 'completed', attempt: 1 });
       // The group's one pipeline filled every member's gate with its result.
-      const cached = await h.redis!.get(idempotencyGateKey('tenant', tenantId, key.toString('hex')));
+      const cached = await h.redis!.get(idempotencyGateKey(await databaseIdentityOf(h.sql), 'tenant', tenantId, key.toString('hex')));
       expect(JSON.parse(cached!)).toMatchObject({ s: 'c', o: { key: keys[i], attempt: 1 } });
       expect((await causalProblems(h.sql, runId)).problems).toEqual([]);
     }

@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { jsonbTextBytes } from '../../src/db/jsonb-text.ts';
+import { databaseIdentityOf } from '../../src/kv/database-identity.ts';
 import { gateKeyOf, idempotencyKeyOf } from '../../src/work/idempotency.ts';
 import { appendTrailEvent } from '../../src/work/run-store.ts';
 import { defineTask, type WorkUnit } from '../../src/work/unit.ts';
@@ -157,7 +158,7 @@ describe('replay copy in Redis', () => {
     const { runId } = await h.dispatch('fixture.effect', { key: 'cache-ttl' });
     await h.relay();
     await h.waitForStatus(runId, ['succeeded']);
-    const gateKey = gateKeyOf('platform', null, idempotencyKeyOf('fixture.effect', runId));
+    const gateKey = gateKeyOf(await databaseIdentityOf(h.sql), 'platform', null, idempotencyKeyOf('fixture.effect', runId));
     let ttl = -2;
     for (let i = 0; i < 40 && ttl < 0; i++) {
       ttl = await h.redis!.pttl(gateKey);

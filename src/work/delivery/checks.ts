@@ -4,8 +4,9 @@
 import { maxReceivesOf } from '../backoff.ts';
 import { randomUUID } from 'node:crypto';
 import { RUNTIME_MAX_RECEIVES } from '../../config/limits.ts';
+import { databaseIdentityOf } from '../../kv/database-identity.ts';
 import { parseEnvelope, type Envelope } from '../envelope.ts';
-import { acquireGate, fingerprintOf, gateKeyOf, idempotencyKeyOf, type GateState } from '../idempotency.ts';
+import { acquireGate, confirmCompletedGate, fingerprintOf, gateKeyOf, idempotencyKeyOf, type GateState } from '../idempotency.ts';
 import type { RunScope } from '../run-store.ts';
 import { classifyFailure, IdempotencyKeyReused, PermanentFailure, UnitNotRegistered, ValidationFailure } from '../unit-errors.ts';
 import type { Delivery, DeliveryContext, DeliveryPort, DeliveryResult, Failure, RunnerDeps } from './context.ts';
@@ -81,7 +82,7 @@ export async function checkDelivery(deps: RunnerDeps, delivery: Delivery, port: 
         const source = unit.idempotencyKey ? unit.idempotencyKey(payload as never) : envelope.run_id;
         c.key = idempotencyKeyOf(unit.name, source);
         c.fingerprint = fingerprintOf(envelope.payload);
-        c.gateKey = gateKeyOf(scope, tenantId, c.key);
+        c.gateKey = gateKeyOf(await databaseIdentityOf(deps.sql), scope, tenantId, c.key);
       } catch (error) {
         early = classifyFailure(error);
       }
@@ -113,6 +114,9 @@ export async function checkDelivery(deps: RunnerDeps, delivery: Delivery, port: 
     // connection dies, decides: a live holder still makes this delivery wait its turn, a dead one is
     // taken over at once, so a crash costs one extra receive, not one per redelivery until the lease.
     if (gate.state === 'held') gate = { state: 'unavailable' };
+    // A completed gate only says where to look: the ledger's completed row is what replays (or refuses
+    // a reused key); without one this delivery executes as if Redis had nothing.
+    if (gate.state === 'completed') gate = await confirmCompletedGate(deps.sql, { scope, tenantId }, c.key!);
     if (gate.state === 'completed' && gate.fingerprintHex !== c.fingerprint!.toString('hex')) {
       early = classifyFailure(new IdempotencyKeyReused(unit.name));
     }
