@@ -219,3 +219,42 @@ describe('a retry delay near the 12 h visibility limit', () => {
     expect(Number(out.Attributes?.ApproximateNumberOfMessagesNotVisible)).toBeGreaterThanOrEqual(1);
   });
 });
+
+/**
+ * Opt-in (SVC_TEST_MOTO=1; `python3 -m moto.server` must be installed): the same 12 h retry against
+ * moto, which refuses a visibility change that takes a message past 12 h (it counts them from the send),
+ * as SQS does (from the receipt). Without the clamp the change to 43200 s is refused there.
+ */
+describe.runIf(process.env.SVC_TEST_MOTO === '1')('a retry delay near the 12 h visibility limit, against moto', () => {
+  it('is accepted by moto: the run waits as retrying, its message in flight, and the trail says the delay applied', async () => {
+    const { spawn } = await import('node:child_process');
+    const port = await freePort();
+    const moto = spawn('python3', ['-m', 'moto.server', '-H', '127.0.0.1', '-p', String(port)], { stdio: 'ignore' });
+    const endpoint = `http://127.0.0.1:${port}`;
+    const sqs = createSqsClient({ region: 'us-east-1', endpoint, localCredentials: true }, { maxAttempts: 1 });
+    const prefix = `${endpoint}/123456789012/qmoto${port}_`;
+    try {
+      const { provisionQueues } = await import('../../src/queue/provision.ts');
+      await waitFor(async () => provisionQueues(sqs, prefix, { default: 2 }, ['default']).then(() => true, () => false), 20_000, { stepMs: 200 });
+      const runtime = await h.startWorkers({ sqs, queueUrlPrefix: prefix, queues: ['default'] });
+      const runId = (await inUnitOfWork(h.sql, SYSTEM_ACTOR, (tx) => dispatcher.dispatchTask(tx, 'poison.far_retry', {}, { actor: SYSTEM_ACTOR }))).runId;
+      expect(await relayPass(h.sql, sqs, prefix, { instance: 'test-relay' }, ['platform'])).toMatchObject({ sent: 1 });
+      const trail = await h.waitForEvent(runId, 'retry_scheduled', 20_000);
+      const retries = trail.filter((t) => t.event === 'retry_scheduled');
+      expect(retries.map((r) => r.detail.fallback)).toEqual([undefined]);
+      expect(retries[0]!.detail.retryInSeconds as number).toBeLessThanOrEqual(43_200 - 60);
+      // Accepted: still in flight once the queue's 2 s visibility (and the default backoff a refusal fell back to) is long over.
+      await waitFor(async () => {
+        const out = await sqs.send(new GetQueueAttributesCommand({ QueueUrl: queueUrl(prefix, 'default'), AttributeNames: ['ApproximateNumberOfMessagesNotVisible'] }));
+        return out.Attributes?.ApproximateNumberOfMessagesNotVisible === '1';
+      }, 5_000);
+      await new Promise((r) => setTimeout(r, 4_000)); // a refused change would have the message back within 2 s
+      expect(events(await h.trail(runId)).filter((e) => e === 'received')).toHaveLength(1);
+      expect((await h.run(runId))!.status).toBe('retrying');
+      await runtime.stop();
+    } finally {
+      sqs.destroy();
+      moto.kill();
+    }
+  }, 60_000);
+});
