@@ -22,6 +22,13 @@ export const NATIVE_REDRIVE_MAX_RECEIVES = 7;
 export const RELAY_BATCH_MAX_MESSAGES = 10;
 /** ...and at most this many bytes in total (256 KiB). */
 export const RELAY_BATCH_MAX_BYTES = 256 * 1024;
+/**
+ * Failed relay passes after which a row the queue refuses (a per-entry sender fault of SendMessageBatch,
+ * or a message over the size limit) ends its run `failed` with OUTBOX_SEND_FAILED: such a refusal is
+ * of the row itself and comes back on every pass. With the relay's step-aside after each refusal (1 s,
+ * doubling, at most 60 s) 20 passes take about 15 minutes.
+ */
+export const DEFAULT_OUTBOX_MAX_ATTEMPTS = 20;
 /** Relay outbox sweep interval when no wake signal arrives. */
 export const DEFAULT_RELAY_SWEEP_INTERVAL_MS = 5_000;
 

@@ -13,6 +13,7 @@ import {
   DEFAULT_IDEMPOTENCY_LEASE_MARGIN_MS,
   DEFAULT_IDEMPOTENCY_RETENTION_MS,
   DEFAULT_LOCAL_SCHEDULER_TICK_MS,
+  DEFAULT_OUTBOX_MAX_ATTEMPTS,
   DEFAULT_OUTBOX_RETENTION_MS,
   DEFAULT_RELAY_SWEEP_INTERVAL_MS,
   DEFAULT_RECEIVE_LINGER_MS,
@@ -148,6 +149,8 @@ export const workersSchema = z
     SVC_BACKOFF_CAP_MS: ms(DEFAULT_BACKOFF_CAP_MS),
     /** Relay outbox sweep interval when no wake signal arrives, ms. Default 5000. */
     SVC_RELAY_SWEEP_INTERVAL_MS: ms(DEFAULT_RELAY_SWEEP_INTERVAL_MS),
+    /** Relay: failed sends after which a row the queue refuses itself ends its run failed (OUTBOX_SEND_FAILED); transport errors never do. Default 20. */
+    SVC_OUTBOX_MAX_ATTEMPTS: integer(1, 10_000).default(DEFAULT_OUTBOX_MAX_ATTEMPTS),
     /** Idempotency lease = unit timeout + this margin, ms. Default 30000. */
     SVC_IDEMPOTENCY_LEASE_MARGIN_MS: ms(DEFAULT_IDEMPOTENCY_LEASE_MARGIN_MS),
     /** Retention of a finished idempotency result before purge, ms. Default 604800000 (7 days). */

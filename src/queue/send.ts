@@ -12,7 +12,11 @@ export interface OutgoingMessage {
 
 export interface BatchSendResult {
   sent: Array<{ id: string; messageId: string }>;
-  failed: Array<{ id: string; code: string; message: string }>;
+  /**
+   * `senderFault`: the queue answered and refused this entry itself (SendMessageBatch's per-entry
+   * SenderFault: its body or attributes), as opposed to a failure of the whole call or of the server.
+   */
+  failed: Array<{ id: string; code: string; message: string; senderFault?: true }>;
   /** The call got no answer at all (a timeout, a refused or reset connection), not an error answer. */
   unanswered?: true;
 }
@@ -27,7 +31,12 @@ export async function sendMessageBatch(client: SQSClient, queueUrl: string, mess
       }),
     );
     const sent = (out.Successful ?? []).map((s) => ({ id: s.Id!, messageId: s.MessageId ?? '' }));
-    const failed = (out.Failed ?? []).map((f) => ({ id: f.Id!, code: f.Code ?? 'SendFailed', message: f.Message ?? '' }));
+    const failed: BatchSendResult['failed'] = (out.Failed ?? []).map((f) => ({
+      id: f.Id!,
+      code: f.Code ?? 'SendFailed',
+      message: f.Message ?? '',
+      ...(f.SenderFault === true ? { senderFault: true as const } : {}),
+    }));
     // An entry the response does not mention did not go out.
     const seen = new Set([...sent.map((s) => s.id), ...failed.map((f) => f.id)]);
     for (const m of messages) if (!seen.has(m.id)) failed.push({ id: m.id, code: 'NotAcknowledged', message: 'missing from the batch response' });

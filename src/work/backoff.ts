@@ -17,8 +17,17 @@ export interface BackoffOptions {
 
 export const DEFAULT_BACKOFF_BASE_MS = 2_000;
 export const DEFAULT_BACKOFF_CAP_MS = 300_000;
-/** SQS refuses a visibility timeout above 12 hours. */
+/**
+ * SQS refuses a visibility timeout above 12 hours, and more: a message's visibility can reach at most
+ * 12 hours past its receipt (a new receive starts a new 12 hours), so a ChangeMessageVisibility of 12 h
+ * a moment after the receive is refused too.
+ */
 const SQS_MAX_VISIBILITY_SECONDS = 43_200;
+/**
+ * Seconds kept back from what is left of those 12 hours: the queue's receipt came before the worker's
+ * (the answer's way back), and the retry's trail row commits before the change goes out.
+ */
+export const RECEIPT_MARGIN_SECONDS = 60;
 /** Largest base or cap a unit's retry policy may name (12 h, the visibility limit). */
 export const MAX_BACKOFF_MS = SQS_MAX_VISIBILITY_SECONDS * 1000;
 
@@ -55,6 +64,17 @@ export function retryDelaySeconds(
   const bound = boundMs(receiveCount, options);
   if ((policy?.jitter ?? defaults.jitter ?? 'full') === 'none') return toVisibilitySeconds(bound);
   return toVisibilitySeconds(random() * bound);
+}
+
+/**
+ * The longest visibility change the queue accepts for a message this worker has held `heldMs` since it
+ * received it, and `delaySeconds` clamped to it (never below 0): what a retry can really be scheduled
+ * with. `heldMs` unknown (undefined): the delay as it is, bounded by 12 h only.
+ */
+export function clampToReceipt(delaySeconds: number, heldMs: number | undefined): number {
+  if (heldMs === undefined) return Math.max(0, Math.min(delaySeconds, SQS_MAX_VISIBILITY_SECONDS));
+  const left = SQS_MAX_VISIBILITY_SECONDS - Math.ceil(Math.max(0, heldMs) / 1000) - RECEIPT_MARGIN_SECONDS;
+  return Math.max(0, Math.min(delaySeconds, left));
 }
 
 /** Receives the handler of `unit` may run on: its policy's maxReceives, never above the runtime's. */

@@ -227,6 +227,8 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
     o.sqs.send(new ChangeMessageVisibilityCommand({ QueueUrl: o.queueUrl, ReceiptHandle: message.ReceiptHandle!, VisibilityTimeout: seconds }));
 
   async function handle(message: Message, giveBack: () => void): Promise<void> {
+    // The 12 h a message's visibility may reach count from its receipt: a retry's delay is clamped to what is left.
+    const receivedAtMs = performance.now();
     if (!fetching) {
       // Received by a poll that was already under way when the drain began: give it back untouched.
       await changeVisibility(message, 0).catch(() => {});
@@ -301,7 +303,7 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
     };
     try {
       const result = await traceDelivery(o.queue, unit, json?.traceparent, () =>
-        runDelivery(o.runner, { messageId: message.MessageId ?? '', body: message.Body ?? '', json, receiveCount }, port),
+        runDelivery(o.runner, { messageId: message.MessageId ?? '', body: message.Body ?? '', json, receiveCount, receivedAtMs }, port),
       );
       recordDelivery(o.queue, unit, o.runner.units, result); // svc_deliveries_total (src/observe)
     } catch (error) {

@@ -66,3 +66,25 @@ export function envelopeScope(envelope: Pick<Envelope, 'tenant_id'>): 'tenant' |
 export function payloadBytes(payload: unknown): number {
   return Buffer.byteLength(JSON.stringify(payload ?? null), 'utf8');
 }
+
+/**
+ * Characters escaped in a message body: those SQS refuses (it allows only #x9 | #xA | #xD |
+ * #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF), which JSON.stringify writes literally (U+FFFE,
+ * U+FFFF; it escapes the controls and lone surrogates itself, listed for a body built any other way),
+ * and every surrogate, so a character above U+FFFF travels as two escapes: SQS-protocol servers that
+ * test the body one UTF-16 unit at a time (fauxqs 2.4) refuse those characters otherwise.
+ */
+const ESCAPED_IN_BODY = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uD800-\uDFFF\uFFFE\uFFFF]/g;
+
+/**
+ * The message body of an envelope: its JSON, with every character of ESCAPED_IN_BODY written as a
+ * \uXXXX escape. Such a character can only stand inside a JSON string there, where the escape means the
+ * same character, so the worker's JSON.parse gives back exactly the payload that was dispatched, and no
+ * payload a dispatch accepted can make the queue refuse its message for ever.
+ */
+export function envelopeBody(envelope: unknown): string {
+  const json = JSON.stringify(envelope);
+  ESCAPED_IN_BODY.lastIndex = 0;
+  if (!ESCAPED_IN_BODY.test(json)) return json;
+  return json.replace(ESCAPED_IN_BODY, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}

@@ -1,6 +1,7 @@
 // What maintenance.purge deletes, in batches: expired idempotency keys of both ledgers and outbox rows
 // of both outboxes sent before the retention. Pending outbox rows (sent_at null), runs and trails are
-// never touched. Each batch is one bounded DELETE, so a large backlog never becomes one huge statement.
+// never touched. A row the relay gave up (its run cancelled, or the queue kept refusing it) has its
+// sent_at set when it was given up (src/work/relay.ts), so it is purged like a sent one. Each batch is one bounded DELETE, so a large backlog never becomes one huge statement.
 import type { TxSql } from '../db/client.ts';
 import { DEFAULT_OUTBOX_RETENTION_MS } from '../config/limits.ts';
 

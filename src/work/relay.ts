@@ -5,6 +5,16 @@
 // the same transaction, one for both outboxes; a failed entry only counts an attempt and stays
 // pending. A resend after a partial failure is safe: consumers are idempotent by run id.
 //
+// A row the queue refuses itself (a per-entry sender fault: its body or attributes; a message over the
+// size limit) is refused again on every pass, so it steps aside (1 s, doubling, at most 60 s) and,
+// refused once more after `maxAttempts` failed passes, ends its run `failed` with OUTBOX_SEND_FAILED
+// and a `failed` trail row saying what the queue answered. A row refused whose run is already final
+// (an operator cancelled it) is given up at once. A given-up row gets `sent_at` too: the relay is done
+// with it, it no longer counts as pending, and purge deletes it after the retention; its trail has no
+// `sent`, so it never reads as delivered. A transport error or a failure of the whole call (the queue
+// down, missing, throttling) counts an attempt as before but never gives a row up: a queue that is
+// down for an hour must not fail every run of that hour.
+//
 // Where a pass starts reading: a row marked sent leaves its entry in the pending-row index until a
 // vacuum, and those entries sort first (oldest available_at), so a pass from the start walks every
 // row sent since the last vacuum: 0.47 ms a pass after three bursts of 20,000 rows, and 3 ms once the
@@ -30,7 +40,12 @@ import { isQueueName, queueUrl } from '../queue/names.ts';
 import { sendMessageBatch } from '../queue/send.ts';
 import { DEFAULT_CAPPED_POLL_MS, dueRowsWaiting, markSent, PLATFORM_MESSAGE_GROUP, selectFairRows, type FairRow } from './tenant-inflight.ts';
 import { defaultInstanceLabel } from './dispatch.ts';
-import { insertTrailEvents, OUTBOX_TABLE, type RunScope, type TrailEventInput } from './run-store.ts';
+import { appendTrailEvent, FINAL_RUN_STATUSES, insertTrailEvents, OUTBOX_TABLE, RUN_TABLE, transitionRun, type RunRow, type RunScope, type RunStatus, type TrailEventInput } from './run-store.ts';
+import { failedOutcome } from './operate/failure-outcome.ts';
+import { DEFAULT_OUTBOX_MAX_ATTEMPTS } from '../config/limits.ts';
+import { recordRunFinished } from '../observe/delivery-metrics.ts';
+import { evictRunStatus } from '../kv/run-status-cache.ts';
+import { envelopeBody } from './envelope.ts';
 
 /** Default pause between sweeps when no wake signal arrives. */
 export const DEFAULT_SWEEP_INTERVAL_MS = 5_000;
@@ -83,7 +98,12 @@ export interface RelayPassOptions {
    * `windowMs` (the relay's wake passes, see the header); ignored with fairness on. Default: every due row.
    */
   windowMs?: number;
+  /** Failed passes after which a row the queue refuses itself ends its run failed (OUTBOX_SEND_FAILED); default DEFAULT_OUTBOX_MAX_ATTEMPTS (20, SVC_OUTBOX_MAX_ATTEMPTS). */
+  maxAttempts?: number;
 }
+
+/** Error code of a run whose outbox row the queue kept refusing. */
+export const OUTBOX_SEND_FAILED = 'OUTBOX_SEND_FAILED';
 
 export interface RelayPassResult {
   sent: number;
@@ -94,6 +114,8 @@ export interface RelayPassResult {
   capped?: boolean;
   /** The outboxes whose rows fairness held back (relayPass): the short polls look at these only. */
   cappedScopes?: RunScope[];
+  /** Runs this pass ended `failed` because the queue kept refusing their rows (absent when none). */
+  failedRuns?: string[];
 }
 
 /** A due outbox row the relay locked, with fairness on or off (one row shape for both selections), and its outbox. */
@@ -153,6 +175,75 @@ interface ScopeOutcome {
   sentRunIds: string[];
   sentTrail: Array<Omit<TrailEventInput, 'occurredAt'>>;
   failedIds: string[];
+  /** Rows the queue refused themselves this pass (a subset of failedIds), with what it answered. */
+  refused: Array<{ row: PendingRow; code: string; message: string }>;
+}
+
+/**
+ * A per-entry failure that refuses the row itself: a sender fault (its body, its attributes), except
+ * the KMS ones, which are the queue's encryption key failing (a setting, or throttling), not the row.
+ */
+function refusesRow(f: { code: string; senderFault?: true }): boolean {
+  return f.senderFault === true && !/^kms/i.test(f.code);
+}
+
+/**
+ * The refused rows of one outbox that the relay gives up (see the header): those whose run is already
+ * final, and those refused after `maxAttempts` failed passes, whose run ends `failed` here with its
+ * trail row. Their ids leave `failedIds` for the returned `done`. Rare, so one statement per row.
+ */
+async function giveUpRefused(tx: TxSql, scope: RunScope, o: ScopeOutcome, maxAttempts: number, instance: string, log: RelayLogger): Promise<{ done: string[]; failedRuns: RunRow[] }> {
+  const done: string[] = [];
+  const failedRuns: RunRow[] = [];
+  if (o.refused.length === 0) return { done, failedRuns };
+  const statuses = new Map(
+    (await tx<{ run_id: string; status: RunStatus }[]>`SELECT run_id, status FROM ${tx(RUN_TABLE[scope])} WHERE run_id = ANY(${o.refused.map((r) => r.row.run_id)}::uuid[])`).map((r) => [
+      r.run_id,
+      r.status,
+    ]),
+  );
+  for (const { row, code, message } of o.refused) {
+    const status = statuses.get(row.run_id);
+    if (status !== undefined && FINAL_RUN_STATUSES.has(status)) {
+      done.push(row.id);
+      continue;
+    }
+    const attempts = row.attempts + 1;
+    if (attempts < maxAttempts) continue;
+    const key = { runId: row.run_id, tenantId: row.tenant_id };
+    const reason = `the queue refused the run's message ${attempts} times (${code.slice(0, 64)}): it can never be delivered`;
+    // queued only: a run that left queued meanwhile (an operator's cancel, committed first) keeps its settlement.
+    const failed = await transitionRun(tx, scope, {
+      ...key,
+      to: 'failed',
+      from: ['queued'],
+      outcome: failedOutcome({ code: OUTBOX_SEND_FAILED, type: 'OutboxSendFailure', message: reason }),
+    });
+    if (failed) {
+      await appendTrailEvent(tx, scope, {
+        ...key,
+        event: 'failed',
+        attempt: failed.attempts,
+        queue: row.queue,
+        workerInstance: instance,
+        errorCode: OUTBOX_SEND_FAILED,
+        errorType: 'OutboxSendFailure',
+        occurredAt: 'run_finished',
+        // What the queue answered names the rule its body broke, never the body.
+        detail: { message: reason, queue_code: code.slice(0, 128), queue_message: message.slice(0, 300), outbox_attempts: attempts },
+      });
+      failedRuns.push(failed);
+      log.error({ runId: row.run_id, outboxId: row.id, queue: row.queue, code, attempts }, 'the queue keeps refusing this outbox message: its run is failed (OUTBOX_SEND_FAILED)');
+    }
+    if (failed || (await tx`SELECT 1 FROM ${tx(RUN_TABLE[scope])} WHERE run_id = ${row.run_id} AND status = ANY(${[...FINAL_RUN_STATUSES]}::text[])`).length > 0) {
+      done.push(row.id);
+    }
+  }
+  if (done.length > 0) {
+    const given = new Set(done);
+    o.failedIds = o.failedIds.filter((id) => !given.has(id));
+  }
+  return { done, failedRuns };
 }
 
 async function passAll(
@@ -166,7 +257,8 @@ async function passAll(
   log: RelayLogger,
   fairness: { cap: number; groups: boolean },
   beforeCommit: <S>(statement: Promise<S>) => Promise<S>,
-): Promise<{ total: RelayPassResult; capped: Array<{ scope: RunScope; capped: boolean | Promise<boolean> }> }> {
+  maxAttempts: number,
+): Promise<{ total: RelayPassResult; capped: Array<{ scope: RunScope; capped: boolean | Promise<boolean> }>; failedRuns: RunRow[] }> {
   // With fairness on (tenantInflightMax > 0) the selection is tenant-inflight.ts's: per-tenant room,
   // round robin between tenants, dispatch order within one. The outboxes' selections go out together.
   const fairRows =
@@ -177,7 +269,7 @@ async function passAll(
   scopes.forEach((scope, i) => {
     const fair = fairRows ? (fairRows[i]?.map((row) => ({ ...row, scope })) ?? null) : undefined;
     const rows = fair === undefined ? opened.filter((row) => row.scope === scope) : (fair ?? []);
-    outcomes.set(scope, { rows, ...(fair === undefined ? {} : { fair }), sentIds: [], sentRunIds: [], sentTrail: [], failedIds: [] });
+    outcomes.set(scope, { rows, ...(fair === undefined ? {} : { fair }), sentIds: [], sentRunIds: [], sentTrail: [], failedIds: [], refused: [] });
   });
 
   // One call carries the rows of one outbox and one queue (the ids of the two outboxes may coincide).
@@ -186,7 +278,7 @@ async function passAll(
     for (const row of rows) {
       const key = `${row.scope}\u0000${row.queue}`;
       const entry = byQueue.get(key) ?? { scope: row.scope, queue: row.queue, items: [] };
-      entry.items.push({ row, body: JSON.stringify(row.envelope) });
+      entry.items.push({ row, body: envelopeBody(row.envelope) });
       byQueue.set(key, entry);
     }
   }
@@ -197,6 +289,7 @@ async function passAll(
     const { batches, oversized } = packBatches(items, (i) => bodyBytes(i.body));
     for (const item of oversized) {
       outcome.failedIds.push(item.row.id);
+      outcome.refused.push({ row: item.row, code: 'MessageTooLong', message: `the message is ${bodyBytes(item.body)} bytes, over the queue's limit` });
       log.error({ outboxId: item.row.id, runId: item.row.run_id, queue }, 'outbox message exceeds the queue message size limit and cannot be sent');
     }
     if (!isQueueName(queue)) {
@@ -233,7 +326,10 @@ async function passAll(
             detail: { message_id: s.messageId, outbox_attempts: row.attempts },
           });
         }
-        for (const f of result.failed) outcome.failedIds.push(f.id);
+        for (const f of result.failed) {
+          outcome.failedIds.push(f.id);
+          if (refusesRow(f)) outcome.refused.push({ row: byId.get(f.id)!, code: f.code, message: f.message });
+        }
         if (result.failed.length > 0) {
           log.warn(
             { queue, failed: result.failed.length, code: result.failed[0]!.code, reason: result.failed[0]!.message },
@@ -260,8 +356,14 @@ async function passAll(
   // any of them rolls the whole pass back, both outboxes: the rows stay pending.
   const total: RelayPassResult = { sent: 0, failed: 0, full: false };
   const capped: Array<{ scope: RunScope; capped: boolean | Promise<boolean> }> = [];
+  const failedRuns: RunRow[] = [];
   for (const [scope, o] of outcomes) {
     const table = OUTBOX_TABLE[scope];
+    const givenUp = await giveUpRefused(tx, scope, o, maxAttempts, instance, log);
+    failedRuns.push(...givenUp.failedRuns);
+    if (givenUp.done.length > 0) {
+      beforeCommit(tx`UPDATE ${tx(table)} SET attempts = attempts + 1, sent_at = clock_timestamp() WHERE id = ANY(${givenUp.done}::bigint[])`.execute());
+    }
     if (o.sentIds.length > 0) {
       beforeCommit(tx`UPDATE ${tx(table)} SET sent_at = clock_timestamp() WHERE id = ANY(${o.sentIds}::bigint[])`.execute());
       beforeCommit(insertTrailEvents(tx, scope, o.sentTrail).execute());
@@ -271,11 +373,15 @@ async function passAll(
       // With fairness on, a failed row steps aside for a while (1 s, doubling, at most 60 s): the fair
       // selection walks a group in dispatch order, so a row the queue keeps refusing (a body SQS rejects)
       // would otherwise be a candidate in every pass and take its tenant's room for ever (at cap 1, all of it).
-      const stepAside = o.fair !== undefined ? tx`, available_at = clock_timestamp() + least(power(2, attempts), 60) * interval '1 second'` : tx``;
-      beforeCommit(tx`UPDATE ${tx(table)} SET attempts = attempts + 1 ${stepAside} WHERE id = ANY(${o.failedIds}::bigint[])`.execute());
+      // With fairness off, a row the queue refused itself steps aside the same way, so its failed
+      // passes (which bound it, maxAttempts) are spread over minutes, not spent by a burst of wake
+      // signals; a row that failed for want of an answer is tried again on the next pass, as before.
+      const aside = o.fair !== undefined ? o.failedIds : o.refused.map((r) => r.row.id).filter((id) => o.failedIds.includes(id));
+      const stepAside = tx`available_at = CASE WHEN id = ANY(${aside}::bigint[]) THEN clock_timestamp() + least(power(2, attempts), 60) * interval '1 second' ELSE available_at END`;
+      beforeCommit(tx`UPDATE ${tx(table)} SET attempts = attempts + 1, ${stepAside} WHERE id = ANY(${o.failedIds}::bigint[])`.execute());
     }
     total.sent += o.sentIds.length;
-    total.failed += o.failedIds.length;
+    total.failed += o.failedIds.length + givenUp.done.length;
     total.full ||= o.rows.length === batchSize;
     // Only a fair pass reports `capped`: with fairness off the result is what it always was.
     // null: another relay is in its fair pass of this outbox; look again shortly. Nothing selected:
@@ -296,7 +402,8 @@ async function passAll(
             : o.rows.length < batchSize && (o.sentIds.length > 0 || o.failedIds.length === 0),
     });
   }
-  return { total, capped };
+  if (failedRuns.length > 0) total.failedRuns = failedRuns.map((r) => r.runId);
+  return { total, capped, failedRuns };
 }
 
 const BOTH_SCOPES: readonly RunScope[] = ['tenant', 'platform'];
@@ -318,10 +425,11 @@ export async function relayPass(
   const log = options.log ?? silent;
   const fairness = { cap: options.tenantInflightMax ?? 0, groups: options.fairGroups ?? false };
   const distinct = [...new Set(scopes)];
-  const { total, capped } = await beginPipelined(
+  const maxAttempts = options.maxAttempts ?? DEFAULT_OUTBOX_MAX_ATTEMPTS;
+  const { total, capped, failedRuns } = await beginPipelined(
     sql,
     (tx) => openPass(tx, distinct, batchSize, fairness, options.windowMs),
-    (tx, opened, beforeCommit) => passAll(tx, opened as readonly object[] as PendingRow[], sqs, queueUrlPrefix, distinct, batchSize, instance, log, fairness, beforeCommit),
+    (tx, opened, beforeCommit) => passAll(tx, opened as readonly object[] as PendingRow[], sqs, queueUrlPrefix, distinct, batchSize, instance, log, fairness, beforeCommit, maxAttempts),
   );
   for (const c of capped) {
     // Answered before the COMMIT was.
@@ -331,6 +439,7 @@ export async function relayPass(
   }
   if (capped.length > 0) total.capped ??= false;
   recordRelayPass(total); // svc_relay_sent_total, svc_relay_send_failures_total (src/observe)
+  for (const run of failedRuns) recordRunFinished(run, 'failed'); // svc_runs_finished_total (src/observe)
   return total;
 }
 
@@ -382,6 +491,7 @@ export function startRelay(options: RelayOptions): Relay {
     log,
     tenantInflightMax: options.tenantInflightMax ?? 0,
     fairGroups: options.fairGroups ?? false,
+    maxAttempts: options.maxAttempts ?? DEFAULT_OUTBOX_MAX_ATTEMPTS,
   };
   const cappedPollMs = options.cappedPollMs ?? DEFAULT_CAPPED_POLL_MS;
   // The blocking pop (BLMPOP) holds its connection, so the relay blocks on a connection of its own (never auto-pipelined,
@@ -469,6 +579,8 @@ export function startRelay(options: RelayOptions): Relay {
         const windowMs = windowFrom === null ? undefined : passStart - windowFrom;
         const result = await relayPass(sql, sqs, queueUrlPrefix, { ...passOptions, windowMs }, scopes);
         if (result.sent > 0 || result.failed > 0) log.debug({ ...result }, 'outbox relay pass');
+        // A poller may hold the queued status of a run this pass failed.
+        if (result.failedRuns) await evictRunStatus(options.redis, result.failedRuns);
         // A full batch means more is due now; but not when sends fail, or a broken queue would spin.
         again = result.full && result.failed === 0;
         cappedScopes = result.cappedScopes ?? [];

@@ -79,9 +79,13 @@ export interface RetryPolicy {
   /** Receives the handler may run on, 1..5 (the runtime's cap); the last one fails for good. Default 5. */
   maxReceives?: number;
   backoff?: {
-    /** Delay bound after the first receive, ms. Default SVC_BACKOFF_BASE_MS (2000). */
+    /** Delay bound after the first receive, ms, at least 1000. Default SVC_BACKOFF_BASE_MS (2000). */
     baseMs?: number;
-    /** Upper bound of any delay, ms (at most 12 h, SQS's visibility limit). Default SVC_BACKOFF_CAP_MS (300000). */
+    /**
+     * Upper bound of any delay, ms (at most 12 h, SQS's visibility limit). A delay is also clamped to what
+     * is left of the 12 h the message's visibility may reach past its receipt (src/work/backoff.ts), and
+     * the trail's retry_scheduled says the delay applied. Default SVC_BACKOFF_CAP_MS (300000).
+     */
     capMs?: number;
     /** `full` (default): a uniform random delay from 0 to the exponential bound; `none`: the bound itself. */
     jitter?: 'full' | 'none';
@@ -296,13 +300,14 @@ export function retryProblems(retry: RetryPolicy | null | undefined): string[] {
   const b = retry.backoff;
   if (b !== undefined) {
     if (typeof b !== 'object' || b === null) return [...problems, 'retry.backoff must be an object { baseMs?, capMs?, jitter? }'];
-    if (b.baseMs !== undefined && !isWhole(b.baseMs, 0, MAX_BACKOFF_MS)) {
-      problems.push(`retry.backoff.baseMs must be a whole number of ms from 0 to ${MAX_BACKOFF_MS}, not ${String(b.baseMs)}`);
+    // At least 1 s: the queue's visibility is whole seconds, so a shorter base would round to a retry at once.
+    if (b.baseMs !== undefined && !isWhole(b.baseMs, 1000, MAX_BACKOFF_MS)) {
+      problems.push(`retry.backoff.baseMs must be a whole number of ms from 1000 (the queue counts visibility in whole seconds) to ${MAX_BACKOFF_MS}, not ${String(b.baseMs)}`);
     }
     if (b.capMs !== undefined && !isWhole(b.capMs, 1000, MAX_BACKOFF_MS)) {
       problems.push(`retry.backoff.capMs must be a whole number of ms from 1000 to ${MAX_BACKOFF_MS} (12 h, the queue's visibility limit), not ${String(b.capMs)}`);
     }
-    if (isWhole(b.baseMs, 0, MAX_BACKOFF_MS) && isWhole(b.capMs, 1000, MAX_BACKOFF_MS) && b.baseMs! > b.capMs!) {
+    if (isWhole(b.baseMs, 1000, MAX_BACKOFF_MS) && isWhole(b.capMs, 1000, MAX_BACKOFF_MS) && b.baseMs! > b.capMs!) {
       problems.push(`retry.backoff.baseMs (${b.baseMs}) must not exceed retry.backoff.capMs (${b.capMs})`);
     }
     if (b.jitter !== undefined && b.jitter !== 'full' && b.jitter !== 'none') {

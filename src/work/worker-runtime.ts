@@ -68,7 +68,7 @@ export interface WorkerRuntimeOptions {
    */
   roomSignals?: boolean;
   /** Runs the outbox relay in this process (SVC_RELAY=true). */
-  relay?: { sweepIntervalMs?: number; tenantInflightMax?: number; fairGroups?: boolean; cappedPollMs?: number } | null;
+  relay?: { sweepIntervalMs?: number; tenantInflightMax?: number; fairGroups?: boolean; cappedPollMs?: number; maxAttempts?: number } | null;
   /** Fires schedules in-process (SVC_LOCAL_SCHEDULER=true). */
   localScheduler?: { tickMs: number } | null;
   /** Interval of the Redis probe that switches the workers to their database paths while Redis hangs or is down, ms. Default 1000. */
@@ -236,6 +236,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
         tenantInflightMax: o.relay.tenantInflightMax,
         fairGroups: o.relay.fairGroups,
         cappedPollMs: o.relay.cappedPollMs,
+        maxAttempts: o.relay.maxAttempts,
         instance: workerInstance,
         log,
       });

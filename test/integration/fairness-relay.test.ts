@@ -328,10 +328,17 @@ describe('fair share between tenants at the relay', () => {
     expect(a!.n).toBe(2);
   });
 
-  /** A run the queue refuses to take: SQS allows no U+FFFF in a body, and JSON.stringify keeps it. */
+  /**
+   * A run the queue refuses to take: its message over the queue's size limit (256 KiB). A dispatch
+   * refuses such a payload, and the relay escapes any character SQS refuses, so it is written directly.
+   */
   async function dispatchPoison(tenantId: string): Promise<string> {
     const actor = actorOf(tenantId);
-    return inUnitOfWork(sql, actor, async (tx) => (await dispatcher.dispatchTask(tx, 'demo.any_payload', { s: '\uFFFF' }, { actor })).runId);
+    return inUnitOfWork(sql, actor, async (tx) => {
+      const { runId } = await dispatcher.dispatchTask(tx, 'demo.any_payload', { s: '' }, { actor });
+      await tx`UPDATE outbox_messages SET envelope = jsonb_set(envelope, '{payload,s}', to_jsonb(repeat('x', 300000))) WHERE run_id = ${runId}`;
+      return runId;
+    });
   }
 
   /** Waits until `workers` have finished every run of `ids`, then stops them. */

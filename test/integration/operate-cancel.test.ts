@@ -42,28 +42,37 @@ async function counts(): Promise<Record<string, number>> {
 }
 
 describe('svc runs cancel', () => {
-  it('a queued run ends failed with CANCELLED (who and why on the trail); its message, when it arrives, is acknowledged without running; a repeat is idempotent', async () => {
-    // Dispatched but held back (delay) so the cancel finds it queued; the relay sends it afterwards.
-    const { runId } = await inUnitOfWork(h.sql, { kind: 'system', label: 'test' }, async (tx) =>
-      createDispatcher({ resolve: (n) => OPERATE_UNITS.get(n), instance: 'test' }).dispatchTask(tx, 'fixture.effect', { key: 'cancel-queued' }, {
-        actor: { kind: 'system', label: 'test' },
-        delaySeconds: 2,
-      }),
-    );
+  it('a queued run ends failed with CANCELLED (who and why on the trail); its pending outbox row is withdrawn, so its message is never sent; a repeat is idempotent', async () => {
+    // Dispatched but held back (delay) so the cancel finds it queued, its outbox row pending.
+    const dispatchDelayed = (key: string) =>
+      inUnitOfWork(h.sql, { kind: 'system', label: 'test' }, async (tx) =>
+        createDispatcher({ resolve: (n) => OPERATE_UNITS.get(n), instance: 'test' }).dispatchTask(tx, 'fixture.effect', { key }, {
+          actor: { kind: 'system', label: 'test' },
+          delaySeconds: 2,
+        }),
+      );
+    const { runId } = await dispatchDelayed('cancel-queued');
     expect(await cancelRunNow(h.sql, { runId, by: 'alice', reason: 'wrong customer' })).toMatchObject({ result: 'cancelled', previousStatus: 'queued' });
     const run = await h.run(runId);
     expect(run).toMatchObject({ status: 'failed', outcome: { error: { code: 'CANCELLED', type: 'RunCancelled', message: 'cancelled by alice: wrong customer' } } });
     expect(run!.finished_at).not.toBeNull();
     const failed = (await h.trail(runId)).find((t) => t.event === 'failed')!;
-    expect(failed).toMatchObject({ error_code: 'CANCELLED', error_type: 'RunCancelled', detail: { cancelled_by: 'alice', reason: 'wrong customer', previous_status: 'queued' } });
+    expect(failed).toMatchObject({
+      error_code: 'CANCELLED',
+      error_type: 'RunCancelled',
+      detail: { cancelled_by: 'alice', reason: 'wrong customer', previous_status: 'queued', outbox_withdrawn: true },
+    });
+    // Withdrawn in the cancel's transaction: no longer pending (sent_at set, purged like a sent row).
+    const [row] = await h.sql`SELECT sent_at FROM platform_outbox_messages WHERE run_id = ${runId}`;
+    expect(row!.sent_at).not.toBeNull();
 
-    // The message arrives: acknowledged without running, not dead-lettered.
-    const trail = await h.waitForReceives(runId, 1);
-    expect(trail.find((t) => t.event === 'received')!.detail).toEqual({ settled: 'failed', cancelled: true });
+    // A run dispatched after it with the same delay goes out and runs: the relay has passed the
+    // cancelled run's due time, and never sent its message.
+    const later = await dispatchDelayed('cancel-queued-later');
+    await h.waitForStatus(later.runId, ['succeeded']);
     await waitIdle();
+    expect(events(await h.trail(runId))).toEqual(['queued', 'failed']);
     expect(await h.effects('cancel-queued')).toBe(0);
-    expect(events(await h.trail(runId))).not.toContain('dead_lettered');
-    expect((await h.drainDlq('default')).filter((m) => JSON.parse(m.body).run_id === runId)).toEqual([]);
 
     const again = await svc(h, ['runs', 'cancel', runId, '--by', 'bob', '--json']);
     expect(JSON.parse(again.stdout)).toMatchObject({ result: 'already_cancelled', runId });

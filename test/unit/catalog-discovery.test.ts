@@ -40,18 +40,22 @@ describe('tasks:check', () => {
     await expect(emitCatalog(at('unrepresentable-payload'))).rejects.toBeInstanceOf(TasksCheckFailed);
   });
 
-  it('refuses a retry policy out of range (receives 1..5, base 0..cap, cap 1 s..12 h, jitter full|none), naming field and rule', async () => {
+  it('refuses a retry policy out of range (receives 1..5, base 1 s..cap, cap 1 s..12 h, jitter full|none), naming field and rule', async () => {
     const found = await problems('bad-retry');
     const of = (file: string) => found.filter((p) => p.file === file).map((p) => p.problem);
     expect(of('units/demo/retry.task.ts')).toEqual([
       "unit 'demo.retry': " + 'retry.maxReceives must be a whole number from 1 to 5 (the runtime\'s receive limit), not 6',
-      "unit 'demo.retry': retry.backoff.baseMs must be a whole number of ms from 0 to 43200000, not -1",
+      "unit 'demo.retry': retry.backoff.baseMs must be a whole number of ms from 1000 (the queue counts visibility in whole seconds) to 43200000, not -1",
       "unit 'demo.retry': " + 'retry.backoff.capMs must be a whole number of ms from 1000 to 43200000 (12 h, the queue\'s visibility limit), not 500',
       "unit 'demo.retry': retry.backoff.jitter must be full or none, not 'some'",
     ]);
     expect(of('units/demo/order.task.ts')).toEqual([
       "unit 'demo.order': " + 'retry.maxReceives must be a whole number from 1 to 5 (the runtime\'s receive limit), not 0',
       "unit 'demo.order': " + 'retry.backoff.baseMs (10000) must not exceed retry.backoff.capMs (5000)',
+    ]);
+    // A sub-second base rounded to a visibility of 0 s: a retry at once.
+    expect(of('units/demo/subsecond.task.ts')).toEqual([
+      "unit 'demo.subsecond': retry.backoff.baseMs must be a whole number of ms from 1000 (the queue counts visibility in whole seconds) to 43200000, not 500",
     ]);
   });
 

@@ -3,7 +3,8 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { checkPoolSize } from '../../src/config/workers.ts';
-import { backoffSeconds } from '../../src/work/backoff.ts';
+import { backoffSeconds, clampToReceipt, RECEIPT_MARGIN_SECONDS } from '../../src/work/backoff.ts';
+import { envelopeBody } from '../../src/work/envelope.ts';
 import { advisoryKeyOf, canonicalJson, fingerprintOf, idempotencyKeyOf } from '../../src/work/idempotency.ts';
 import { nextScheduledMoment, parseScheduleExpression, scheduledMomentAt } from '../../src/work/schedule-expression.ts';
 import { SlotLimit } from '../../src/work/slot-limit.ts';
@@ -37,6 +38,29 @@ describe('backoff', () => {
     expect([1, 2, 3, 4, 5].map((n) => backoffSeconds(n, { baseMs: 2_000, capMs: 300_000 }))).toEqual([2, 4, 8, 16, 32]);
     expect(backoffSeconds(20, { baseMs: 2_000, capMs: 300_000 })).toBe(300);
     expect(backoffSeconds(1)).toBe(2);
+  });
+
+  it('a delay is clamped to what is left of the 12 h a message may stay invisible past its receipt, less a margin', () => {
+    // Held 10.2 s: 43200 - 11 - margin at most; a short delay stands as it is.
+    expect(clampToReceipt(43_200, 10_200)).toBe(43_200 - 11 - RECEIPT_MARGIN_SECONDS);
+    expect(clampToReceipt(30, 10_200)).toBe(30);
+    // Held (nearly) 12 h: nothing left, 0 (visible at once), never negative.
+    expect(clampToReceipt(600, 43_200_000)).toBe(0);
+    // Receipt unknown: bounded by the 12 h only.
+    expect(clampToReceipt(50_000, undefined)).toBe(43_200);
+  });
+});
+
+describe('message body', () => {
+  it('escapes every character SQS refuses (and every surrogate) so the body is accepted, and parses back to the same envelope', () => {
+    const envelope = { run_id: 'r', payload: { 'k\uFFFF': ['\uFFFE', 'a\uFFFFb', '\u{1F600}', '\u0001', 'plain é ✓'] } };
+    const body = envelopeBody(envelope);
+    // Nothing outside what the strictest SQS-protocol server takes: #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD, one UTF-16 unit at a time.
+    expect(body).not.toMatch(/[^\x09\x0A\x0D\x20-\uD7FF\uE000-\uFFFD]/);
+    expect(JSON.parse(body)).toEqual(envelope);
+    expect(body).toContain('\\uffff');
+    // A body without such characters is JSON.stringify's, unchanged.
+    expect(envelopeBody({ a: 'é ✓' })).toBe(JSON.stringify({ a: 'é ✓' }));
   });
 });
 

@@ -23,6 +23,8 @@ export interface Delivery {
   json?: unknown;
   /** ApproximateReceiveCount of this delivery (1 on the first). */
   receiveCount: number;
+  /** performance.now() when this worker got the message (its visibility can reach 12 h past the receipt at most); absent: unknown. */
+  receivedAtMs?: number;
 }
 
 export interface DeadLetterContext {

@@ -6,7 +6,7 @@
 import { recordRunFinished } from '../../observe/delivery-metrics.ts';
 import { inUnitOfWork } from '../../db/unit-of-work.ts';
 import type { TxSql } from '../../db/client.ts';
-import { retryDelaySeconds } from '../backoff.ts';
+import { backoffSeconds, clampToReceipt, retryDelaySeconds } from '../backoff.ts';
 import { failKey, readKey, recordGateResult, recordGateResultsAndEvict, type GateResult } from '../idempotency.ts';
 import { runStatusKey } from '../../kv/keys.ts';
 import { signalOutbox, signalRoom } from '../../kv/wake.ts';
@@ -194,7 +194,7 @@ export async function settleFailure(c: DeliveryContext, run: RunRow, f: Failure,
   const exhausted = c.delivery.receiveCount >= c.maxReceives;
   const errorFields = { errorCode: f.code, errorType: f.type };
   if (!f.permanent && !exhausted) {
-    const delaySeconds = retryDelaySeconds(c.unit, c.delivery.receiveCount, c.deps.backoff);
+    const delaySeconds = retryDelayOf(c);
     const moved = await voidIfMovedOn(c, async (tx) => {
       // running → retrying only: a run another delivery already settled keeps its settlement.
       if (!(await transitionRun(tx, c.scope, { runId: run.runId, tenantId: c.tenantId, to: 'retrying', from: ['running'] }))) throw new RunMovedOn();
@@ -205,8 +205,8 @@ export async function settleFailure(c: DeliveryContext, run: RunRow, f: Failure,
     if (moved) return settleMovedOn(c, delaySeconds);
     await evict(c);
     await releaseOwnGate(c);
-    await c.port.retryAfter(delaySeconds);
-    c.log.warn({ code: f.code, retryInSeconds: delaySeconds }, 'transient failure: retry scheduled');
+    const applied = await retryAfterOrFallBack(c, run, attempt, delaySeconds);
+    c.log.warn({ code: f.code, retryInSeconds: applied }, 'transient failure: retry scheduled');
     return 'retrying';
   }
   const reuse = f.code === 'IDEMPOTENCY_KEY_REUSED';
@@ -223,7 +223,7 @@ export async function settleFailure(c: DeliveryContext, run: RunRow, f: Failure,
       detail: { message: f.message, permanent: f.permanent, receivesExhausted: exhausted && !f.permanent },
     });
   });
-  if (moved) return settleMovedOn(c, retryDelaySeconds(c.unit, c.delivery.receiveCount, c.deps.backoff));
+  if (moved) return settleMovedOn(c, retryDelayOf(c));
   await evict(c);
   await releaseOwnGate(c);
   await deadLetter(c, run, f, attempt);
@@ -231,6 +231,52 @@ export async function settleFailure(c: DeliveryContext, run: RunRow, f: Failure,
   recordRunFinished(run, 'failed'); // svc_runs_finished_total, svc_run_duration_seconds (src/observe)
   c.log.error({ code: f.code }, 'permanent failure: run failed, message dead-lettered');
   return 'failed';
+}
+
+/**
+ * The delay of this delivery's retry, in whole seconds: the unit's backoff, clamped to what the queue
+ * accepts for this message (its visibility reaches 12 h past its receipt at most, src/work/backoff.ts).
+ */
+function retryDelayOf(c: DeliveryContext): number {
+  const delay = retryDelaySeconds(c.unit, c.delivery.receiveCount, c.deps.backoff);
+  return clampToReceipt(delay, c.delivery.receivedAtMs === undefined ? undefined : performance.now() - c.delivery.receivedAtMs);
+}
+
+/** The queue refused the visibility change itself (its value), not a failure to reach it. */
+function refusedVisibility(error: unknown): boolean {
+  const e = error as { name?: unknown; Code?: unknown; message?: unknown } | null;
+  return /InvalidParameterValue/.test(`${String(e?.name)} ${String(e?.Code)}`) || /VisibilityTimeout/.test(String(e?.message));
+}
+
+/**
+ * Makes the message visible again after `delaySeconds`. Should the queue refuse that delay anyway (its
+ * reckoning of the message's 12 h differs from ours: some count them from the send), the runtime's
+ * default backoff for this receive is used instead, at most the refused delay, and 0 if that is refused
+ * too; a second `retry_scheduled` row then says what was refused and what was applied. Returns the
+ * delay applied.
+ */
+async function retryAfterOrFallBack(c: DeliveryContext, run: RunRow, attempt: number, delaySeconds: number): Promise<number> {
+  try {
+    await c.port.retryAfter(delaySeconds);
+    return delaySeconds;
+  } catch (error) {
+    if (delaySeconds === 0 || !refusedVisibility(error)) throw error;
+    let applied = Math.min(delaySeconds - 1, backoffSeconds(c.delivery.receiveCount, c.deps.backoff));
+    try {
+      await c.port.retryAfter(applied);
+    } catch (again) {
+      if (applied === 0 || !refusedVisibility(again)) throw again;
+      applied = 0;
+      await c.port.retryAfter(0);
+    }
+    c.log.warn({ refusedSeconds: delaySeconds, retryInSeconds: applied }, 'the queue refused the retry delay: a shorter one was applied');
+    await inUnitOfWork(c.deps.sql, c.actor, (tx) =>
+      trail(tx, c, run, 'retry_scheduled', attempt, {
+        detail: { fallback: true, refusedSeconds: delaySeconds, retryInSeconds: applied, queueMessage: String((error as Error).message ?? '').slice(0, 200) },
+      }),
+    );
+    return applied;
+  }
 }
 
 /** Runs a settling unit of work; true (and nothing written) when it found the run no longer running. */

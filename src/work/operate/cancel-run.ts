@@ -13,10 +13,17 @@
 //   handler finish before the watch ticks, its finishing statement is guarded (running → succeeded
 //   only) and fails, which rolls the effect back just the same. No retry either way.
 // - already cancelled: reported again (idempotent). Succeeded, skipped or failed otherwise: refused.
+//
+// A queued run's outbox row still pending is withdrawn in the same transaction (its `sent_at` set, no
+// `sent` on the trail; the `failed` event says `outbox_withdrawn`): the relay never sends it, it no
+// longer counts as pending, and purge deletes it after the retention. A row a relay pass holds locked
+// right now is left to that pass (SKIP LOCKED: the cancel never waits for a send, and never holds the
+// run's lock while waiting for the row's, which the relay takes in the other order): sent, its message
+// meets a final run; refused, the relay gives it up because its run is final (src/work/relay.ts).
 import type { Sql, TxSql } from '../../db/client.ts';
 import { inUnitOfWork } from '../../db/unit-of-work.ts';
 import { defaultInstanceLabel } from '../dispatch.ts';
-import { appendTrailEvent, FINAL_RUN_STATUSES, readRun, transitionRun, type RunKey, type RunScope, type RunStatus } from '../run-store.ts';
+import { appendTrailEvent, FINAL_RUN_STATUSES, OUTBOX_TABLE, readRun, transitionRun, type RunKey, type RunScope, type RunStatus } from '../run-store.ts';
 import { PermanentFailure } from '../unit-errors.ts';
 import { failedOutcome } from './failure-outcome.ts';
 import { requireRun } from './find-run.ts';
@@ -82,6 +89,9 @@ export async function cancelRun(tx: TxSql, input: CancelInput): Promise<CancelRe
     from: ['queued', 'running', 'retrying'],
     outcome: failedOutcome({ code: CANCELLED, type: 'RunCancelled', message }),
   });
+  const outbox = OUTBOX_TABLE[scope];
+  const withdrawn = await tx`UPDATE ${tx(outbox)} SET sent_at = clock_timestamp() WHERE id IN (
+      SELECT id FROM ${tx(outbox)} WHERE run_id = ${key.runId} AND sent_at IS NULL FOR UPDATE SKIP LOCKED) RETURNING id`;
   await appendTrailEvent(tx, scope, {
     ...key,
     event: 'failed',
@@ -92,7 +102,7 @@ export async function cancelRun(tx: TxSql, input: CancelInput): Promise<CancelRe
     errorType: 'RunCancelled',
     // The final event carries the run's finished_at exactly, as every settlement's does (causal trail order).
     occurredAt: 'run_finished',
-    detail: { cancelled_by: by, reason, previous_status: run.status },
+    detail: { cancelled_by: by, reason, previous_status: run.status, ...(withdrawn.length > 0 ? { outbox_withdrawn: true } : {}) },
   });
   return { result: 'cancelled', ...base };
 }
