@@ -4,6 +4,7 @@
 // imported lazily so `svc migrator status` never loads Fastify or the SQS client.
 import { withoutUrlCredentials } from '../logging/url-credentials.ts';
 import { holdStopSignals } from './stop-signal.ts';
+import { terminalText } from './terminal-text.ts';
 
 type Command = { run(args: string[]): Promise<number> };
 
@@ -52,10 +53,12 @@ main(process.argv.slice(2)).then(
     process.exitCode = code;
   },
   (error: unknown) => {
-    // One line for the operator: stable code plus message. Stack traces only with LOG_LEVEL=debug.
+    // One line for the operator: stable code plus message (a configuration error lists its problems on
+    // lines of their own; a message may quote a run or queue field, whose control characters are
+    // escaped). Stack traces only with LOG_LEVEL=debug.
     const e = error as { code?: string; message?: string; stack?: string };
-    console.error(withoutUrlCredentials(`svc: ${e.code ? `${e.code}: ` : ''}${e.message ?? String(error)}`));
-    if (process.env.LOG_LEVEL === 'debug' && e.stack) console.error(withoutUrlCredentials(e.stack));
+    console.error(withoutUrlCredentials(terminalText(`svc: ${e.code ? `${e.code}: ` : ''}${e.message ?? String(error)}`, { keepNewlines: true })));
+    if (process.env.LOG_LEVEL === 'debug' && e.stack) console.error(withoutUrlCredentials(terminalText(e.stack, { keepNewlines: true })));
     process.exitCode = 1;
   },
 );
