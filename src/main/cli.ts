@@ -18,6 +18,7 @@ const commands: Record<string, { load: () => Promise<Command>; help: string }> =
   openapi: { load: () => import('./openapi.ts'), help: 'emit: write dist/openapi.json' },
   schedule: { load: () => import('./schedule.ts'), help: 'fire <schedule-name> [--at <iso instant>]' },
   runs: { load: () => import('./runs.ts'), help: 'list | show <runId> | redrive <runId>|--status failed … | cancel <runId> --by <label>' },
+  queues: { load: () => import('./queues.ts'), help: 'provision: create (or update) every queue and its dead-letter queue on SQS' },
   dlq: { load: () => import('./dlq.ts'), help: 'list --queue <q> | redrive --queue <q> --by <label>: read a dead-letter queue, redrive its runs' },
   emit: { load: () => import('./emit.ts'), help: 'write every build artifact into dist/' },
   console: { load: () => import('./console.ts'), help: 'serve the operator console (SVC_CONSOLE_HOST:SVC_CONSOLE_PORT, default 127.0.0.1:3001)' },
