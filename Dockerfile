@@ -13,12 +13,15 @@ ENV NODE_ENV=production
 
 # Production dependencies only, exactly as locked, with the project's fixes to them (patches/, applied
 # by patch-package as `npm ci` does through the postinstall script; see the README's "Patched
-# dependencies").
+# dependencies"). The dev dependencies are installed too, so patch-package is the one the lock file
+# pins (nothing is fetched outside it), then pruned before any image copies node_modules. Scripts stay
+# off: the `node` dev dependency would download a Node binary.
 FROM base AS deps
 COPY package.json package-lock.json ./
 COPY patches ./patches
-RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
- && npm exec --yes --package=patch-package@8.0.1 -- patch-package --error-on-fail
+RUN npm ci --include=dev --ignore-scripts --no-audit --no-fund \
+ && ./node_modules/.bin/patch-package --error-on-fail \
+ && npm prune --omit=dev --ignore-scripts --no-audit --no-fund
 
 # Emit the build artifacts from code; any broken route rule, invalid permission registry or
 # undiscovered unit stops the build here.
@@ -58,8 +61,9 @@ CMD ["node", "src/main/cli.ts", "api"]
 
 FROM app AS workers
 EXPOSE 8081
+# Readiness, not liveness: /readyz answers 503 until the workers consume and while they drain.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
-  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.SVC_HEALTH_PORT||8081)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.SVC_HEALTH_PORT||8081)+'/readyz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 # --max-semi-space-size=16: shorter GC pauses for the runs in flight (src/main/workers-node-flags.ts).
 CMD ["node", "--max-semi-space-size=16", "src/main/cli.ts", "workers"]
 

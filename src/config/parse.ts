@@ -82,17 +82,35 @@ export const nodeEnv = z
   .enum(['development', 'test', 'production'], { error: 'must be development, test or production' })
   .default('development');
 
-/** postgres:// URL; optional because an embedded PostgreSQL 18 is used when it is unset. */
-// The URL must also parse: a malformed one (an unbalanced `[`, an unencoded `@` or `#` in the password)
-// would otherwise pass the prefix check and fail at the first connection with a confusing error.
-export const databaseUrl = z
-  .string()
-  .regex(/^postgres(ql)?:\/\//, { error: 'must be a postgres:// or postgresql:// URL', abort: true })
-  .refine((v) => URL.canParse(v), { error: 'must be a valid URL (percent-encode special characters in the user and password)' })
-  .optional();
+/**
+ * A connection URL with the given schemes, checked in ONE transform: an aborting check would mark the
+ * whole environment aborted and hide the cross-variable rules (EVEN_WITH_OTHER_PROBLEMS). It must parse
+ * (an unbalanced `[`, an unencoded `@` or `#` in the password would otherwise fail at the first
+ * connection with a confusing error), and its user, password and path must percent-decode: the clients
+ * decode them, and a `%` not followed by two hex digits (or escapes that are not UTF-8) would stop every
+ * executable with a bare `URI malformed` naming nothing. The value is never echoed.
+ */
+function connectionUrl(schemes: RegExp, schemeRule: string) {
+  return z.string().transform((raw, ctx) => {
+    const fail = (message: string) => {
+      ctx.addIssue({ code: 'custom', message });
+      return z.NEVER;
+    };
+    if (!schemes.test(raw)) return fail(schemeRule);
+    if (!URL.canParse(raw)) return fail('must be a valid URL (percent-encode special characters in the user and password)');
+    const url = new URL(raw);
+    for (const [part, value] of [['user', url.username], ['password', url.password], ['path', url.pathname]] as const) {
+      try {
+        decodeURIComponent(value);
+      } catch {
+        return fail(`must be a valid URL: its ${part} has a % that does not start a percent-encoding of UTF-8 (two hex digits; write a literal % as %25)`);
+      }
+    }
+    return raw;
+  });
+}
 
-export const redisUrl = z
-  .string()
-  .regex(/^rediss?:\/\//, { error: 'must be a redis:// or rediss:// URL', abort: true })
-  .refine((v) => URL.canParse(v), { error: 'must be a valid URL (percent-encode special characters in the user and password)' })
-  .default('redis://127.0.0.1:6379');
+/** postgres:// URL; optional because an embedded PostgreSQL 18 is used when it is unset. */
+export const databaseUrl = connectionUrl(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL').optional();
+
+export const redisUrl = connectionUrl(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').default('redis://127.0.0.1:6379');

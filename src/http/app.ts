@@ -87,6 +87,13 @@ export interface AppDeps {
   logger: Logger | false;
 }
 
+/** How many Host header lines a request carried (rawHeaders alternates names and values). */
+function hostHeaderCount(rawHeaders: readonly string[]): number {
+  let count = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) if (rawHeaders[i]!.toLowerCase() === 'host') count++;
+  return count;
+}
+
 /** True for a CORS preflight: OPTIONS with both Origin and Access-Control-Request-Method. */
 export function isCorsPreflight(headers: Record<string, string | string[] | undefined>): boolean {
   return Boolean(headers.origin) && Boolean(headers['access-control-request-method']);
@@ -94,17 +101,15 @@ export function isCorsPreflight(headers: Record<string, string | string[] | unde
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const cookie = sessionCookie(deps.config.sessionCookieDomain);
+  const corsSettings = { allowedOrigins: new Set(deps.config.corsOrigins), credentials: deps.config.corsCredentials };
   const app = Fastify({
     ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
     bodyLimit: HTTP_BODY_LIMIT_BYTES,
     // A client-sent request id is not trusted; every request gets a fresh uuid.
     requestIdHeader: false,
     genReqId: () => randomUUID(),
-    frameworkErrors: frameworkErrorHandler,
-    clientErrorHandler: clientErrorHandler({
-      allowedOrigins: new Set(deps.config.corsOrigins),
-      credentials: deps.config.corsCredentials,
-    }),
+    frameworkErrors: frameworkErrorHandler(corsSettings),
+    clientErrorHandler: clientErrorHandler(corsSettings),
     ...httpServerOptions({ ...DEFAULT_HTTP_TIMEOUTS, ...deps.config.timeouts }),
   }) as unknown as FastifyInstance;
 
@@ -154,6 +159,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       throw new HttpError(417, 'EXPECTATION_FAILED');
     }
     if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) throw new HttpError(400, 'HOST_REQUIRED');
+    // Node keeps the first of two Host headers and drops the other; RFC 9112 (3.2) requires a 400.
+    if (hostHeaderCount(request.raw.rawHeaders) > 1) throw new HttpError(400, 'HOST_DUPLICATED');
   });
   await registerOpenApi(app, cookie.name);
 

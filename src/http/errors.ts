@@ -142,10 +142,23 @@ export function installErrorHandling(app: FastifyInstance, routes: RouteTable): 
   });
 }
 
-/** For Fastify's `frameworkErrors` option: router-level failures (a malformed URL) get the envelope too. */
-export function frameworkErrorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
-  const { status, code, params } = classify(error);
-  sendError(reply, status >= 500 ? 400 : status, errorBody(request, status >= 500 ? 'BAD_REQUEST' : code, params));
+/**
+ * For Fastify's `frameworkErrors` option: router-level failures (a path whose percent-encoding does not
+ * decode) get the envelope too, and the CORS headers an allowed Origin gets on every other error: they
+ * are answered before any hook, so @fastify/cors never sees them.
+ */
+export function frameworkErrorHandler(cors: ClientErrorCors) {
+  return function onFrameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+    const { status, code, params } = classify(error);
+    const origin = request.headers.origin;
+    reply.header('vary', 'Origin');
+    // Only an origin of the exact list is echoed.
+    if (typeof origin === 'string' && cors.allowedOrigins.has(origin)) {
+      reply.header('access-control-allow-origin', origin);
+      if (cors.credentials) reply.header('access-control-allow-credentials', 'true');
+    }
+    sendError(reply, status >= 500 ? 400 : status, errorBody(request, status >= 500 ? 'BAD_REQUEST' : code, params));
+  };
 }
 
 /** Where the CORS headers of a reply Fastify never saw come from: the same settings as @fastify/cors. */

@@ -72,6 +72,10 @@ export const MESSAGES = {
     en: () => 'An HTTP/1.1 request needs a Host header; add it and retry.',
     pt: () => 'Uma requisição HTTP/1.1 precisa do cabeçalho Host; adicione-o e tente novamente.',
   },
+  HOST_DUPLICATED: {
+    en: () => 'A request carries exactly one Host header; send one and retry.',
+    pt: () => 'Uma requisição leva exatamente um cabeçalho Host; envie só um e tente novamente.',
+  },
   EXPECTATION_FAILED: {
     en: () => 'This server meets no Expect header other than 100-continue; remove it and retry.',
     pt: () => 'Este servidor não atende cabeçalho Expect além de 100-continue; remova-o e tente novamente.',

@@ -8,14 +8,31 @@ export interface Readiness {
   ready: boolean;
   database: 'ok' | 'unreachable';
   redis: 'ok' | 'unreachable';
-  /** This build's newest migration when the database does not hold it yet; null otherwise. */
+  /**
+   * This build's newest migration when the database answers and does not hold it yet; null otherwise
+   * (while the database is unreachable the schema is unknown, and the reason is the database).
+   */
   pendingMigration: string | null;
+  /**
+   * Why the database probe failed, for the log only: the SQLSTATE (28P01 a wrong password), the socket
+   * error code (ECONNREFUSED) or PROBE_TIMEOUT; never a message, which may name the user or host.
+   */
+  databaseProblem: string | null;
 }
+
+/** The code of a failed database probe: safe to log (no credential, no host). */
+function problemCode(error: unknown): string {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && /^[A-Za-z0-9_]{1,40}$/.test(code)) return code;
+  return error instanceof ProbeTimeout ? 'PROBE_TIMEOUT' : 'UNKNOWN';
+}
+
+class ProbeTimeout extends Error {}
 
 function within<T>(promise: Promise<T>, timeoutMs: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error('probe timed out')), timeoutMs);
+    timer = setTimeout(() => reject(new ProbeTimeout('probe timed out')), timeoutMs);
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
@@ -40,12 +57,13 @@ export async function checkReadiness(
     within(deps.redis.ping(), timeoutMs),
   ]);
   const database = migration.status === 'fulfilled' ? 'ok' : 'unreachable';
-  const pendingMigration = migration.status === 'fulfilled' && migration.value ? null : deps.latestMigration;
+  const pendingMigration = migration.status === 'fulfilled' && !migration.value ? deps.latestMigration : null;
   const redisState = redis.status === 'fulfilled' ? 'ok' : 'unreachable';
   return {
     ready: database === 'ok' && redisState === 'ok' && pendingMigration === null,
     database,
     redis: redisState,
     pendingMigration,
+    databaseProblem: migration.status === 'rejected' ? problemCode(migration.reason) : null,
   };
 }

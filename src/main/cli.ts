@@ -4,6 +4,7 @@
 // imported lazily so `svc migrator status` never loads Fastify or the SQS client.
 import { withoutUrlCredentials } from '../logging/url-credentials.ts';
 import { holdStopSignals } from './stop-signal.ts';
+import { terminalText } from './terminal-text.ts';
 
 type Command = { run(args: string[]): Promise<number> };
 
@@ -17,6 +18,7 @@ const commands: Record<string, { load: () => Promise<Command>; help: string }> =
   openapi: { load: () => import('./openapi.ts'), help: 'emit: write dist/openapi.json' },
   schedule: { load: () => import('./schedule.ts'), help: 'fire <schedule-name> [--at <iso instant>]' },
   runs: { load: () => import('./runs.ts'), help: 'list | show <runId> | redrive <runId>|--status failed … | cancel <runId> --by <label>' },
+  queues: { load: () => import('./queues.ts'), help: 'provision: create (or update) every queue and its dead-letter queue on SQS' },
   dlq: { load: () => import('./dlq.ts'), help: 'list --queue <q> | redrive --queue <q> --by <label>: read a dead-letter queue, redrive its runs' },
   emit: { load: () => import('./emit.ts'), help: 'write every build artifact into dist/' },
   console: { load: () => import('./console.ts'), help: 'serve the operator console (SVC_CONSOLE_HOST:SVC_CONSOLE_PORT, default 127.0.0.1:3001)' },
@@ -52,10 +54,12 @@ main(process.argv.slice(2)).then(
     process.exitCode = code;
   },
   (error: unknown) => {
-    // One line for the operator: stable code plus message. Stack traces only with LOG_LEVEL=debug.
+    // One line for the operator: stable code plus message (a configuration error lists its problems on
+    // lines of their own; a message may quote a run or queue field, whose control characters are
+    // escaped). Stack traces only with LOG_LEVEL=debug.
     const e = error as { code?: string; message?: string; stack?: string };
-    console.error(withoutUrlCredentials(`svc: ${e.code ? `${e.code}: ` : ''}${e.message ?? String(error)}`));
-    if (process.env.LOG_LEVEL === 'debug' && e.stack) console.error(withoutUrlCredentials(e.stack));
+    console.error(withoutUrlCredentials(terminalText(`svc: ${e.code ? `${e.code}: ` : ''}${e.message ?? String(error)}`, { keepNewlines: true })));
+    if (process.env.LOG_LEVEL === 'debug' && e.stack) console.error(withoutUrlCredentials(terminalText(e.stack, { keepNewlines: true })));
     process.exitCode = 1;
   },
 );

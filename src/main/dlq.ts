@@ -7,6 +7,7 @@ import { listDeadLetters, redriveDeadLetters, type DeadLetter } from '../work/op
 import { checkOperatorLabel, OperateError } from '../work/operate/operate-error.ts';
 import { loadKeySource, openOperateConnections } from './operate-connections.ts';
 import { parse, table } from './runs.ts';
+import { printJson, printLine, printText } from './terminal-text.ts';
 
 const USAGE = `usage:
   svc dlq list --queue <q> [--max <n>] [--json]
@@ -32,7 +33,7 @@ function lettersTable(letters: Array<DeadLetter & { action?: string; newRunId?: 
 export async function run(args: string[]): Promise<number> {
   const [sub, ...rest] = args;
   if (!sub || sub === '--help' || sub === '-h' || sub === 'help') {
-    console.log(USAGE);
+    printText(USAGE);
     return sub ? 0 : 1;
   }
   if (sub !== 'list' && sub !== 'redrive') throw new OperateError('RUN_FILTER_INVALID', `unknown subcommand 'dlq ${sub.slice(0, 32)}': use list or redrive (svc dlq --help)`);
@@ -59,8 +60,8 @@ export async function run(args: string[]): Promise<number> {
   try {
     if (sub === 'list') {
       const letters = await listDeadLetters(c.sql, target, max !== undefined ? { max } : {});
-      if (values.json) for (const l of letters) console.log(JSON.stringify(l));
-      else console.log(letters.length ? lettersTable(letters, false) : `the dead-letter queue of ${queue} is empty`);
+      if (values.json) for (const l of letters) printJson(l);
+      else printText(letters.length ? lettersTable(letters, false) : `the dead-letter queue of ${queue} is empty`);
       return 0;
     }
     const keySource = await loadKeySource();
@@ -74,11 +75,11 @@ export async function run(args: string[]): Promise<number> {
     });
     if (report.outcomes.some((o) => o.action === 'redriven')) await signalOutbox(c.redis);
     if (values.json) {
-      for (const o of report.outcomes) console.log(JSON.stringify({ dryRun: report.dryRun, action: o.action, ...o.letter, newRunId: o.newRunId ?? null, reason: o.reason ?? null }));
+      for (const o of report.outcomes) printJson({ dryRun: report.dryRun, action: o.action, ...o.letter, newRunId: o.newRunId ?? null, reason: o.reason ?? null });
     } else {
-      if (report.outcomes.length) console.log(lettersTable(report.outcomes.map((o) => ({ ...o.letter, action: o.action, ...(o.newRunId ? { newRunId: o.newRunId } : {}), ...(o.reason ? { reason: o.reason } : {}) })), true));
+      if (report.outcomes.length) printText(lettersTable(report.outcomes.map((o) => ({ ...o.letter, action: o.action, ...(o.newRunId ? { newRunId: o.newRunId } : {}), ...(o.reason ? { reason: o.reason } : {}) })), true));
       const count = (a: string) => report.outcomes.filter((o) => o.action === a).length;
-      console.log(
+      printLine(
         report.dryRun
           ? `dry run: ${count('would_redrive')} run(s) would be redriven, ${count('would_delete')} message(s) of already redriven runs deleted, ${count('left')} left in place, ${report.unmatched} not matching; nothing written`
           : `${count('redriven')} run(s) redriven, ${count('already_redriven')} message(s) of already redriven runs deleted, ${count('left')} left in place, ${report.unmatched} not matching`,

@@ -11,6 +11,7 @@ import { MigratorError } from '../migrator/migrator-error.ts';
 import { applyMigrations, latestMigrationName } from '../migrator/runner.ts';
 import { runSeeders, type Seeder } from '../migrator/seed-runner.ts';
 import { formatStatus, migrationStatus } from '../migrator/status.ts';
+import { readRegistryFile } from '../permissions/registry-file.ts';
 
 const USAGE = [
   'usage: svc migrator deploy                   apply pending migrations, then the default seeders',
@@ -68,6 +69,9 @@ export async function run(args: string[]): Promise<number> {
   const seeding = command === 'deploy' || command === 'db-seed';
   // Resolve the seeders before touching the database, so an unknown --class fails fast.
   const seeders = seeding ? pickSeeders(await loadSeeders(root), className) : [];
+  // The registry the PermissionsSeeder projects, read before the first migration: a missing or invalid
+  // file found only at seeding time would leave the database migrated and unseeded.
+  if (seeding && config.SVC_PERMISSIONS_REGISTRY) readRegistryFile(path.resolve(root, config.SVC_PERMISSIONS_REGISTRY));
 
   const db = await resolveDatabase(
     {

@@ -10,13 +10,14 @@ import { checkOperatorLabel, checkRunId, OperateError } from '../work/operate/op
 import { redriveRun, redriveRunNow, redriveActorLabel, redriveRuns } from '../work/operate/redrive-run.ts';
 import { showRun, type RunDetail } from '../work/operate/show-run.ts';
 import { inUnitOfWork } from '../db/unit-of-work.ts';
+import { printJson, printLine, printText, terminalText } from './terminal-text.ts';
 import { loadKeySource, openOperateConnections } from './operate-connections.ts';
 
 const USAGE = `usage:
   svc runs list [--tenant <uid>] [--unit <name>] [--status <s>[,<s>]] [--queue <q>] [--since <instant|duration>] [--until <instant|duration>] [--limit <n>] [--json]
   svc runs show <runId> [--json]
   svc runs redrive <runId> --by <label> [--dry-run] [--json]
-  svc runs redrive --status failed --unit <name> --since <instant|duration> [--until …] [--error-code <code>] [--max <n>] --by <label> [--dry-run] [--json]
+  svc runs redrive --status failed --unit <name> --since <instant|duration> [--until …] [--error-code <code>] [--include-cancelled] [--max <n>] --by <label> [--dry-run] [--json]
   svc runs cancel <runId> --by <label> [--reason <text>] [--json]`;
 
 type Options = NonNullable<NonNullable<Parameters<typeof parseArgs>[0]>['options']>;
@@ -35,10 +36,12 @@ function onePositional(positionals: string[], what: string): string {
   return positionals[0]!;
 }
 
+/** A text table; each cell is printed terminal-safe (a field may come from a queue message or a handler). */
 export function table(headers: string[], rows: string[][]): string {
-  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const safe = rows.map((r) => r.map((c) => terminalText(c)));
+  const widths = headers.map((h, i) => Math.max(h.length, ...safe.map((r) => (r[i] ?? '').length)));
   const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ');
-  return [line(headers), ...rows.map(line)].join('\n');
+  return [line(headers), ...safe.map(line)].join('\n');
 }
 
 function runsTable(runs: RunSummary[]): string {
@@ -50,7 +53,7 @@ function runsTable(runs: RunSummary[]): string {
 
 function detailText(d: RunDetail): string {
   const r = d.run;
-  const lines = [
+  const fields = [
     `run         ${r.runId}`,
     `tenant      ${d.tenant ?? '- (platform run)'}`,
     `unit        ${r.name}   queue ${r.queue}   trigger ${r.trigger}`,
@@ -63,6 +66,9 @@ function detailText(d: RunDetail): string {
     `redriven as ${d.redrivenAs ?? '-'}`,
     `ledger      ${d.ledger ? `${d.ledger.status} (attempt ${d.ledger.attempt}, expires ${d.ledger.expiresAt}) ${JSON.stringify(d.ledger.outcome)}` : '-'}`,
     `outbox      ${d.outbox ? `${d.outbox.queue}, ${d.outbox.sentAt ? `sent ${d.outbox.sentAt}` : `pending since ${d.outbox.availableAt}`}, ${d.outbox.attempts} failed send(s); payload ${JSON.stringify(d.outbox.envelope.payload)}` : '- (purged, or never sent)'}`,
+  ].map((line) => terminalText(line));
+  const lines = [
+    ...fields,
     '',
     'trail:',
     table(
@@ -87,12 +93,12 @@ class DryRunRollback extends Error {}
 export async function run(args: string[]): Promise<number> {
   const [sub, ...rest] = args;
   if (!sub || sub === '--help' || sub === '-h' || sub === 'help') {
-    console.log(USAGE);
+    printText(USAGE);
     return sub ? 0 : 1;
   }
   const json = { type: 'boolean' } as const;
   const text = { type: 'string' } as const;
-  const out = (value: unknown) => console.log(JSON.stringify(value));
+  const out = printJson;
 
   if (sub === 'list') {
     const { values, positionals } = parse(rest, { tenant: text, unit: text, status: text, queue: text, since: text, until: text, limit: text, json });
@@ -102,7 +108,7 @@ export async function run(args: string[]): Promise<number> {
     try {
       const runs = await listRuns(c.sql, filters);
       if (values.json) for (const r of runs) out(r);
-      else console.log(runs.length ? runsTable(runs) : 'no runs match');
+      else printText(runs.length ? runsTable(runs) : 'no runs match');
       return 0;
     } finally {
       await c.close();
@@ -116,7 +122,8 @@ export async function run(args: string[]): Promise<number> {
     try {
       const keySource = await loadKeySource();
       const detail = await showRun(c.sql, runId, keySource ? { keySource } : {});
-      console.log(values.json ? JSON.stringify(detail) : detailText(detail));
+      if (values.json) printJson(detail);
+      else printText(detailText(detail));
       return 0;
     } finally {
       await c.close();
@@ -126,12 +133,13 @@ export async function run(args: string[]): Promise<number> {
   if (sub === 'redrive') {
     const { values, positionals } = parse(rest, {
       by: text, 'dry-run': { type: 'boolean' }, json, status: text, unit: text, since: text, until: text, 'error-code': text, max: text, tenant: text, queue: text,
+      'include-cancelled': { type: 'boolean' },
     });
     const by = checkOperatorLabel(values.by as string | undefined);
     const dryRun = Boolean(values['dry-run']);
     if (positionals.length > 0) {
       const runId = checkRunId(onePositional(positionals, 'run id'));
-      const filterGiven = ['status', 'unit', 'since', 'until', 'error-code', 'max', 'tenant', 'queue'].find((k) => values[k] !== undefined);
+      const filterGiven = ['status', 'unit', 'since', 'until', 'error-code', 'max', 'tenant', 'queue', 'include-cancelled'].find((k) => values[k] !== undefined);
       if (filterGiven) throw new OperateError('RUN_FILTER_INVALID', `--${filterGiven} selects runs in bulk: give either a run id or filters, not both`);
       const c = await openOperateConnections('svc runs', { sqs: false });
       const keySource = await loadKeySource();
@@ -148,13 +156,13 @@ export async function run(args: string[]): Promise<number> {
           });
           const p = planned!;
           if (values.json) out({ dryRun: true, ...p, newRunId: p.result === 'redriven' ? null : p.newRunId, result: p.result === 'redriven' ? 'would_redrive' : p.result });
-          else console.log(p.result === 'redriven' ? `dry run: would redrive run ${p.failedRunId} (${p.unit}) as a new run on ${p.queue}; nothing written` : `dry run: run ${p.failedRunId} is already redriven as ${p.newRunId}; nothing written`);
+          else printLine(p.result === 'redriven' ? `dry run: would redrive run ${p.failedRunId} (${p.unit}) as a new run on ${p.queue}; nothing written` : `dry run: run ${p.failedRunId} is already redriven as ${p.newRunId}; nothing written`);
           return 0;
         }
         const result = await redriveRunNow(c.sql, { runId, by, ...withKeys });
         await signalOutbox(c.redis);
         if (values.json) out(result);
-        else console.log(result.result === 'redriven' ? `redriven: run ${result.failedRunId} (${result.unit}) → new run ${result.newRunId}` : `already redriven: run ${result.failedRunId} → run ${result.newRunId} (nothing new written)`);
+        else printLine(result.result === 'redriven' ? `redriven: run ${result.failedRunId} (${result.unit}) → new run ${result.newRunId}` : `already redriven: run ${result.failedRunId} → run ${result.newRunId} (nothing new written)`);
         return 0;
       } finally {
         await c.close();
@@ -180,19 +188,19 @@ export async function run(args: string[]): Promise<number> {
     const c = await openOperateConnections('svc runs', { sqs: false });
     try {
       const keySource = await loadKeySource();
-      const outcome = await redriveRuns(c.sql, { filters, by, dryRun, ...(max !== undefined ? { max } : {}), ...(keySource ? { keySource } : {}) });
+      const outcome = await redriveRuns(c.sql, { filters, by, dryRun, includeCancelled: Boolean(values['include-cancelled']), ...(max !== undefined ? { max } : {}), ...(keySource ? { keySource } : {}) });
       if (outcome.results.length) await signalOutbox(c.redis);
       if (values.json) {
         if (dryRun) for (const r of outcome.selected) out({ dryRun: true, result: 'would_redrive', failedRunId: r.runId, unit: r.unit, queue: r.queue, tenant: r.tenant, errorCode: r.errorCode });
         else for (const r of outcome.results) out(r);
       } else if (dryRun) {
-        console.log(`dry run: would redrive ${outcome.selected.length} failed run(s); nothing written`);
-        if (outcome.selected.length) console.log(runsTable(outcome.selected));
+        printLine(`dry run: would redrive ${outcome.selected.length} failed run(s); nothing written`);
+        if (outcome.selected.length) printText(runsTable(outcome.selected));
       } else {
         for (const r of outcome.results) {
-          console.log(r.result === 'refused' ? `refused: run ${r.failedRunId} (${r.unit}): ${r.code}: ${r.message}` : `${r.result === 'redriven' ? 'redriven' : 'already redriven'}: run ${r.failedRunId} (${r.unit}) → new run ${r.newRunId}`);
+          printLine(r.result === 'refused' ? `refused: run ${r.failedRunId} (${r.unit}): ${r.code}: ${r.message}` : `${r.result === 'redriven' ? 'redriven' : 'already redriven'}: run ${r.failedRunId} (${r.unit}) → new run ${r.newRunId}`);
         }
-        console.log(`${outcome.results.filter((r) => r.result === 'redriven').length} run(s) redriven`);
+        printLine(`${outcome.results.filter((r) => r.result === 'redriven').length} run(s) redriven`);
       }
       return 0;
     } finally {
@@ -209,7 +217,7 @@ export async function run(args: string[]): Promise<number> {
       const result = await cancelRunNow(c.sql, { runId, by, ...(values.reason !== undefined ? { reason: values.reason as string } : {}) });
       await evictRunStatus(c.redis, runId);
       if (values.json) out(result);
-      else console.log(result.result === 'cancelled' ? `cancelled: run ${runId} (${result.unit}) was ${result.previousStatus}, now failed with CANCELLED` : `already cancelled: run ${runId} (nothing new written)`);
+      else printLine(result.result === 'cancelled' ? `cancelled: run ${runId} (${result.unit}) was ${result.previousStatus}, now failed with CANCELLED` : `already cancelled: run ${runId} (nothing new written)`);
       return 0;
     } finally {
       await c.close();

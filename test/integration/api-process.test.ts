@@ -131,7 +131,10 @@ describe('svc api running', () => {
         expect((await jsonOf(res)).error.code).toBe('UNAUTHENTICATED');
       }
       expect((await fetch(`${base}/docs`)).status).toBe(200);
-      expect((await fetch(`${base}/openapi.json`)).status).toBe(200);
+      const doc = await fetch(`${base}/openapi.json`);
+      expect(doc.status).toBe(200);
+      // Without SESSION_COOKIE_DOMAIN: the host-only cookie.
+      expect((await jsonOf(doc)).components.securitySchemes.SessionCookie.name).toBe('__Host-svc_session');
 
       run.child.kill('SIGTERM');
       expect(await run.exit).toBe(0);
@@ -145,6 +148,22 @@ describe('svc api running', () => {
       const password = new URL(db.url).password;
       expect(password).toBe(TEST_DB_PASSWORD);
       expect(run.stdout() + run.stderr()).not.toContain(password);
+    } finally {
+      if (run.child.exitCode === null) run.child.kill('SIGKILL');
+    }
+  });
+});
+
+describe('svc api with SESSION_COOKIE_DOMAIN', () => {
+  it('R-AUTH-18 the running API names its session cookie __Secure-svc_session when SESSION_COOKIE_DOMAIN is set (the variable reaches the app)', async () => {
+    const port = await freePort();
+    const run = start(['api'], { ...baseEnv, SVC_API_PORT: String(port), SESSION_COOKIE_DOMAIN: 'app.example.com' });
+    try {
+      await waitForPort(port, '127.0.0.1', 30_000);
+      const doc = await jsonOf(await fetch(`http://127.0.0.1:${port}/openapi.json`));
+      expect(doc.components.securitySchemes.SessionCookie).toMatchObject({ type: 'apiKey', in: 'cookie', name: '__Secure-svc_session' });
+      run.child.kill('SIGTERM');
+      expect(await run.exit).toBe(0);
     } finally {
       if (run.child.exitCode === null) run.child.kill('SIGKILL');
     }

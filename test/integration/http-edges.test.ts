@@ -91,6 +91,24 @@ describe('every error the server writes is the envelope in the requested languag
     expectPortugueseEnvelopeWithCors(reply, 400, 'HOST_REQUIRED');
   });
 
+  it('R-HTTP-01 R-HTTP-04 two Host headers (RFC 9112: 400): 400 HOST_DUPLICATED', async () => {
+    for (const hosts of ['Host: a.example\r\nHost: b.example\r\n', 'Host: a.example\r\nhost: a.example\r\n']) {
+      const reply = parsed(await raw(`GET /health HTTP/1.1\r\n${hosts}${ptCors}Connection: close\r\n\r\n`));
+      expectPortugueseEnvelopeWithCors(reply, 400, 'HOST_DUPLICATED');
+    }
+    // One Host is served as before.
+    expect((await raw('GET /health HTTP/1.1\r\nHost: a.example\r\nConnection: close\r\n\r\n')).text).toMatch(/^HTTP\/1\.1 200/);
+  });
+
+  it('R-HTTP-01 R-HTTP-04 a path whose percent-encoding does not decode (%c0%ae): 400 in Portuguese with CORS', async () => {
+    const reply = parsed(await raw(`GET /task-runs/%c0%ae HTTP/1.1\r\nHost: x\r\n${ptCors}Connection: close\r\n\r\n`));
+    expectPortugueseEnvelopeWithCors(reply, 400, 'BAD_REQUEST');
+    // Not for an origin outside the list.
+    const other = parsed(await raw(`GET /task-runs/%c0%ae HTTP/1.1\r\nHost: x\r\nOrigin: https://evil.example\r\nConnection: close\r\n\r\n`));
+    expect(other.status).toBe(400);
+    expect(other.headers['access-control-allow-origin']).toBeUndefined();
+  });
+
   it('R-HTTP-01 R-HTTP-04 Expect: 999-nonsense: 417 EXPECTATION_FAILED', async () => {
     const reply = parsed(await raw(`GET /health HTTP/1.1\r\nHost: x\r\n${ptCors}Expect: 999-nonsense\r\nConnection: close\r\n\r\n`));
     expectPortugueseEnvelopeWithCors(reply, 417, 'EXPECTATION_FAILED');

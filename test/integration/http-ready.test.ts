@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AppDeps } from '../../src/http/app.ts';
 import { createSql } from '../../src/db/client.ts';
 import { createRedis } from '../../src/kv/client.ts';
+import { captureLogger } from '../../src/logging/logger.ts';
 import { freePort } from '../../src/kv/redis-server.ts';
 import { freshDatabase } from '../support/services.ts';
 import { fixtureApp, httpFixture, LATEST, type HttpFixture } from './http-support.ts';
@@ -101,6 +102,34 @@ describe('GET /ready', () => {
       expect(res.statusCode).toBe(503);
       expect(res.json().error.details).toMatchObject({ database: 'unreachable', redis: 'ok', latestMigration: LATEST });
       expect(res.body).not.toMatch(/pw-SECRET|postgres:\/\/|127\.0\.0\.1|ECONNREFUSED|\bat \w+ \(/);
+    } finally {
+      await app.close();
+      await sql.end({ timeout: 1 });
+    }
+  });
+
+  it('R-HTTP-07 credentials the database refuses: /ready says the database is unreachable (no pending migration) and the log names the code, once, never the password', async () => {
+    // The test cluster trusts local connections, so a wrong password alone would pass: an unknown role is refused (28000) as a wrong password is (28P01).
+    const wrong = new URL(f.db.url);
+    wrong.username = 'no_such_role';
+    wrong.password = 'pw-WRONG-secret';
+    const sql = createSql(wrong.toString(), { max: 1 });
+    const logs = captureLogger('info');
+    const app = await appWith({ sql, logger: logs.logger });
+    try {
+      for (let i = 0; i < 3; i++) {
+        const res = await app.inject({ method: 'GET', url: '/ready' });
+        expect(res.statusCode).toBe(503);
+        // The schema is unknown while the database does not answer: no migration is named.
+        expect(res.json().error.details).toEqual({ database: 'unreachable', redis: 'ok', pendingMigration: null, latestMigration: LATEST });
+        expect(res.json().error.message).not.toContain(LATEST);
+      }
+      const why = logs.lines.map((l) => JSON.parse(l) as { msg?: string; code?: string; level: number }).filter((l) => /database unreachable/.test(l.msg ?? ''));
+      // Class 28 (invalid authorization): the reason, logged when it starts, not on every probe.
+      expect(why).toHaveLength(1);
+      expect(why[0]!.code).toMatch(/^28/);
+      expect(why[0]!.level).toBe(40);
+      expect(logs.text()).not.toMatch(/pw-WRONG-secret|postgres:\/\//);
     } finally {
       await app.close();
       await sql.end({ timeout: 1 });

@@ -97,6 +97,18 @@ describe('svc migrator', () => {
     expect(unknown.stderr).toContain('DevSeeder, WidgetSeeder');
   });
 
+  it('deploy checks SVC_PERMISSIONS_REGISTRY before applying any migration: a missing or invalid registry leaves the database untouched', async () => {
+    const { db, r } = await setup();
+    r.write('dist/permissions.json', '{"version": 1, "permissions": [{"code": "not a code"}]}');
+    for (const file of [`${r.root}/dist/no-such-permissions.json`, `${r.root}/dist/permissions.json`]) {
+      const res = await runSvc(['migrator', 'deploy'], { DATABASE_URL: db.url, SVC_MIGRATIONS_ROOT: r.root, SVC_PERMISSIONS_REGISTRY: file });
+      expect(res.code, file).toBe(1);
+      expect(res.stderr).toMatch(/^svc: PERMISSION_REGISTRY_FILE_INVALID: /);
+      expect(res.stdout).not.toContain('applied');
+      expect((await db.sql`SELECT to_regclass('mikro_orm_migrations') IS NULL AS untouched`)[0]!.untouched, file).toBe(true);
+    }
+  });
+
   it('R-SEED-01 db-seed refuses a database that lacks migrations of this build, naming the first pending', async () => {
     const { db, svc } = await setup();
     const res = await svc('db-seed');

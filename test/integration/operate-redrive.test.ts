@@ -9,6 +9,7 @@ import { inUnitOfWork } from '../../src/db/unit-of-work.ts';
 import { dlqUrl, queueUrl } from '../../src/queue/names.ts';
 import { createDispatcher } from '../../src/work/dispatch.ts';
 import { listDeadLetters, redriveDeadLetters } from '../../src/work/operate/dead-letter-queue.ts';
+import { cancelRunNow } from '../../src/work/operate/cancel-run.ts';
 import { OperateError } from '../../src/work/operate/operate-error.ts';
 import { redriveRunNow, redriveRuns, unitKeySource } from '../../src/work/operate/redrive-run.ts';
 import { showRun } from '../../src/work/operate/show-run.ts';
@@ -267,5 +268,108 @@ describe('svc runs redrive', () => {
     expect(outcome.results.map((r) => r.result)).toEqual(['refused', 'refused']);
     expect(outcome.results[0]).toMatchObject({ code: 'RUN_PAYLOAD_GONE' });
     expect(await rowCounts()).toEqual(before);
+  });
+});
+
+/** Deletes every message of the default dead-letter queue, so a test sees only its own. */
+async function emptyDlq(): Promise<void> {
+  for (;;) {
+    const out = await h.sqs.send(new ReceiveMessageCommand({ QueueUrl: dlqUrl(h.queueUrlPrefix, 'default'), MaxNumberOfMessages: 10, WaitTimeSeconds: 1 }));
+    if (!out.Messages?.length) break;
+    for (const m of out.Messages) await h.sqs.send(new DeleteMessageCommand({ QueueUrl: dlqUrl(h.queueUrlPrefix, 'default'), ReceiptHandle: m.ReceiptHandle! }));
+  }
+}
+
+/** Any control character a terminal may act on (C0 but the newline, DEL, C1, line/paragraph separators, bidi overrides). */
+const RAW_CONTROL = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
+
+describe('bulk tools do what the operator asked', () => {
+  it('bulk redrive leaves runs an operator cancelled, unless asked for them by name (--include-cancelled or --error-code CANCELLED)', async () => {
+    fault.broken = true;
+    const unit = 'fixture.broken_until_fixed';
+    const { runId: broken } = await h.dispatch(unit, { key: 'bulk-broken' });
+    const actor = { kind: 'system' as const, label: 'test' };
+    // Held back an hour so the cancel finds it queued.
+    const { runId: cancelled } = await inUnitOfWork(h.sql, actor, (tx) =>
+      createDispatcher({ resolve: (n) => OPERATE_UNITS.get(n), instance: 'test' }).dispatchTask(tx, unit, { key: 'bulk-cancelled' }, { actor, delaySeconds: 3600 }),
+    );
+    expect(await cancelRunNow(h.sql, { runId: cancelled, by: 'alice', reason: 'wrong customer' })).toMatchObject({ result: 'cancelled' });
+    await h.waitForStatus(broken, ['failed']);
+
+    const bulk = ['runs', 'redrive', '--status', 'failed', '--unit', unit, '--since', '1h', '--by', 'ops', '--dry-run', '--json'];
+    const [plain, named] = await svcAll(h, [bulk, [...bulk, '--include-cancelled']]);
+    expect(plain!.stderr).toBe('');
+    const plainIds = jsonLines(plain!.stdout).map((p) => p.failedRunId);
+    expect(plainIds).toContain(broken);
+    expect(plainIds).not.toContain(cancelled);
+    expect(named!.stderr).toBe('');
+    expect(jsonLines(named!.stdout).map((p) => p.failedRunId)).toEqual(expect.arrayContaining([broken, cancelled]));
+
+    const byCode = await redriveRuns(h.sql, { filters: { unit, errorCode: 'CANCELLED', since: { agoSeconds: 3600 } }, by: 'ops', dryRun: true });
+    expect(byCode.selected.map((r) => r.runId)).toEqual([cancelled]);
+
+    fault.broken = false;
+    const done = await redriveRuns(h.sql, { filters: { unit, since: { agoSeconds: 3600 } }, by: 'ops' });
+    expect(done.results.map((r) => r.failedRunId)).toContain(broken);
+    expect(done.results.map((r) => r.failedRunId)).not.toContain(cancelled);
+    expect(await redriveRunsOf(cancelled)).toEqual([]);
+    const asked = await redriveRuns(h.sql, { filters: { unit, since: { agoSeconds: 3600 } }, by: 'ops', includeCancelled: true });
+    expect(asked.results.map((r) => [r.failedRunId, r.result])).toEqual([[cancelled, 'redriven']]);
+  });
+
+  it('svc dlq redrive --max n redrives n runs, however many messages that do not match come first', async () => {
+    await emptyDlq();
+    const url = dlqUrl(h.queueUrlPrefix, 'default');
+    for (let i = 0; i < 3; i++) {
+      await h.sqs.send(new SendMessageCommand({ QueueUrl: url, MessageBody: JSON.stringify({ note: `not a run ${i}` }), MessageAttributes: { error_code: { DataType: 'String', StringValue: 'OTHER_ERROR' } } }));
+    }
+    fault.broken = true;
+    const runs: string[] = [];
+    for (const key of ['max-a', 'max-b']) {
+      const { runId } = await h.dispatch('fixture.broken_until_fixed', { key });
+      await h.waitForEvent(runId, 'dead_lettered');
+      runs.push(runId);
+    }
+    fault.broken = false;
+    const dry = await redriveDeadLetters(h.sql, dlq(), { by: 'ops', errorCode: 'VALIDATION_FAILED', max: 1, dryRun: true });
+    expect(dry.outcomes.map((o) => o.action)).toEqual(['would_redrive']);
+    const report = await redriveDeadLetters(h.sql, dlq(), { by: 'ops', errorCode: 'VALIDATION_FAILED', max: 1 });
+    expect(report.outcomes.map((o) => o.action)).toEqual(['redriven']);
+    const left = await listDeadLetters(h.sql, dlq());
+    expect(left.filter((l) => l.errorCode === 'OTHER_ERROR')).toHaveLength(3);
+    expect(left.filter((l) => runs.includes(l.runId!))).toHaveLength(1);
+    // The CLI the same way: the other run now.
+    const cli = await svc(h, ['dlq', 'redrive', '--queue', 'default', '--error-code', 'VALIDATION_FAILED', '--max', '1', '--by', 'ops', '--json']);
+    expect(cli.stderr).toBe('');
+    expect(jsonLines(cli.stdout).map((o) => o.action)).toEqual(['redriven']);
+    for (const runId of runs) expect(await redriveRunsOf(runId)).toHaveLength(1);
+    await emptyDlq();
+  });
+
+  it('svc dlq list and svc runs show print control characters of message and run fields escaped, never raw', async () => {
+    await emptyDlq();
+    const evil = 'evil\u001b]0;pwned\u0007\u001b[2J\u009b31m\u2028\u202e';
+    const { runId, envelope } = await h.dispatch('fixture.effect', { key: 'terminal-safe' });
+    await h.waitForStatus(runId, ['succeeded']);
+    await h.sqs.send(new SendMessageCommand({ QueueUrl: dlqUrl(h.queueUrlPrefix, 'default'), MessageBody: JSON.stringify({ ...envelope, run_id: randomUUID(), name: evil }) }));
+    fault.broken = true;
+    const { runId: failed } = await h.dispatch('fixture.broken_until_fixed', { key: 'ctl-\u009b2J\u2029\u001b]0;x\u0007' });
+    await h.waitForStatus(failed, ['failed']);
+    const [table, json, shown, shownJson] = await svcAll(h, [
+      ['dlq', 'list', '--queue', 'default'],
+      ['dlq', 'list', '--queue', 'default', '--json'],
+      ['runs', 'show', failed],
+      ['runs', 'show', failed, '--json'],
+    ]);
+    for (const r of [table, json, shown, shownJson]) {
+      expect(r!.status).toBe(0);
+      expect(r!.stdout).not.toMatch(RAW_CONTROL);
+    }
+    expect(table!.stdout).toContain('evil\\u001b]0;pwned\\u0007\\u001b[2J\\u009b31m\\u2028\\u202e');
+    // JSON stays lossless: the escapes are JSON's own.
+    expect(jsonLines(json!.stdout).map((l) => l.unit)).toContain(evil);
+    expect(shown!.stdout).toContain('ctl-\\u009b2J');
+    expect(JSON.parse(shownJson!.stdout).run.outcome.error.message).toContain('ctl-\u009b2J\u2029\u001b]0;x\u0007');
+    await emptyDlq();
   });
 });

@@ -2,16 +2,29 @@
 // local SQS-protocol server with a queue-name prefix of this file's own.
 import {
   ChangeMessageVisibilityCommand,
+  CreateQueueCommand,
   GetQueueAttributesCommand,
   ReceiveMessageCommand,
   SendMessageCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSqsClient } from '../../src/queue/client.ts';
 import { dlqUrl, QUEUE_NAMES, queueUrl } from '../../src/queue/names.ts';
 import { provisionQueues, type ProvisionedQueue } from '../../src/queue/provision.ts';
+import { runNodeProcess } from '../support/node-process.ts';
 import { freshQueuePrefix } from '../support/services.ts';
+
+const ROOT = path.resolve(import.meta.dirname, '..', '..');
+/** 14 days, the SQS maximum: a dead-letter message outlives the 7-day outbox purge, after which it is the payload's only copy. */
+const FOURTEEN_DAYS = 1_209_600;
+const SEVEN_DAYS = 604_800;
+
+async function retention(url: string): Promise<number> {
+  const { Attributes } = await sqs.send(new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ['MessageRetentionPeriod'] }));
+  return Number(Attributes!.MessageRetentionPeriod);
+}
 
 let sqs: SQSClient;
 let prefix: string;
@@ -72,5 +85,58 @@ describe('provisionQueues', () => {
     expect(receives).toBe(7);
     const { Messages } = await sqs.send(new ReceiveMessageCommand({ QueueUrl: q.dlqUrl, WaitTimeSeconds: 1 }));
     expect(Messages?.[0]?.Body).toBe('{"probe":true}');
+  });
+});
+
+describe('message retention and svc queues provision', () => {
+  it('dead-letter queues keep messages 14 days (the SQS maximum), the queues at least the 7-day outbox purge window', async () => {
+    for (const p of provisioned) {
+      expect(await retention(p.dlqUrl), p.name).toBe(FOURTEEN_DAYS);
+      expect(await retention(p.url), p.name).toBeGreaterThanOrEqual(SEVEN_DAYS);
+    }
+  });
+
+  it('brings queues made with an older shape (4-day retention, another visibility) to the current one', async () => {
+    const other = freshQueuePrefix().queueUrlPrefix;
+    const namePrefix = other.slice(other.lastIndexOf('/') + 1);
+    await sqs.send(new CreateQueueCommand({ QueueName: `${namePrefix}critical-dlq`, Attributes: { MessageRetentionPeriod: '345600' } }));
+    await sqs.send(new CreateQueueCommand({ QueueName: `${namePrefix}critical`, Attributes: { MessageRetentionPeriod: '345600', VisibilityTimeout: '30' } }));
+    const [critical] = await provisionQueues(sqs, other, {}, ['critical']);
+    expect(await retention(critical!.dlqUrl)).toBe(FOURTEEN_DAYS);
+    expect(await retention(critical!.url)).toBeGreaterThanOrEqual(SEVEN_DAYS);
+    const { Attributes } = await sqs.send(new GetQueueAttributesCommand({ QueueUrl: critical!.url, AttributeNames: ['VisibilityTimeout', 'RedrivePolicy'] }));
+    expect(Attributes!.VisibilityTimeout).toBe('60');
+    expect(JSON.parse(Attributes!.RedrivePolicy!).deadLetterTargetArn).toBe(critical!.dlqArn);
+  });
+
+  it('svc queues provision creates every queue and its dead-letter queue from the SVC_SQS_* variables, twice without harm', async () => {
+    const q = freshQueuePrefix();
+    const env = {
+      PATH: process.env.PATH,
+      SVC_SQS_ENDPOINT: q.endpoint,
+      SVC_SQS_QUEUE_URL_PREFIX: q.queueUrlPrefix,
+      SVC_SQS_LOCAL_CREDENTIALS: 'true',
+      SVC_VISIBILITY_BULK_S: '600',
+    };
+    for (let round = 0; round < 2; round++) {
+      const r = await runNodeProcess([path.join(ROOT, 'src/main/cli.ts'), 'queues', 'provision'], { env, timeoutMs: 60_000 });
+      expect(r.stderr).toBe('');
+      expect(r.code).toBe(0);
+      for (const name of QUEUE_NAMES) expect(r.stdout).toContain(queueUrl(q.queueUrlPrefix, name));
+    }
+    for (const name of QUEUE_NAMES) {
+      const { Attributes } = await sqs.send(
+        new GetQueueAttributesCommand({ QueueUrl: queueUrl(q.queueUrlPrefix, name), AttributeNames: ['VisibilityTimeout', 'RedrivePolicy', 'MessageRetentionPeriod'] }),
+      );
+      expect(Attributes!.VisibilityTimeout).toBe(name === 'bulk' ? '600' : String({ critical: 60, default: 120, bulk: 900, maintenance: 300 }[name]));
+      expect(Number(JSON.parse(Attributes!.RedrivePolicy!).maxReceiveCount)).toBe(7);
+      expect(await retention(dlqUrl(q.queueUrlPrefix, name))).toBe(FOURTEEN_DAYS);
+    }
+  });
+
+  it('svc queues provision refuses a missing queue location with one CONFIG_INVALID line, touching nothing', async () => {
+    const r = await runNodeProcess([path.join(ROOT, 'src/main/cli.ts'), 'queues', 'provision'], { env: { PATH: process.env.PATH }, timeoutMs: 60_000 });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^svc: CONFIG_INVALID: invalid configuration for svc queues:\n {2}SVC_SQS_QUEUE_URL_PREFIX: is required/);
   });
 });

@@ -187,6 +187,37 @@ describe('workers configuration', () => {
     expect(drain.map((x) => x.variable).sort()).toEqual(['SVC_RELAY', 'SVC_STOP_TIMEOUT_MS']);
   });
 
+  it('R-CFG-01 a malformed DATABASE_URL or REDIS_URL does not hide the cross-variable rules', () => {
+    for (const bad of [{ DATABASE_URL: 'postgres://u:s3cret@[bad/x' }, { REDIS_URL: 'redis://:s3cret@[::1/0' }, { DATABASE_URL: 'mysql://x' }, { REDIS_URL: 'http://x' }]) {
+      const p = configProblems(() => workersConfig({ QUEUES: 'default', ...bad, SVC_LOCAL_SCHEDULER: 'true', NODE_ENV: 'production' }));
+      expect(p.map((x) => x.variable).sort(), JSON.stringify(bad)).toEqual([...Object.keys(bad), 'SVC_LOCAL_SCHEDULER', 'SVC_SQS_QUEUE_URL_PREFIX'].sort());
+    }
+  });
+
+  it('R-CFG-01 a percent sign not followed by two hex digits in a URL is CONFIG_INVALID naming the variable, never the password', () => {
+    for (const [variable, url] of [
+      ['DATABASE_URL', 'postgres://svc:50%off-s3cret@db:5432/svc'],
+      ['DATABASE_URL', 'postgres://svc:s3cret%@db:5432/svc'],
+      ['DATABASE_URL', 'postgres://svc:s3cret@db:5432/sv%zz'],
+      ['REDIS_URL', 'redis://:s3cret%g1@cache:6379/0'],
+      // Hex digits, but not UTF-8: decoding it fails the same way.
+      ['DATABASE_URL', 'postgres://svc:s3cret%c0@db:5432/svc'],
+    ] as const) {
+      let error: ConfigError | undefined;
+      try {
+        workersConfig({ ...base, [variable]: url });
+      } catch (e) {
+        error = e as ConfigError;
+      }
+      expect(error?.code, url).toBe('CONFIG_INVALID');
+      expect(error!.problems.map((x) => x.variable)).toEqual([variable]);
+      expect(error!.problems[0]!.rule).toMatch(/percent/);
+      expect(error!.message).not.toContain('s3cret');
+    }
+    // Well-formed escapes pass.
+    expect(workersConfig({ ...base, DATABASE_URL: 'postgres://svc:50%25off%40x@db:5432/svc' }).DATABASE_URL).toBe('postgres://svc:50%25off%40x@db:5432/svc');
+  });
+
   it('R-CFG-01 numbers parse strictly: hex, exponent, padding and decimals are refused', () => {
     for (const value of ['0x10', '1e1', ' 5', '5 ', '5.0', '+5', '1_000', 'Infinity']) {
       const p = configProblems(() => workersConfig({ ...base, SVC_HEALTH_PORT: value, SVC_SQS_WAIT_SECONDS: value }));

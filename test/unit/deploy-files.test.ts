@@ -10,6 +10,7 @@ import { apiConfig } from '../../src/config/api.ts';
 import { workersConfig } from '../../src/config/workers.ts';
 import { WORKERS_NODE_FLAGS } from '../../src/main/workers-node-flags.ts';
 import { DLQ_SUFFIX, QUEUE_NAMES } from '../../src/queue/names.ts';
+import { DLQ_RETENTION_SECONDS, QUEUE_RETENTION_SECONDS } from '../../src/queue/provision.ts';
 
 /** R-LIM-01 as the spec writes it: 60 s, 120 s, 15 min, 5 min. */
 const SPEC_VISIBILITY_SECONDS: Record<string, number> = { critical: 60, default: 120, bulk: 15 * 60, maintenance: 5 * 60 };
@@ -75,7 +76,10 @@ describe('Dockerfile', () => {
 
   it('R-EXE-13 emits the artifacts during the image build, installs production dependencies only and runs as a non-root user', () => {
     const text = read('Dockerfile');
-    expect(text).toMatch(/npm ci --omit=dev/);
+    // Everything the lock file names is installed to patch, then the dev dependencies are pruned before any image copies node_modules.
+    expect(stage('deps').text).toMatch(/npm prune --omit=dev/);
+    expect(text).not.toMatch(/COPY --from=(base|build) \/app\/node_modules/);
+    expect(stage('app').text).toContain('COPY --from=deps /app/node_modules ./node_modules');
     expect(stage('build').text).toMatch(/RUN node src\/main\/cli\.ts emit/);
     expect(stage('app').text).toMatch(/COPY --from=build \/app\/dist \.\/dist/);
     const user = dockerfile.getInstructions().filter((i) => i.getKeyword() === 'USER').map((i) => i.getArgumentsContent());
@@ -83,15 +87,22 @@ describe('Dockerfile', () => {
     expect(user).not.toContain('root');
   });
 
-  it('applies the dependency patches (patches/) to the production dependencies it installs, with the patch-package the project pins', () => {
+  it('applies the dependency patches (patches/) to the production dependencies it installs, with the patch-package the lock file pins (never fetched at build time)', () => {
     const deps = stage('deps').text;
-    const pinned = pkg.devDependencies['patch-package'] as string;
+    expect(pkg.devDependencies['patch-package']).toBeDefined();
     expect(pkg.scripts.postinstall).toBe('patch-package --error-on-fail');
     expect(deps).toContain('COPY patches ./patches');
-    // After the install, and failing the build when a patch no longer applies.
-    const apply = `&& npm exec --yes --package=patch-package@${pinned} -- patch-package --error-on-fail`;
+    // The installed dev dependency, exactly as locked: no registry fetch outside the lock file.
+    expect(deps).not.toMatch(/npm exec|npx|--package=/);
+    const install = 'npm ci --include=dev --ignore-scripts';
+    const apply = '&& ./node_modules/.bin/patch-package --error-on-fail';
+    const prune = '&& npm prune --omit=dev';
+    expect(deps).toContain(install);
     expect(deps).toContain(apply);
-    expect(deps.indexOf(apply)).toBeGreaterThan(deps.indexOf('npm ci --omit=dev'));
+    expect(deps).toContain(prune);
+    // After the install, failing the build when a patch no longer applies, and before the prune.
+    expect(deps.indexOf(apply)).toBeGreaterThan(deps.indexOf(install));
+    expect(deps.indexOf(prune)).toBeGreaterThan(deps.indexOf(apply));
     expect(fs.readdirSync(path.join(root, 'patches'))).toContain(`postgres+${pkg.dependencies.postgres}.patch`);
   });
 
@@ -106,7 +117,13 @@ describe('Dockerfile', () => {
     expect(stage('runtime').text).toMatch(new RegExp(`EXPOSE ${api.SVC_API_PORT ?? 3000}`));
     expect(stage('runtime').text).toMatch(/\/ready/);
     expect(stage('workers').text).toMatch(/EXPOSE 8081/);
-    expect(stage('workers').text).toMatch(/\/healthz/);
+  });
+
+  it('the workers image probes readiness (/readyz: 503 until the workers consume, and while they drain), not liveness', () => {
+    const check = dockerfile.getInstructions().filter((i) => i.getKeyword() === 'HEALTHCHECK' && i.getRange().start.line >= stage('workers').from.getRange().start.line)[0]!;
+    expect(check.getArgumentsContent()).toMatch(/\/readyz'/);
+    expect(check.getArgumentsContent()).not.toMatch(/\/healthz/);
+    expect(read('src/work/health-server.ts')).toMatch(/path === '\/readyz'/);
   });
 
   it('starts the workers image and `npm run workers` with the workers flags: a young generation of 16 MB semi-spaces', () => {
@@ -151,6 +168,10 @@ describe('compose.yaml', () => {
       const redrive = JSON.parse(q.attributes!.RedrivePolicy!);
       expect(Number(redrive.maxReceiveCount)).toBe(7);
       expect(redrive.deadLetterTargetArn).toMatch(new RegExp(`:${name}${DLQ_SUFFIX}$`));
+      // The same retention `svc queues provision` gives: 14 days for a dead-letter queue (after the 7-day
+      // outbox purge its message is the only copy of the payload), 7 for the queue.
+      expect(Number(byName.get(`${name}${DLQ_SUFFIX}`)!.attributes?.MessageRetentionPeriod), name).toBe(DLQ_RETENTION_SECONDS);
+      expect(Number(q.attributes!.MessageRetentionPeriod), name).toBe(QUEUE_RETENTION_SECONDS);
     }
     expect(compose.services.sqs.volumes.join(' ')).toContain('./deploy/fauxqs-init.json');
   });
@@ -183,11 +204,22 @@ describe('compose.yaml', () => {
     expect(seconds(compose.services.api.stop_grace_period)).toBeGreaterThanOrEqual(10);
   });
 
-  it('R-HTTP-06 R-WRK-12 checks health on /ready and /healthz at the ports the code uses', () => {
+  it('R-HTTP-06 checks readiness on /ready and /readyz at the ports the code uses', () => {
     expect(compose.services.api.healthcheck.test.join(' ')).toContain('127.0.0.1:3000/ready');
     expect(compose.services.api.ports).toContain('3000:3000');
-    expect(compose.services.workers.healthcheck.test.join(' ')).toContain(':8081/healthz');
+    expect(compose.services.workers.healthcheck.test.join(' ')).toContain(':8081/readyz');
     expect(envOf('workers').SVC_HEALTH_PORT).toBe('8081');
+  });
+
+  it('publishes the metrics ports (and the observability tools) on the loopback interface only; only the API port on every interface', () => {
+    const published = Object.entries(compose.services).flatMap(([name, s]) => ((s.ports ?? []) as string[]).map((p) => [name, String(p)] as const));
+    expect(published.length).toBeGreaterThan(0);
+    for (const [name, port] of published) {
+      if (name === 'api' && port === '3000:3000') continue;
+      expect(port, name).toMatch(/^127\.0\.0\.1:\d+:\d+$/);
+    }
+    expect(compose.services.api.ports).toContain('127.0.0.1:9464:9464');
+    expect(compose.services.workers.ports).toContain('127.0.0.1:8081:8081');
   });
 });
 

@@ -42,7 +42,7 @@ describe('metrics, dashboard and scraping', () => {
   it('compose publishes both /metrics ports and the bundled Prometheus scrapes them', () => {
     const compose = parseYaml(read('compose.yaml'), { merge: true }) as { services: Record<string, { ports?: string[]; environment?: Record<string, string>; labels?: Record<string, string> }> };
     expect(compose.services.api!.environment!.SVC_API_METRICS_PORT).toBe('9464');
-    expect(compose.services.api!.ports).toContain('9464:9464');
+    expect(compose.services.api!.ports).toContain('127.0.0.1:9464:9464');
     expect(compose.services.api!.labels!['prometheus.io/port']).toBe('9464');
     expect(compose.services.workers!.labels!['prometheus.io/port']).toBe(compose.services.workers!.environment!.SVC_HEALTH_PORT);
     const prometheus = parseYaml(read('deploy/prometheus.yml')) as { scrape_configs: Array<{ static_configs: Array<{ targets: string[] }> }> };

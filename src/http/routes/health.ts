@@ -9,6 +9,8 @@ import type { AppDeps } from '../app.ts';
 const latestMigration = { type: 'string', description: 'Newest migration name of this build.' } as const;
 
 export function healthRoutes(app: FastifyInstance, deps: AppDeps, readinessTimeoutMs: number): void {
+  // Why the database is unreachable is logged when it starts or changes, not on every probe.
+  let databaseProblem: string | null = null;
   app.get(
     '/health',
     {
@@ -61,6 +63,11 @@ export function healthRoutes(app: FastifyInstance, deps: AppDeps, readinessTimeo
     },
     async (request) => {
       const r = await checkReadiness(deps, readinessTimeoutMs);
+      if (r.databaseProblem !== databaseProblem) {
+        if (r.databaseProblem) request.log.warn({ code: r.databaseProblem }, 'database unreachable: the readiness probe failed');
+        else request.log.info('database reachable again');
+        databaseProblem = r.databaseProblem;
+      }
       if (r.ready) return ok({ status: 'ready', latestMigration: deps.latestMigration, database: 'ok', redis: 'ok' });
       const reasons = [
         r.database === 'unreachable' ? localTerm(request, 'database_unreachable') : null,

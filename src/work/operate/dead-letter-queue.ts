@@ -26,6 +26,12 @@ import { redriveRunNow, BULK_REDRIVE_UNCONFIRMED_MAX, type KeySource, type Redri
 /** Seconds the messages of one pass stay hidden (released at the end of the pass). */
 export const DLQ_PASS_VISIBILITY_SECONDS = 300;
 
+/**
+ * Most messages one redrive pass reads while looking for `max` matching runs (10,000): a `--max` counts
+ * runs redriven, so messages that do not match are read past, but never without end.
+ */
+export const DLQ_REDRIVE_READ_BOUND = 10_000;
+
 export interface DeadLetter {
   messageId: string;
   /** Null when the body is not a run envelope. */
@@ -80,51 +86,64 @@ export async function countDeadLetters(t: DlqTarget): Promise<number> {
   return Number(out.Attributes?.ApproximateNumberOfMessages ?? '0') || 0;
 }
 
+/**
+ * One receive of up to `want` (at most 10) messages not seen before in this pass, hidden for
+ * DLQ_PASS_VISIBILITY_SECONDS. `exhausted` when the queue had nothing more to give.
+ */
+async function receiveBatch(sql: Sql, t: DlqTarget, seen: Set<string>, want: number): Promise<{ batch: Received[]; exhausted: boolean }> {
+  const out = await t.sqs.send(
+    new ReceiveMessageCommand({
+      QueueUrl: t.dlqUrl,
+      MaxNumberOfMessages: Math.max(1, Math.min(10, want)),
+      WaitTimeSeconds: 1,
+      VisibilityTimeout: DLQ_PASS_VISIBILITY_SECONDS,
+      MessageAttributeNames: ['All'],
+      MessageSystemAttributeNames: ['ApproximateReceiveCount', 'SentTimestamp'],
+    }),
+  );
+  const messages = out.Messages ?? [];
+  const batch: Received[] = [];
+  for (const m of messages) {
+    if (!m.MessageId || seen.has(m.MessageId)) continue;
+    seen.add(m.MessageId);
+    let envelope: Envelope | null = null;
+    try {
+      envelope = parseEnvelope(m.Body ?? '');
+    } catch {
+      envelope = null;
+    }
+    const runId = envelope?.run_id ?? attribute(m, 'run_id');
+    const facts = await runFacts(sql, runId);
+    const sent = Number(m.Attributes?.SentTimestamp ?? '');
+    const contextCount = attribute(m, 'receive_count');
+    batch.push({
+      message: m,
+      envelope,
+      letter: {
+        messageId: m.MessageId,
+        runId,
+        unit: envelope?.name ?? attribute(m, 'unit'),
+        errorCode: attribute(m, 'error_code') ?? facts?.errorCode ?? null,
+        receiveCount: contextCount ? Number(contextCount) : Number(m.Attributes?.ApproximateReceiveCount ?? '') || null,
+        ageSeconds: Number.isFinite(sent) && sent > 0 ? Math.max(0, Math.round((Date.now() - sent) / 1000)) : null,
+        sourceQueue: attribute(m, 'source_queue'),
+        runStatus: facts?.status ?? null,
+      },
+    });
+  }
+  return { batch, exhausted: messages.length === 0 };
+}
+
 /** Receives up to `max` distinct messages, hidden for DLQ_PASS_VISIBILITY_SECONDS. */
 async function receiveAll(sql: Sql, t: DlqTarget, max: number): Promise<Received[]> {
-  const seen = new Map<string, Received>();
-  while (seen.size < max) {
-    const out = await t.sqs.send(
-      new ReceiveMessageCommand({
-        QueueUrl: t.dlqUrl,
-        MaxNumberOfMessages: Math.min(10, max - seen.size),
-        WaitTimeSeconds: 1,
-        VisibilityTimeout: DLQ_PASS_VISIBILITY_SECONDS,
-        MessageAttributeNames: ['All'],
-        MessageSystemAttributeNames: ['ApproximateReceiveCount', 'SentTimestamp'],
-      }),
-    );
-    const messages = out.Messages ?? [];
-    if (messages.length === 0) break;
-    for (const m of messages) {
-      if (!m.MessageId || seen.has(m.MessageId)) continue;
-      let envelope: Envelope | null = null;
-      try {
-        envelope = parseEnvelope(m.Body ?? '');
-      } catch {
-        envelope = null;
-      }
-      const runId = envelope?.run_id ?? attribute(m, 'run_id');
-      const facts = await runFacts(sql, runId);
-      const sent = Number(m.Attributes?.SentTimestamp ?? '');
-      const contextCount = attribute(m, 'receive_count');
-      seen.set(m.MessageId, {
-        message: m,
-        envelope,
-        letter: {
-          messageId: m.MessageId,
-          runId,
-          unit: envelope?.name ?? attribute(m, 'unit'),
-          errorCode: attribute(m, 'error_code') ?? facts?.errorCode ?? null,
-          receiveCount: contextCount ? Number(contextCount) : Number(m.Attributes?.ApproximateReceiveCount ?? '') || null,
-          ageSeconds: Number.isFinite(sent) && sent > 0 ? Math.max(0, Math.round((Date.now() - sent) / 1000)) : null,
-          sourceQueue: attribute(m, 'source_queue'),
-          runStatus: facts?.status ?? null,
-        },
-      });
-    }
+  const seen = new Set<string>();
+  const received: Received[] = [];
+  while (received.length < max) {
+    const { batch, exhausted } = await receiveBatch(sql, t, seen, max - received.length);
+    received.push(...batch);
+    if (exhausted) break;
   }
-  return [...seen.values()];
+  return received;
 }
 
 async function release(t: DlqTarget, received: readonly Received[]): Promise<void> {
@@ -166,7 +185,11 @@ export interface DlqRedriveInput {
   unit?: string;
   /** Only messages with this error code. */
   errorCode?: string;
-  /** At most this many messages are read. Without it a queue of more than 1,000 messages is refused. */
+  /**
+   * At most this many runs are redriven (on a dry run: would be); messages are read until that many
+   * matched or the queue is exhausted (at most DLQ_REDRIVE_READ_BOUND read). Without it a queue of
+   * more than 1,000 messages is refused.
+   */
   max?: number;
   /** Read and report; write nothing, delete nothing. */
   dryRun?: boolean;
@@ -195,7 +218,7 @@ function leaveReason(letter: DeadLetter): string | null {
 
 /**
  * Redrives the run of each matching message (redriveRunNow, payload from the outbox or the message)
- * and deletes the message after that commit. Refuses (BULK_LIMIT_EXCEEDED, nothing read) a queue of
+ * and deletes the message after that commit, until `max` runs are redriven. Refuses (BULK_LIMIT_EXCEEDED, nothing read) a queue of
  * more than 1,000 messages without `max`.
  */
 export async function redriveDeadLetters(sql: Sql, t: DlqTarget, input: DlqRedriveInput): Promise<DlqRedriveReport> {
@@ -212,53 +235,64 @@ export async function redriveDeadLetters(sql: Sql, t: DlqTarget, input: DlqRedri
       );
     }
   }
-  const received = await receiveAll(sql, t, input.max ?? BULK_REDRIVE_UNCONFIRMED_MAX);
+  const limit = input.max ?? Number.POSITIVE_INFINITY;
+  const readBound = input.max === undefined ? BULK_REDRIVE_UNCONFIRMED_MAX : DLQ_REDRIVE_READ_BOUND;
+  const seen = new Set<string>();
+  const received: Received[] = [];
+  const deleted = new Set<Received>();
   const outcomes: DlqOutcome[] = [];
-  const keep: Received[] = [];
   let unmatched = 0;
+  let redriven = 0;
   // Two messages of one run (the runner's copy and SQS's own move): the first redrives, the second finds it redriven.
   try {
-    for (const r of received) {
-      const { letter } = r;
-      if ((input.unit && letter.unit !== input.unit) || (input.errorCode && letter.errorCode !== input.errorCode)) {
-        unmatched++;
-        keep.push(r);
-        continue;
+    reading: while (redriven < limit && received.length < readBound) {
+      const { batch, exhausted } = await receiveBatch(sql, t, seen, readBound - received.length);
+      received.push(...batch);
+      for (const r of batch) {
+        // The rest of the batch is released untouched in the finally.
+        if (redriven >= limit) break reading;
+        const { letter } = r;
+        if ((input.unit && letter.unit !== input.unit) || (input.errorCode && letter.errorCode !== input.errorCode)) {
+          unmatched++;
+          continue;
+        }
+        const reason = leaveReason(letter);
+        if (reason) {
+          outcomes.push({ letter, action: 'left', reason });
+          continue;
+        }
+        if (input.dryRun) {
+          const earlier = await sql<{ run_id: string }[]>`
+            SELECT run_id::text FROM task_runs WHERE causation_id = ${letter.runId!} AND trigger = 'redrive'
+            UNION ALL SELECT run_id::text FROM platform_task_runs WHERE causation_id = ${letter.runId!} AND trigger = 'redrive'`;
+          const planned = outcomes.some((o) => o.action === 'would_redrive' && o.letter.runId === letter.runId);
+          const wouldRedrive = !earlier[0] && !planned;
+          outcomes.push(
+            wouldRedrive
+              ? { letter, action: 'would_redrive' }
+              : { letter, action: 'would_delete', ...(earlier[0] ? { newRunId: earlier[0].run_id } : {}), reason: 'its run is already redriven' },
+          );
+          if (wouldRedrive) redriven++;
+          continue;
+        }
+        let result: RedriveResult;
+        try {
+          result = await redriveRunNow(sql, { runId: letter.runId!, by, ...(r.envelope ? { envelope: r.envelope } : {}), ...(input.instance ? { instance: input.instance } : {}), ...(input.keySource ? { keySource: input.keySource } : {}) });
+        } catch (error) {
+          if (!(error instanceof OperateError)) throw error;
+          outcomes.push({ letter, action: 'left', reason: `${error.code}: ${error.message}` });
+          continue;
+        }
+        // Only after the redrive committed: a crash before this delete leaves the message, whose next pass finds the run redriven.
+        await t.sqs.send(new DeleteMessageCommand({ QueueUrl: t.dlqUrl, ReceiptHandle: r.message.ReceiptHandle! }));
+        deleted.add(r);
+        outcomes.push({ letter, action: result.result, newRunId: result.newRunId });
+        if (result.result === 'redriven') redriven++;
       }
-      const reason = leaveReason(letter);
-      if (reason) {
-        outcomes.push({ letter, action: 'left', reason });
-        keep.push(r);
-        continue;
-      }
-      if (input.dryRun) {
-        const earlier = await sql<{ run_id: string }[]>`
-          SELECT run_id::text FROM task_runs WHERE causation_id = ${letter.runId!} AND trigger = 'redrive'
-          UNION ALL SELECT run_id::text FROM platform_task_runs WHERE causation_id = ${letter.runId!} AND trigger = 'redrive'`;
-        const planned = outcomes.some((o) => o.action === 'would_redrive' && o.letter.runId === letter.runId);
-        outcomes.push(
-          earlier[0] || planned
-            ? { letter, action: 'would_delete', ...(earlier[0] ? { newRunId: earlier[0].run_id } : {}), reason: 'its run is already redriven' }
-            : { letter, action: 'would_redrive' },
-        );
-        keep.push(r);
-        continue;
-      }
-      let result: RedriveResult;
-      try {
-        result = await redriveRunNow(sql, { runId: letter.runId!, by, ...(r.envelope ? { envelope: r.envelope } : {}), ...(input.instance ? { instance: input.instance } : {}), ...(input.keySource ? { keySource: input.keySource } : {}) });
-      } catch (error) {
-        if (!(error instanceof OperateError)) throw error;
-        outcomes.push({ letter, action: 'left', reason: `${error.code}: ${error.message}` });
-        keep.push(r);
-        continue;
-      }
-      // Only after the redrive committed: a crash before this delete leaves the message, whose next pass finds the run redriven.
-      await t.sqs.send(new DeleteMessageCommand({ QueueUrl: t.dlqUrl, ReceiptHandle: r.message.ReceiptHandle! }));
-      outcomes.push({ letter, action: result.result, newRunId: result.newRunId });
+      if (exhausted) break;
     }
   } finally {
-    await release(t, keep.concat(received.slice(outcomes.length + unmatched)));
+    await release(t, received.filter((r) => !deleted.has(r)));
   }
   return { dryRun: Boolean(input.dryRun), outcomes, unmatched };
 }

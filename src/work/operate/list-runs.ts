@@ -30,6 +30,8 @@ export interface RunFilters {
   until?: TimeBound;
   /** Only runs not yet redriven (bulk redrive). */
   notRedriven?: boolean;
+  /** Leave out runs an operator cancelled (failed with CANCELLED): bulk redrive's default. */
+  notCancelled?: boolean;
   /** Default 50, at most 1000 for a list; bulk selection passes its own. */
   limit?: number;
 }
@@ -137,7 +139,7 @@ export async function listRuns(sql: Sql | TxSql, filters: RunFilters = {}): Prom
   ];
   // Each branch is limited too (newest first) unless an outer filter may drop rows, so a plain list
   // reads at most `limit` rows per table instead of sorting every run.
-  const innerLimit = filters.errorCode || filters.notRedriven ? sql`` : sql`ORDER BY r.queued_at DESC, r.run_id DESC LIMIT ${limit}`;
+  const innerLimit = filters.errorCode || filters.notRedriven || filters.notCancelled ? sql`` : sql`ORDER BY r.queued_at DESC, r.run_id DESC LIMIT ${limit}`;
   // The error code: the outcome's (set when the run failed), else the last `failed` event's (runs
   // that failed before outcomes carried it).
   const tenantRuns = sql`
@@ -161,6 +163,7 @@ export async function listRuns(sql: Sql | TxSql, filters: RunFilters = {}): Prom
      WHERE true
        ${filters.errorCode ? sql`AND x.error_code = ${filters.errorCode}` : sql``}
        ${filters.notRedriven ? sql`AND NOT x.redriven` : sql``}
+       ${filters.notCancelled ? sql`AND x.error_code IS DISTINCT FROM 'CANCELLED'` : sql``}
      ORDER BY x.queued_at DESC, x.run_id DESC
      LIMIT ${limit}`;
   return rows.map((r) => ({

@@ -15,6 +15,7 @@ import type { Envelope } from '../envelope.ts';
 import { idempotencyKeyOf } from '../idempotency.ts';
 import { appendTrailEvent, OUTBOX_TABLE } from '../run-store.ts';
 import type { WorkUnit } from '../unit.ts';
+import { CANCELLED } from './cancel-run.ts';
 import { requireRun } from './find-run.ts';
 import { listRuns, type RunFilters, type RunSummary } from './list-runs.ts';
 import { checkOperatorLabel, checkRunId, OperateError } from './operate-error.ts';
@@ -147,7 +148,12 @@ export async function redriveRunNow(sql: Sql, input: RedriveInput): Promise<Redr
 
 export interface BulkRedriveInput {
   /** Selection: the unit, the window, an error code (status is always `failed`, not yet redriven). */
-  filters: Omit<RunFilters, 'statuses' | 'notRedriven' | 'limit'>;
+  filters: Omit<RunFilters, 'statuses' | 'notRedriven' | 'notCancelled' | 'limit'>;
+  /**
+   * Also select runs an operator cancelled. Default false: fixing a broken unit must not bring back
+   * work a colleague cancelled; `filters.errorCode: 'CANCELLED'` asks for them by name too.
+   */
+  includeCancelled?: boolean;
   by: string;
   /** At most this many runs (newest first). Without it more than 1,000 matching runs are refused. */
   max?: number;
@@ -176,7 +182,7 @@ export interface BulkRedriveOutcome {
 }
 
 /**
- * Redrives the failed, not yet redriven runs matching the filters, each in its own transaction (one
+ * Redrives the failed, not yet redriven runs matching the filters (cancelled runs only when asked), each in its own transaction (one
  * failure leaves the others' commits). Refuses (BULK_LIMIT_EXCEEDED, nothing written) when more than
  * 1,000 runs match and no `max` is given.
  */
@@ -186,7 +192,8 @@ export async function redriveRuns(sql: Sql, input: BulkRedriveInput): Promise<Bu
     throw new OperateError('RUN_FILTER_INVALID', '--max must be a whole number of at least 1');
   }
   const limit = input.max ?? BULK_REDRIVE_UNCONFIRMED_MAX + 1;
-  const selected = await listRuns(sql, { ...input.filters, statuses: ['failed'], notRedriven: true, limit: Math.max(limit, 1) });
+  const notCancelled = !input.includeCancelled && input.filters.errorCode !== CANCELLED;
+  const selected = await listRuns(sql, { ...input.filters, statuses: ['failed'], notRedriven: true, notCancelled, limit: Math.max(limit, 1) });
   if (input.max === undefined && selected.length > BULK_REDRIVE_UNCONFIRMED_MAX) {
     throw new OperateError(
       'BULK_LIMIT_EXCEEDED',
