@@ -96,6 +96,7 @@ export class GroupCommits {
    * consumer holds up to GROUP_COMMIT_MAX_RUNS messages per slot, and each delivery opens transactions.
    */
   alone(c: DeliveryContext, early: Failure | null, gate: GateState, payload: unknown, leaseMs: number): Promise<DeliveryResult> {
+    keepForUnit(c, leaseMs);
     return this.takeSlot(c).then((release) => (release ? runAlone(c, early, gate, payload, leaseMs, release) : giveBackUnstarted(c)));
   }
 
@@ -123,6 +124,8 @@ export class GroupCommits {
    */
   join(member: { c: DeliveryContext; gate: GateState; payload: unknown; leaseMs: number }): Promise<DeliveryResult> {
     const { c } = member;
+    // Held for its unit's window, not the queue's: if this process dies, the message comes back then.
+    keepForUnit(c, member.leaseMs);
     const settings = actorSettingsOf(c.actor);
     const key = [c.scope, c.unit!.name, c.tenantId ?? '', settings.tenantId, settings.userId, settings.process].join('\u0000');
     const group = this.forming.get(key);
@@ -151,6 +154,14 @@ export class GroupCommits {
     if (this.tails.has(unit)) return false;
     this.tails.add(unit);
     return true;
+  }
+
+  /**
+   * A slot of the unit for members of a group that gave its slot back and must run their handlers
+   * again, each alone (group-execution.ts); null when the worker stopped first.
+   */
+  slotForRerun(c: DeliveryContext): Promise<SlotRelease | null> {
+    return this.takeSlot(c);
   }
 
   /** The group has committed, or its members given back have settled (see enterTail). */
@@ -247,6 +258,18 @@ export class GroupCommits {
   }
 }
 
+/**
+ * A message of a `groupCommit` unit waits for its group's turn and then for the members before it, so
+ * the workers hold many at once (up to GROUP_COMMIT_MAX_RUNS per slot), each for up to the queue's
+ * visibility timeout (15 minutes on `bulk`) if the process dies. The unit's window is its lease (the
+ * unit's timeout and the lease margin): the heartbeat keeps a live delivery's message invisible by that
+ * much, and a dead worker's messages come back once it has passed (the consumer keeps it above three
+ * heartbeats and at most the queue's).
+ */
+function keepForUnit(c: DeliveryContext, leaseMs: number): void {
+  c.port.keepFor?.(Math.ceil(leaseMs / 1000));
+}
+
 /** One delivery with the transaction to itself, in the slot it was given (released once it settles). */
 function runAlone(c: DeliveryContext, early: Failure | null, gate: GateState, payload: unknown, leaseMs: number, release: SlotRelease): Promise<DeliveryResult> {
   releaseAtSettle([c], release);
@@ -277,6 +300,7 @@ function releaseAtSettle(contexts: DeliveryContext[], release: SlotRelease): voi
       giveBack: () => (settle(), port.giveBack()),
     };
     if (port.handlerReturned) wrapped.handlerReturned = () => port.handlerReturned!();
+    if (port.keepFor) wrapped.keepFor = (seconds) => port.keepFor!(seconds);
     c.port = wrapped;
   }
 }
