@@ -55,6 +55,7 @@ import { recordDelivery } from '../observe/delivery-metrics.ts';
 import { traceDelivery } from '../observe/work-tracing.ts';
 import { backoffSeconds } from './backoff.ts';
 import { startHeartbeat } from './heartbeat.ts';
+import { createVisibilityBatcher } from '../queue/visibility-batch.ts';
 import { runDelivery, type DeadLetterContext, type DeliveryPort, type RunnerDeps } from './runner.ts';
 import type { SlotLimit } from './slot-limit.ts';
 import { DEFAULT_ACK_LINGER_MS, DEFAULT_RECEIVE_LINGER_MS } from '../config/limits.ts';
@@ -223,6 +224,8 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
       waiting.add(wake);
     });
   const deleteMessage = createAckBatcher(o.sqs, o.queueUrl, o.ackLingerMs ?? DEFAULT_ACK_LINGER_MS);
+  // A unit's window asked for by several messages in one turn (a group's members) goes out in one call per 10.
+  const keepVisible = createVisibilityBatcher(o.sqs, o.queueUrl);
   const changeVisibility = (message: Message, seconds: number) =>
     o.sqs.send(new ChangeMessageVisibilityCommand({ QueueUrl: o.queueUrl, ReceiptHandle: message.ReceiptHandle!, VisibilityTimeout: seconds }));
 
@@ -267,7 +270,7 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
         const next = Math.min(o.visibilitySeconds, Math.max(Math.ceil(seconds), Math.ceil((3 * o.heartbeatIntervalMs) / 1000)));
         if (heartbeatStopped || next === keepSeconds) return;
         keepSeconds = next;
-        keeping = changeVisibility(message, next).then(
+        keeping = keepVisible(message.ReceiptHandle!, next).then(
           () => {},
           (error: unknown) => log.warn({ err: error }, 'could not shorten the visibility of a held message'),
         );
