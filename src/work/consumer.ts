@@ -55,6 +55,7 @@ import { recordDelivery } from '../observe/delivery-metrics.ts';
 import { traceDelivery } from '../observe/work-tracing.ts';
 import { backoffSeconds } from './backoff.ts';
 import { startHeartbeat } from './heartbeat.ts';
+import { createVisibilityBatcher } from '../queue/visibility-batch.ts';
 import { runDelivery, type DeadLetterContext, type DeliveryPort, type RunnerDeps } from './runner.ts';
 import type { SlotLimit } from './slot-limit.ts';
 import { DEFAULT_ACK_LINGER_MS, DEFAULT_RECEIVE_LINGER_MS } from '../config/limits.ts';
@@ -223,6 +224,8 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
       waiting.add(wake);
     });
   const deleteMessage = createAckBatcher(o.sqs, o.queueUrl, o.ackLingerMs ?? DEFAULT_ACK_LINGER_MS);
+  // A unit's window asked for by several messages in one turn (a group's members) goes out in one call per 10.
+  const keepVisible = createVisibilityBatcher(o.sqs, o.queueUrl);
   const changeVisibility = (message: Message, seconds: number) =>
     o.sqs.send(new ChangeMessageVisibilityCommand({ QueueUrl: o.queueUrl, ReceiptHandle: message.ReceiptHandle!, VisibilityTimeout: seconds }));
 
@@ -234,19 +237,29 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
       await changeVisibility(message, 0).catch(() => {});
       return;
     }
+    // What each heartbeat extends the visibility by: the queue's, or a unit's window (port.keepFor).
+    let keepSeconds = o.visibilitySeconds;
     const heartbeat = startHeartbeat({
       intervalMs: o.heartbeatIntervalMs,
       extend: async () => {
-        await changeVisibility(message, o.visibilitySeconds);
+        await changeVisibility(message, keepSeconds);
       },
       onError: (error) => log.warn({ err: error }, 'heartbeat could not extend visibility'),
     });
+    // A keepFor change still in flight is waited for too, so it never lands after a final change.
+    let keeping: Promise<void> = Promise.resolve();
+    let heartbeatStopped = false;
+    const stopHeartbeat = async () => {
+      heartbeatStopped = true;
+      await heartbeat.stop();
+      await keeping;
+    };
     // Receives spent before the message went back over a tenant limit still count (tenant-slots.ts).
     const receiveCount = (Number(message.Attributes?.ApproximateReceiveCount ?? '1') || 1) + receivesBefore(message);
     let giveBackSlot = giveBack;
     const port: DeliveryPort = {
       async ack() {
-        await heartbeat.stop();
+        await stopHeartbeat();
         // Settled: the slot is free for the next receive while the delete waits for its batch.
         giveBackSlot();
         await deleteMessage(message.ReceiptHandle!);
@@ -254,16 +267,26 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
       handlerReturned() {
         giveBackSlot();
       },
+      keepFor(seconds: number) {
+        // At least three heartbeats' worth, so one late beat never lets a live delivery's message reappear.
+        const next = Math.min(o.visibilitySeconds, Math.max(Math.ceil(seconds), Math.ceil((3 * o.heartbeatIntervalMs) / 1000)));
+        if (heartbeatStopped || next === keepSeconds) return;
+        keepSeconds = next;
+        keeping = keepVisible(message.ReceiptHandle!, next).then(
+          () => {},
+          (error: unknown) => log.warn({ err: error }, 'could not shorten the visibility of a held message'),
+        );
+      },
       async retryAfter(seconds: number) {
-        await heartbeat.stop();
+        await stopHeartbeat();
         await changeVisibility(message, seconds);
       },
       async giveBack() {
-        await heartbeat.stop();
+        await stopHeartbeat();
         await sendBackKeepingReceives(o.sqs, o.queueUrl, message, receiveCount, 0);
       },
       async deadLetter(context: DeadLetterContext) {
-        await heartbeat.stop();
+        await stopHeartbeat();
         await o.sqs.send(
           new SendMessageCommand({
             QueueUrl: o.dlqUrl,
@@ -279,7 +302,7 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
     const unit = typeof json?.name === 'string' ? json.name : undefined;
     const tenantSlot = o.tenantSlots?.tryAcquire(json) ?? null;
     if (tenantSlot === false) {
-      await heartbeat.stop();
+      await stopHeartbeat();
       await sendBackOverTenantLimit(o.sqs, o.queueUrl, message, receiveCount).catch((error: unknown) =>
         log.warn({ err: error, messageId: message.MessageId }, 'could not send a message over its tenant limit back; it reappears after the visibility timeout'),
       );
@@ -312,7 +335,7 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
       await port.retryAfter(backoffSeconds(receiveCount, o.runner.backoff)).catch(() => {});
     } finally {
       giveBackSlot();
-      await heartbeat.stop();
+      await stopHeartbeat();
     }
   }
 

@@ -37,6 +37,13 @@ const payload = z.object({
   firstAttemptOnly: z.boolean().optional(),
   /** A statement that sleeps this long (pg_sleep) after the insert. */
   sqlSleepMs: z.number().int().min(0).optional(),
+  /**
+   * After the insert, a transaction-local setting for the rest of the transaction: a 50 ms statement
+   * timeout, or a search_path whose first schema has a group_effects table of its own.
+   */
+  setLocal: z.enum(['statement_timeout', 'search_path']).optional(),
+  /** After the insert, lock this row of group_rows (FOR UPDATE). */
+  lockRow: z.string().optional(),
 });
 
 /** The top-level transaction each handler call ran in, by key and attempt (this process runs the units). */
@@ -45,7 +52,11 @@ const handlerTx = new Map<string, string>();
 const handler = async (p: z.infer<typeof payload>, run: Parameters<WorkUnit['handler']>[1]) => {
   const [row] = await run.transaction<{ txid: string }[]>`
     INSERT INTO group_effects (run_id, key, attempt) VALUES (${run.runId}, ${p.key}, ${run.attempt}) RETURNING txid::text`;
-  handlerTx.set(`${p.key}#${run.attempt}`, row!.txid);
+  // The first transaction under this attempt: a member run again alone (its group failed) keeps its attempt.
+  if (!handlerTx.has(`${p.key}#${run.attempt}`)) handlerTx.set(`${p.key}#${run.attempt}`, row!.txid);
+  if (p.setLocal === 'statement_timeout') await run.transaction`SET LOCAL statement_timeout = 50`;
+  if (p.setLocal === 'search_path') await run.transaction`SET LOCAL search_path = fixture_elsewhere, public`;
+  if (p.lockRow) await run.transaction`SELECT 1 FROM group_rows WHERE id = ${p.lockRow} FOR UPDATE`;
   if (p.sqlSleepMs) await run.transaction`SELECT pg_sleep(${p.sqlSleepMs / 1000})`;
   const now = !p.firstAttemptOnly || run.attempt === 1;
   if (p.sleepMs && now) await sleep(p.sleepMs, undefined, { signal: run.signal });
@@ -154,8 +165,10 @@ const groupFair = defineTask({
 });
 
 const groupTenant = defineTask({ name: 'fixture.group_tenant', queue: 'bulk', context: 'tenant', concurrency: 10, timeoutSeconds: 2, groupCommit: true, payload, handler });
+/** As fixture.group_tenant, with a timeout that leaves room for the deadlock detector (deadlock_timeout 1 s). */
+const groupLong = defineTask({ name: 'fixture.group_long', queue: 'bulk', context: 'tenant', concurrency: 10, timeoutSeconds: 15, groupCommit: true, payload, handler });
 const groupSystem = defineTask({ name: 'fixture.group_system', queue: 'bulk', context: 'system', concurrency: 10, timeoutSeconds: 2, groupCommit: true, payload, handler });
-const UNITS: ReadonlyMap<string, WorkUnit> = new Map([groupTenant, groupSystem, groupQuiet, groupTail, groupTailEffect, groupOne, groupFair].map((u) => [u.name, u]));
+const UNITS: ReadonlyMap<string, WorkUnit> = new Map([groupTenant, groupLong, groupSystem, groupQuiet, groupTail, groupTailEffect, groupOne, groupFair].map((u) => [u.name, u]));
 
 let h: WorkHarness;
 let tenantId: string;
@@ -173,6 +186,12 @@ beforeAll(async () => {
     END $$`;
   await h.sql`CREATE CONSTRAINT TRIGGER group_effects_commit_check AFTER INSERT ON group_effects
                 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION group_effects_commit_check()`;
+  // Where an effect lands if a member's search_path reached the next member.
+  await h.sql`CREATE SCHEMA fixture_elsewhere`;
+  await h.sql`CREATE TABLE fixture_elsewhere.group_effects (LIKE group_effects INCLUDING DEFAULTS)`;
+  // Rows the handlers lock (lockRow).
+  await h.sql`CREATE TABLE group_rows (id text PRIMARY KEY)`;
+  await h.sql`INSERT INTO group_rows VALUES ('x'), ('y')`;
 });
 afterAll(async () => h?.close());
 
@@ -181,12 +200,12 @@ const tenantActor = () => ({ kind: 'system' as const, tenantId, label: 'test' })
 /** Dispatches the payloads (tenant runs unless `system`), relays them in one pass, then starts the workers: one receive takes them all. */
 async function receivedTogether(
   payloads: Array<z.input<typeof payload>>,
-  options: { system?: boolean; quiet?: boolean; drainMs?: number; beforeWorkers?: (runIds: string[]) => Promise<void> } = {},
+  options: { system?: boolean; quiet?: boolean; unit?: string; drainMs?: number; beforeWorkers?: (runIds: string[]) => Promise<void> } = {},
 ): Promise<{ runIds: string[]; runtime: WorkerRuntime }> {
   await h.fenceAbandonedPolls('bulk');
   const runIds: string[] = [];
   for (const p of payloads) {
-    const unit = options.quiet ? 'fixture.group_quiet' : 'fixture.group_tenant';
+    const unit = options.unit ?? (options.quiet ? 'fixture.group_quiet' : 'fixture.group_tenant');
     const { runId } = options.system ? await h.dispatch('fixture.group_system', p) : await h.dispatch(unit, p, tenantActor());
     runIds.push(runId);
   }
@@ -412,21 +431,84 @@ describe('group commit', () => {
     expect(neighbours.some((e) => e.length === 1 && e[0]!.txid === handlerTx.get('g-cx-slow#1'))).toBe(true);
   });
 
-  it('R-UNT-09 R-WRK-04 a COMMIT that fails rolls back every member: each retries and commits its effect once', async () => {
-    const keys = ['g-cf-ok-1', 'commitfail-g', 'g-cf-ok-2'];
+  it('R-UNT-09 R-WRK-04 a COMMIT that fails for one member costs the others no attempt: each runs again alone under the same attempt; the culprit alone fails and retries', async () => {
+    const keys = ['g-cf-ok-1', 'g-cf-ok-2', 'commitfail-g', 'g-cf-ok-3', 'g-cf-ok-4', 'g-cf-ok-5'];
     const { runIds, runtime } = await receivedTogether(keys.map((key) => ({ key })));
     for (const runId of runIds) expect((await h.waitForStatus(runId, ['succeeded', 'failed'], 30_000)).status).toBe('succeeded');
     await runtime.stop();
-    // All three ran in the refused transaction...
+    // All six ran in the refused transaction...
     const refused = handlerTx.get('commitfail-g#1');
-    expect(['g-cf-ok-1#1', 'g-cf-ok-2#1'].map((k) => handlerTx.get(k))).toEqual([refused, refused]);
+    expect(keys.map((k) => handlerTx.get(`${k}#1`))).toEqual(keys.map(() => refused));
     for (const [i, runId] of runIds.entries()) {
-      // ...so none of its effects is left, and each run's retry committed exactly one.
-      expect((await effectsOf(keys[i]!)).map((e) => e.attempt)).toEqual([2]);
       const trail = (await h.trail(runId)).filter((t) => t.event !== 'sent');
-      expect(events(trail)).toEqual(['queued', 'received', 'started', 'retry_scheduled', 'received', 'started', 'succeeded']);
-      expect(trail[2]).toMatchObject({ attempt: 1, detail: { effect: 'rolled_back' } });
       expect((await causalProblems(h.sql, runId)).problems).toEqual([]);
+      if (keys[i] === 'commitfail-g') {
+        // ...the culprit, alone, is refused again: that attempt fails and its retry commits.
+        expect((await effectsOf(keys[i]!)).map((e) => e.attempt)).toEqual([2]);
+        expect(events(trail)).toEqual(['queued', 'received', 'started', 'retry_scheduled', 'received', 'started', 'succeeded']);
+        continue;
+      }
+      // ...the healthy ones ran again alone, each in a transaction of its own, under attempt 1: no retry.
+      const effects = await effectsOf(keys[i]!);
+      expect(effects.map((e) => e.attempt)).toEqual([1]);
+      expect(effects[0]!.txid).not.toBe(refused);
+      expect((await h.run(runId))!.attempts).toBe(1);
+      expect(events(trail)).toEqual(['queued', 'received', 'started', 'succeeded']);
+    }
+  });
+
+  it('R-UNT-09 a setting one member makes for the rest of the transaction (statement_timeout, search_path) reaches no later member: every run commits once, in one group', async () => {
+    // Each setter is followed by a member the setting would break: a 200 ms statement under a 50 ms
+    // timeout, an insert that would land in fixture_elsewhere.group_effects.
+    const keys = ['g-set-timeout', 'g-set-timeout-next', 'g-set-path', 'g-set-path-next'];
+    const { runIds, runtime } = await receivedTogether([
+      { key: keys[0]!, setLocal: 'statement_timeout' },
+      { key: keys[1]!, sqlSleepMs: 200 },
+      { key: keys[2]!, setLocal: 'search_path' },
+      { key: keys[3]! },
+    ]);
+    for (const runId of runIds) expect((await h.waitForStatus(runId, ['succeeded', 'failed'], 30_000)).status).toBe('succeeded');
+    await runtime.stop();
+    for (const runId of runIds) {
+      expect((await h.run(runId))!.attempts).toBe(1);
+      expect(events(await h.trail(runId)).filter((e) => e !== 'sent')).toEqual(['queued', 'received', 'started', 'succeeded']);
+    }
+    expect(await h.sql`SELECT key FROM fixture_elsewhere.group_effects`).toEqual([]);
+    // The settings were put back inside the group: it committed as one, none of its members ran again.
+    const txids = await expectEachCommittedOnce(runIds, keys);
+    expect(txids.size).toBe(1);
+  });
+
+  it('R-UNT-09 R-WRK-04 a member that deadlocks on a lock its group holds for an earlier member runs again alone after the group commits, under the same attempt', async () => {
+    // g-dl-x locks row x (kept by the group until its COMMIT); g-dl-y waits for row y, which the test's
+    // transaction holds, and the test's transaction then waits for row x: g-dl-y, which waited first,
+    // is the deadlock's victim (40P01). Alone it has nothing against anyone.
+    const other = await h.sql.reserve();
+    try {
+      await other`SET deadlock_timeout = '10s'`;
+      await other`BEGIN`;
+      await other`SELECT 1 FROM group_rows WHERE id = 'y' FOR UPDATE`;
+      const keys = ['g-dl-x', 'g-dl-y'];
+      const { runIds, runtime } = await receivedTogether([{ key: keys[0]!, lockRow: 'x' }, { key: keys[1]!, lockRow: 'y' }], { unit: 'fixture.group_long' });
+      await waitFor(async () => (await lockWaiters('%FROM group_rows WHERE id%')) === 1, 15_000, { what: 'g-dl-y waiting for row y' });
+      // Returns once the group has committed (row x free): the victim's own statement was cancelled before.
+      await other`SELECT 1 FROM group_rows WHERE id = 'x' FOR UPDATE`;
+      await other`COMMIT`;
+      for (const runId of runIds) expect((await h.waitForStatus(runId, ['succeeded', 'failed'], 30_000)).status).toBe('succeeded');
+      await runtime.stop();
+      for (const [i, runId] of runIds.entries()) {
+        expect((await h.run(runId))!.attempts).toBe(1);
+        expect(events(await h.trail(runId)).filter((e) => e !== 'sent')).toEqual(['queued', 'received', 'started', 'succeeded']);
+        expect((await effectsOf(keys[i]!)).map((e) => e.attempt)).toEqual([1]);
+        expect((await causalProblems(h.sql, runId)).problems).toEqual([]);
+      }
+      // It was the deadlock's victim (logged as it ran again alone)...
+      expect(h.logs()).toMatch(/40P01/);
+      // ...and committed in a transaction of its own, after the group's.
+      expect((await effectsOf('g-dl-y'))[0]!.txid).not.toBe((await effectsOf('g-dl-x'))[0]!.txid);
+    } finally {
+      await other`ROLLBACK`.catch(() => {});
+      other.release();
     }
   });
 
@@ -951,11 +1033,11 @@ describe('group commit', () => {
     }
   });
 
-  it('R-UNT-09 R-WRK-04 a group whose COMMIT fails after it gave its slots back stays in its tail until its runs have settled', async () => {
-    // A's COMMIT fails (a deferred check); the settlement of A's first run is held on its ledger row
-    // (the test inserts that key in a transaction of its own once A's claim rolled back). While it is
-    // held, group B's handlers return with B's finish held on a row lock: B must keep its slot, so
-    // C waits. Leaving the tail at A's rollback would have let B give its slot to C.
+  it('R-UNT-09 R-WRK-04 a group whose COMMIT fails after it gave its slot back runs its members again alone in a slot of the unit taken again: a later group waits for it', async () => {
+    // A's COMMIT fails (a deferred check) while group B runs in the slot A gave back; A's members then
+    // run again alone, in the unit's slot once B has given it back for its own tail. A's first run is
+    // held on its ledger row there (the test inserts that key in a transaction of its own once A's
+    // claim rolled back), and B's finish on a row lock: C must wait, the slot being A's.
     await h.fenceAbandonedPolls('bulk');
     const unit = 'fixture.group_tail_effect';
     const dispatch = async (p: z.input<typeof payload>) => (await h.dispatch(unit, p, tenantActor())).runId;
@@ -981,7 +1063,7 @@ describe('group commit', () => {
       await rows`SELECT 1 FROM task_runs WHERE run_id = ${b[0]!} FOR UPDATE`;
       const c = await dispatch({ key: 'quiet-tail-c1' });
       await h.relay();
-      await waitFor(async () => (await lockWaiters('%INSERT INTO idempotency_keys AS k%')) === 1, 15_000, { what: "A's first run settling, held on its ledger row" });
+      await waitFor(async () => (await lockWaiters('%INSERT INTO idempotency_keys%')) === 1, 15_000, { what: "A's first run alone, held on its ledger row" });
       await waitFor(async () => (await lockWaiters('%UPDATE task_runs%succeeded%')) === 1, 15_000, { what: "B's finish held on the row lock" });
       expect(await effectsOf('commitfail-tail-a1')).toEqual([]);
       // C is received and waits for its unit's slot, which would take it at once. Nothing would
@@ -993,13 +1075,14 @@ describe('group commit', () => {
       await ledger`ROLLBACK`;
       await rows`COMMIT`;
       for (const runId of [...a, ...b, c]) expect((await h.waitForStatus(runId, ['succeeded', 'failed'], 30_000)).status).toBe('succeeded');
-      expect(((await Promise.all(a.map((id) => h.run(id)))) as Array<{ attempts: number }>).map((r) => r.attempts)).toEqual([2, 2]);
-      for (const [i, key] of ['commitfail-tail-a1', 'tail-a2'].entries()) {
-        // A's refused transaction left no effect; each run's retry committed exactly one.
-        expect((await effectsOf(key)).map((e) => e.attempt)).toEqual([2]);
-        expect(events(await h.trail(a[i]!)).filter((e) => e !== 'sent')).toEqual(['queued', 'received', 'started', 'retry_scheduled', 'received', 'started', 'succeeded']);
-        expect((await causalProblems(h.sql, a[i]!)).problems).toEqual([]);
-      }
+      // A's refused transaction left no effect. Alone, a1 (the culprit) was refused again and its retry
+      // committed; a2 committed under its first attempt.
+      expect(((await Promise.all(a.map((id) => h.run(id)))) as Array<{ attempts: number }>).map((r) => r.attempts)).toEqual([2, 1]);
+      expect((await effectsOf('commitfail-tail-a1')).map((e) => e.attempt)).toEqual([2]);
+      expect((await effectsOf('tail-a2')).map((e) => e.attempt)).toEqual([1]);
+      expect(events(await h.trail(a[0]!)).filter((e) => e !== 'sent')).toEqual(['queued', 'received', 'started', 'retry_scheduled', 'received', 'started', 'succeeded']);
+      expect(events(await h.trail(a[1]!)).filter((e) => e !== 'sent')).toEqual(['queued', 'received', 'started', 'succeeded']);
+      for (const runId of a) expect((await causalProblems(h.sql, runId)).problems).toEqual([]);
       for (const runId of [...b, c]) {
         expect((await h.run(runId))!.attempts).toBe(1);
         expect((await causalProblems(h.sql, runId)).problems).toEqual([]);

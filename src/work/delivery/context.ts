@@ -57,6 +57,13 @@ export interface DeliveryPort {
    * Optional; without it the place is held until the delivery settles.
    */
   handlerReturned?(): void;
+  /**
+   * Keeps the message invisible for `seconds` from now on instead of the queue's visibility timeout:
+   * the visibility is changed at once and every heartbeat extends it by that much. Never longer than
+   * the queue's, never shorter than the heartbeat can sustain. Optional (a port without it keeps the
+   * queue's). Not awaited by callers: a failure only leaves the queue's visibility in place.
+   */
+  keepFor?(seconds: number): void;
 }
 
 export interface RunnerDeps {

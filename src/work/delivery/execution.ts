@@ -44,7 +44,15 @@ export function deliver(c: DeliveryContext, early: Failure | null, gate: GateSta
  * from before registration to the end of the effect leaves no window in which a concurrent duplicate
  * could register a second attempt (each slot holds at most these two transactions at once).
  */
-export async function deliverAlone(c: DeliveryContext, early: Failure | null, gate: GateState, payload: unknown, leaseMs: number): Promise<DeliveryResult> {
+export async function deliverAlone(
+  c: DeliveryContext,
+  early: Failure | null,
+  gate: GateState,
+  payload: unknown,
+  leaseMs: number,
+  /** The delivery is registered already (a group member re-run alone, group-execution.ts): not registered again. */
+  registered?: Extract<Registration, { kind: 'execute' }>,
+): Promise<DeliveryResult> {
   const { deps, scope, tenantId } = c;
   const unit = c.unit;
   // Aborted by the deadline, a release on shutdown or an operator's cancel; callHandler closes
@@ -86,7 +94,7 @@ export async function deliverAlone(c: DeliveryContext, early: Failure | null, ga
     );
     async function effect(tx: TxSql, opened: { locked: boolean; pid: number; xact_start: string }, beforeCommit: <S>(statement: Promise<S>) => Promise<S>) {
       effectBackend = { pid: opened.pid, xactStart: opened.xact_start };
-      registration = await traceStage('registration', c.envelope.name, () => register(c, early, gate, opened.locked, leaseMs)); // span (src/observe)
+      registration = registered ?? (await traceStage('registration', c.envelope.name, () => register(c, early, gate, opened.locked, leaseMs))); // span (src/observe)
       if (registration.kind !== 'execute') return null;
       recordRunStarted(registration.run, registration.attempt); // svc_run_pickup_seconds (src/observe)
       // Not awaited: later Redis commands of this delivery go down the same connection after it.

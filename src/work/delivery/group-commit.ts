@@ -45,6 +45,8 @@ interface Forming {
   awaited: Set<object>;
   /** It has asked for its unit's slot (it waits no more for deliveries in their checks). */
   asked: boolean;
+  /** Its slot was not free when it asked: its members wait, kept for their unit's window (keepForUnit). */
+  waiting?: boolean;
 }
 
 /** Once-only release of a unit slot taken for a group or a lone delivery (a no-op when none was taken). */
@@ -96,7 +98,7 @@ export class GroupCommits {
    * consumer holds up to GROUP_COMMIT_MAX_RUNS messages per slot, and each delivery opens transactions.
    */
   alone(c: DeliveryContext, early: Failure | null, gate: GateState, payload: unknown, leaseMs: number): Promise<DeliveryResult> {
-    return this.takeSlot(c).then((release) => (release ? runAlone(c, early, gate, payload, leaseMs, release) : giveBackUnstarted(c)));
+    return this.takeSlot(c, () => keepForUnit(c, leaseMs)).then((release) => (release ? runAlone(c, early, gate, payload, leaseMs, release) : giveBackUnstarted(c)));
   }
 
   private readonly inChecks = new Set<object>();
@@ -131,6 +133,7 @@ export class GroupCommits {
       const joined: GroupMember = { ...member, resolve, reject };
       if (group) {
         group.members.push(joined);
+        if (group.waiting) keepForUnit(c, member.leaseMs);
         if (group.members.length >= GROUP_COMMIT_MAX_RUNS) this.close(group);
         return;
       }
@@ -151,6 +154,14 @@ export class GroupCommits {
     if (this.tails.has(unit)) return false;
     this.tails.add(unit);
     return true;
+  }
+
+  /**
+   * A slot of the unit for members of a group that gave its slot back and must run their handlers
+   * again, each alone (group-execution.ts); null when the worker stopped first.
+   */
+  slotForRerun(c: DeliveryContext): Promise<SlotRelease | null> {
+    return this.takeSlot(c);
   }
 
   /** The group has committed, or its members given back have settled (see enterTail). */
@@ -182,7 +193,11 @@ export class GroupCommits {
     if (group.asked) return;
     group.asked = true;
     // Every member shares the unit, tenant and actor: the first one's context stands for the group's.
-    void this.takeSlot(group.members[0]!.c).then((release) => {
+    const waits = () => {
+      group.waiting = true;
+      for (const m of group.members) keepForUnit(m.c, m.leaseMs);
+    };
+    void this.takeSlot(group.members[0]!.c, waits).then((release) => {
       if (this.forming.get(group.key) === group) this.forming.delete(group.key);
       if (release) this.start(group.members, release);
       else this.giveBack(group.members);
@@ -193,7 +208,7 @@ export class GroupCommits {
    * A slot of the delivery's unit, and first one of its tenant's share when the unit has one; null when
    * the worker stopped first (nothing is then held). A unit without slots here gets a no-op release.
    */
-  private async takeSlot(c: DeliveryContext): Promise<SlotRelease | null> {
+  private async takeSlot(c: DeliveryContext, onWait?: () => void): Promise<SlotRelease | null> {
     const unit = c.unit!.name;
     const slot = this.slots.get(unit);
     if (!slot) return () => {};
@@ -203,6 +218,7 @@ export class GroupCommits {
     if (tenantKey) {
       tenantSlot = this.tenantSlots.get(tenantKey) ?? new SlotLimit(share!);
       this.tenantSlots.set(tenantKey, tenantSlot);
+      if (tenantSlot.held >= tenantSlot.limit) onWait?.();
       if (!(await tenantSlot.acquire(this.stopSignal))) {
         this.forgetIdle(tenantKey, tenantSlot);
         return null;
@@ -213,6 +229,7 @@ export class GroupCommits {
       tenantSlot!.release();
       this.forgetIdle(tenantKey, tenantSlot!);
     };
+    if (slot.held >= slot.limit) onWait?.();
     if (!(await slot.acquire(this.stopSignal))) {
       releaseTenant();
       return null;
@@ -233,6 +250,8 @@ export class GroupCommits {
 
   private start(members: GroupMember[], release: SlotRelease): void {
     const first = members[0]!;
+    // Each member waits for the ones before it: kept for its unit's window (a group of one runs at once).
+    if (members.length > 1) for (const m of members) keepForUnit(m.c, m.leaseMs);
     recordGroupCommit(first.c.unit!.name, members.length); // svc_group_commit_runs (src/observe)
     releaseAtSettle(
       members.map((m) => m.c),
@@ -245,6 +264,20 @@ export class GroupCommits {
   private giveBack(members: GroupMember[]): void {
     for (const m of members) giveBackUnstarted(m.c).then(m.resolve, m.reject);
   }
+}
+
+/**
+ * A message of a `groupCommit` unit may wait for its unit's slot and then for the members before it in
+ * its group, so the workers hold many at once (up to GROUP_COMMIT_MAX_RUNS per slot), each for up to
+ * the queue's visibility timeout (15 minutes on `bulk`) if the process dies. Once it waits (its slot not
+ * free, or members before it), it is kept for its unit's window instead: its lease (the unit's timeout
+ * and the lease margin). The heartbeat keeps a live delivery's message invisible by that much, and a
+ * dead worker's messages come back once it has passed (the consumer keeps it above three heartbeats and
+ * at most the queue's; the changes of one turn share a call). A group of one whose slot is free runs at
+ * once and costs no call.
+ */
+function keepForUnit(c: DeliveryContext, leaseMs: number): void {
+  c.port.keepFor?.(Math.ceil(leaseMs / 1000));
 }
 
 /** One delivery with the transaction to itself, in the slot it was given (released once it settles). */
@@ -277,6 +310,7 @@ function releaseAtSettle(contexts: DeliveryContext[], release: SlotRelease): voi
       giveBack: () => (settle(), port.giveBack()),
     };
     if (port.handlerReturned) wrapped.handlerReturned = () => port.handlerReturned!();
+    if (port.keepFor) wrapped.keepFor = (seconds) => port.keepFor!(seconds);
     c.port = wrapped;
   }
 }

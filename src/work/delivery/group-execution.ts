@@ -18,8 +18,14 @@
 //   a timeout or a cancel aborts `run.signal`, and the transaction's statement_timeout (the unit's
 //   timeout) bounds a statement that ignores it. A group of one has no neighbour: an operator's cancel
 //   cancels its statement, as for a delivery alone. A release on shutdown releases the whole group.
-// - If a statement of the group itself fails (the opening, the finish, the COMMIT), every member's
-//   effect rolls back and each settles as a failed attempt, as one delivery would.
+// - A member's settings for the rest of the transaction (SET LOCAL) are put back before its savepoint
+//   is released (restoreGroupSettings, group-opening.ts): no later member, nor the finish, runs under them.
+// - If the group fails as a whole (its finish, its COMMIT: a deferred constraint of one member's write),
+//   or a member's statement fails for the group's sake (a deadlock on a lock the group holds for an
+//   earlier member, a statement timeout that is not the member's own deadline), the members concerned
+//   run again, each alone (rerunAlone): no attempt is charged to a member for its group's failure. A
+//   failure alone settles as for any delivery, so the culprit fails its attempt there. A failure of the
+//   opening (before any member registered) is retried by the consumer, as one delivery's would be.
 import type { TxSql } from '../../db/client.ts';
 import { beginPipelined } from '../../db/pipelined-begin.ts';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, RUNNING_VISIBLE_AFTER_MS } from '../../config/limits.ts';
@@ -33,13 +39,22 @@ import { UnitTimedOut } from '../unit-errors.ts';
 import type { UnitOutcome } from '../unit.ts';
 import { actOnClaim, claimInstant } from './claim.ts';
 import { actorSettingsOf, ledgerScope, ReleasedOnShutdown, RunMovedOn, type DeliveryContext, type DeliveryResult, type RunnerDeps } from './context.ts';
-import { cancelStatement, type EffectBackend } from './execution.ts';
+import { cancelStatement, deliverAlone, type EffectBackend } from './execution.ts';
 import { callHandler } from './handler-call.ts';
 import type { SlotRelease } from './group-commit.ts';
-import { groupOpening, openedGroup } from './group-opening.ts';
+import { groupOpening, openedGroup, restoreGroupSettings } from './group-opening.ts';
 import type { Started } from './start-coalescer.ts';
 import { register, type Registration } from './registration.ts';
-import { gateResultOf, recordMovedOnAttempt, recordResults, settleExecuted, settleMovedOn, settleRegistration, settleSuccess } from './settlement.ts';
+import {
+  gateResultOf,
+  giveBackUnstarted,
+  recordMovedOnAttempt,
+  recordResults,
+  settleExecuted,
+  settleMovedOn,
+  settleRegistration,
+  settleSuccess,
+} from './settlement.ts';
 
 export interface GroupMember {
   c: DeliveryContext;
@@ -88,6 +103,11 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
   const timeoutMs = unit.timeoutSeconds * 1000;
   const leaseMs = members[0]!.leaseMs;
   const states: MemberState[] = members.map((m) => ({ m, controller: new AbortController(), startedAt: null }));
+  // The opening's settings, and the session's as it read them: put back after each member (restoreGroupSettings).
+  const groupSettings = { settings: actorSettingsOf(first.actor), timeoutMs };
+  let kept: string[] = [];
+  // The group gave its unit slot back when it entered its commit tail.
+  let slotGivenBack = false;
   // The executing members' cached statuses, evicted in one DEL once they registered (settlement waits for it).
   let evicted: Promise<void> = Promise.resolve();
   let backend: EffectBackend | null = null;
@@ -109,8 +129,7 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
     const opening = {
       scope,
       tenantId,
-      settings: actorSettingsOf(first.actor),
-      timeoutMs,
+      ...groupSettings,
       leaseMs,
       members: states.map((s) => ({ runId: s.m.c.envelope.run_id, advisoryKey: advisoryKeyOf(s.m.c.key!), key: s.m.c.key!, fingerprint: s.m.c.fingerprint! })),
     };
@@ -120,6 +139,7 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
       async (tx, rows, beforeCommit) => {
         const opened = openedGroup(rows);
         backend = { pid: opened.pid, xactStart: opened.xactStart };
+        kept = opened.kept;
         // A member claimed fresh executes with its registration deferred; the others register as
         // ordinary deliveries do (the start coalescer makes it one statement).
         await Promise.all(
@@ -163,6 +183,7 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
         // members' places in the consumer the next receive, while this group commits. A member that
         // failed or replayed keeps its place until it settles.
         if (!released && !ended && deps.groups.enterTail(unit.name)) {
+          slotGivenBack = true;
           releaseSlot();
           for (const s of finishing) {
             s.gaveBack = true;
@@ -207,22 +228,72 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
     groupError = { error };
   }
   ended = true;
+  // A failure of the group, not of a member (its COMMIT refused, a deadlock or a statement timeout its
+  // transaction caused), must not cost its healthy members an attempt: they run again, each alone,
+  // once this transaction has ended (rerunAlone). A member that executed alone in its group had no
+  // neighbour to fail it: its failure is its own, as a delivery alone's.
+  const executed = states.filter((s) => s.registration?.kind === 'execute').length;
+  const reruns = executed > 1 ? states.filter((s) => rerunsAlone(s, groupError, released)) : [];
+  const settling = states.filter((s) => !reruns.includes(s));
   // A committed group leaves its tail now. If a member that gave its place back settles as a failed
   // attempt instead (the group failed, or the member was left out of the finish), that settlement
   // writes to the database outside the group's slot: the tail then lasts until every member has
-  // settled, so the next group keeps its slot meanwhile.
+  // settled, so the next group keeps its slot meanwhile. A member run again alone takes a slot of its own.
   const inTail = states.some((s) => s.gaveBack);
-  const tailUntilSettled = states.some((s) => s.gaveBack && (groupError !== null || s.failure !== undefined));
+  const tailUntilSettled = settling.some((s) => s.gaveBack && (groupError !== null || s.failure !== undefined));
   if (inTail && !tailUntilSettled) deps.groups.leaveTail(unit.name);
   deps.releaseSignal?.removeEventListener('abort', onRelease);
   // The committed members' results go to Redis in one pipeline; each member's settlement waits for it.
   const succeeded = groupError ? [] : states.filter((s) => s.registration?.kind === 'execute' && s.done);
   const recorded = recordResults(deps, evicted, succeeded.map((s) => gateResultOf(s.m.c, s.done!.outcome)));
   try {
-    await Promise.all(states.map((s) => settleMember(s, groupError, leaseMs, evicted, recorded, registerLate)));
+    try {
+      await Promise.all(settling.map((s) => settleMember(s, groupError, leaseMs, evicted, recorded, registerLate)));
+    } finally {
+      if (tailUntilSettled) deps.groups.leaveTail(unit.name);
+    }
+    if (reruns.length > 0) {
+      // One after another in the group's slot, or, if it was given back for the tail, in one taken again
+      // (after the tail was left, so a group that kept its slot for want of the tail can settle and free it).
+      const slot = slotGivenBack ? await deps.groups.slotForRerun(first) : releaseSlot;
+      try {
+        for (const s of reruns) await rerunAlone(s, slot !== null);
+      } finally {
+        slot?.();
+      }
+    }
   } finally {
-    if (tailUntilSettled) deps.groups.leaveTail(unit.name);
     releaseSlot();
+  }
+
+  /**
+   * A member whose attempt failed for its group's sake runs again in a transaction of its own
+   * (deliverAlone), under the attempt it was registered with, or registered now if its registration
+   * was deferred to the group's finish (nothing of it was written): no retry, no second attempt. What
+   * happens to it alone settles it as for any delivery, so a member that fails alone too (the culprit)
+   * fails that attempt. Given back untouched, or released, when the worker stopped before a slot freed.
+   */
+  async function rerunAlone(s: MemberState, inSlot: boolean): Promise<void> {
+    const { c } = s.m;
+    try {
+      let registered: Executing['registration'] | undefined;
+      if (!s.deferred) {
+        registered = s.registration as Executing['registration'];
+      } else if (s.late) {
+        const started = await s.late;
+        // Registered on its own and then settled by someone else (an operator's cancel): that settlement stands.
+        if (!started) return await settleMember(s, groupError ?? { error: new RunMovedOn() }, leaseMs, evicted, recorded, registerLate);
+        registered = { kind: 'execute', run: started.run, attempt: started.run.attempts, scheduledFor: s.registration!.kind === 'execute' ? s.registration!.scheduledFor : null };
+      }
+      if (!inSlot) {
+        s.m.resolve(registered ? await settleExecuted(c, registered.run, registered.attempt, new ReleasedOnShutdown(), undefined, null, leaseMs) : await giveBackUnstarted(c));
+        return;
+      }
+      c.log.warn({ err: s.failure?.error ?? groupError?.error }, 'its group commit failed as a whole: the run executes again alone, under the same attempt');
+      s.m.resolve(await deliverAlone(c, null, s.m.gate, s.m.payload, leaseMs, registered));
+    } catch (error) {
+      s.m.reject(error);
+    }
   }
 
   /**
@@ -301,7 +372,14 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
         return;
       }
       await opened;
-      if (!(await lockRunningRun(tx, scope, { runId: run.runId, tenantId }, finishRegisters(s)?.seenStatus ?? null))) throw new RunMovedOn();
+      // The handler's settings (SET LOCAL) survive RELEASE SAVEPOINT: put the group's back first, in
+      // the same write as the run-row check, so the check, the next member and the finish run under them.
+      const restored = restoreGroupSettings(tx, groupSettings, kept);
+      restored.catch(() => {}); // awaited below; sent first
+      const locked = lockRunningRun(tx, scope, { runId: run.runId, tenantId }, finishRegisters(s)?.seenStatus ?? null);
+      locked.catch(() => {});
+      await restored;
+      if (!(await locked)) throw new RunMovedOn();
       tx.unsafe(`RELEASE SAVEPOINT ${savepoint}`).catch(() => {}); // as above; sent with the next member's first statement
       s.done = { outcome, replayed: false, followUpsSince: followUps.writtenSince(), startedToWrite, unchecked: false };
     } catch (error) {
@@ -337,6 +415,33 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
       });
     return s.late;
   }
+}
+
+/**
+ * Errors of a member's statement that its group causes, not the member: a deadlock or a serialization
+ * failure (the group holds every earlier member's locks until its COMMIT), a statement cancelled by
+ * the statement timeout without the member's own deadline or cancel behind it (a setting an earlier
+ * member left), a transaction or savepoint some earlier statement of the group broke.
+ */
+const GROUP_CAUSED_CODES = new Set(['40P01', '40001', '57014', '25P02', '3B001']);
+
+function causedByGroup(error: unknown): boolean {
+  for (let e = error, depth = 0; e && depth < 4; e = (e as { cause?: unknown }).cause, depth += 1) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && GROUP_CAUSED_CODES.has(code)) return true;
+  }
+  return false;
+}
+
+/**
+ * A member that executed runs again alone (rerunAlone) when its group failed as a whole and it did not
+ * fail on its own, or when its own failure was its group's doing (causedByGroup, with no deadline,
+ * cancel or release behind it). Never on a release: the whole group goes back to the queue.
+ */
+function rerunsAlone(s: MemberState, groupError: { error: unknown } | null, released: boolean): boolean {
+  if (released || s.registration?.kind !== 'execute') return false;
+  if (s.failure) return s.failure.reason === undefined && causedByGroup(s.failure.error);
+  return groupError !== null && !(groupError.error instanceof ReleasedOnShutdown);
 }
 
 /**

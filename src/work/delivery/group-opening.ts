@@ -52,6 +52,8 @@ export interface OpenedMember {
 }
 
 export interface OpenedGroup {
+  /** The session's values of KEPT_SETTINGS before any handler ran, in that order (restoreGroupSettings puts them back). */
+  kept: string[];
   pid: number;
   xactStart: string;
   /** The database clock once the opening's waits were over: the deferred members' receive instant (text, to the microsecond). */
@@ -79,12 +81,13 @@ export function groupOpening(tx: TxSql, g: GroupOpeningInput): PendingQuery<Row[
                array(SELECT run_id FROM (SELECT run_id FROM ${tx(tenant ? 'outbox_messages' : 'platform_outbox_messages')}
                                           WHERE run_id = ANY(${ids}::uuid[]) AND sent_at IS NULL FOR KEY SHARE) ob) AS unsent,
                pg_backend_pid() AS pid, (extract(epoch FROM now()) * 1000000)::int8::text AS xact_start,
+               array(SELECT current_setting(n) FROM unnest(${[...KEPT_SETTINGS]}::text[]) WITH ORDINALITY AS b(n, o) ORDER BY o) AS kept,
                current_setting(${IN_TRANSACTION_SETTING}, true) IS NOT DISTINCT FROM 'on' AS in_tx),
       at AS MATERIALIZED (SELECT clock_timestamp() AS t FROM ctx),
       m AS MATERIALIZED (
         SELECT run_id, k, f, o FROM unnest(${ids}::uuid[], ${hexKeys}::text[], ${hexPrints}::text[]) WITH ORDINALITY AS u(run_id, k, f, o))`;
   const claimable = tx`ctx.in_tx AND ctx.locked[m.o] AND r.status = ANY(${active}::text[])`;
-  const selected = tx`ctx.locked[m.o] AS member_locked, m.run_id = ANY(ctx.unsent) AS member_unsent, ctx.pid, ctx.xact_start, (SELECT t FROM at)::text AS opened_at,
+  const selected = tx`ctx.kept, ctx.locked[m.o] AS member_locked, m.run_id = ANY(ctx.unsent) AS member_unsent, ctx.pid, ctx.xact_start, (SELECT t FROM at)::text AS opened_at,
                (SELECT extract(epoch FROM t) * 1000 FROM at)::float8 AS opened_ms,
                claim.attempt AS claim_attempt, claim.claim_row`;
   // The two scopes differ in their tables, the tenant column and filter, and a platform run's scheduled moment.
@@ -113,6 +116,7 @@ export function openedGroup(rows: readonly Row[]): OpenedGroup {
   const first = rows[0]!;
   const receivedAt = first.opened_at as string;
   return {
+    kept: first.kept as string[],
     pid: first.pid as number,
     xactStart: first.xact_start as string,
     receivedAt,
@@ -125,4 +129,37 @@ export function openedGroup(rows: readonly Row[]): OpenedGroup {
       fresh: r.claim_row ? { attempt: r.claim_attempt as number, claimedAt: receivedAt, row: r.claim_row as string } : null,
     })),
   };
+}
+
+/**
+ * Settings a handler may change for the rest of its transaction (SET LOCAL, set_config(…, true)) that
+ * would change what a later member or the group's finish does: where names resolve, as whom, how long
+ * a statement, a lock wait or the transaction may take, whether its COMMIT waits for the WAL, row
+ * security, how times read as text. RELEASE SAVEPOINT keeps a member's settings (only a rollback undoes
+ * them), so each member's are put back before its savepoint is released (restoreGroupSettings). The
+ * opening's own settings (the actor context, the statement deadline) are put back too.
+ */
+export const KEPT_SETTINGS = [
+  'search_path',
+  'role',
+  'lock_timeout',
+  'idle_in_transaction_session_timeout',
+  'transaction_timeout',
+  'synchronous_commit',
+  'row_security',
+  'DateStyle',
+  'IntervalStyle',
+  'TimeZone',
+] as const;
+
+/**
+ * Puts back, inside a member's savepoint before its release, the settings the group's later members and
+ * its finish rely on: the opening's (actor context, statement deadline) and the session's KEPT_SETTINGS
+ * as the opening read them. One statement, sent with the member's run-row check (no round trip of its
+ * own). Everything in it is schema-qualified: the handler may have changed search_path.
+ */
+export function restoreGroupSettings(tx: TxSql, g: Pick<GroupOpeningInput, 'settings' | 'timeoutMs'>, kept: readonly string[]): PendingQuery<Row[]> {
+  const names = ['app.tenant_id', 'app.user_id', 'app.process', 'statement_timeout', ...KEPT_SETTINGS];
+  const values = [g.settings.tenantId, g.settings.userId, g.settings.process, String(g.timeoutMs), ...kept];
+  return tx`SELECT pg_catalog.count(pg_catalog.set_config(b.n, b.v, true)) FROM ROWS FROM (pg_catalog.unnest(${names}::pg_catalog.text[]), pg_catalog.unnest(${values}::pg_catalog.text[])) AS b(n, v)`;
 }

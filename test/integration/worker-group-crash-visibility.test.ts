@@ -1,0 +1,93 @@
+// A workers process killed with SIGKILL while it holds groups of a `groupCommit` unit: their messages
+// come back once the unit's window has passed (its lease: timeout 5 s + margin 1 s), not after the
+// queue's visibility timeout (60 s here, standing for the bulk queue's 15 minutes), so the runs complete
+// within seconds of the kill.
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { queueUrl } from '../../src/queue/names.ts';
+import { causalProblems } from '../fixtures/trail-causality.ts';
+import { CHAOS_GROUP_UNITS } from '../fixtures/units/runtime-units.ts';
+import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
+import { waitFor } from '../support/wait-for.ts';
+
+/** The visibility timeout of the child's receives: far past the unit's window. */
+const QUEUE_VISIBILITY_SECONDS = 60;
+
+let h: WorkHarness;
+let child: ChildProcess | undefined;
+
+beforeAll(async () => {
+  h = await workHarness({ units: CHAOS_GROUP_UNITS });
+});
+afterAll(async () => {
+  if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  await h?.close();
+});
+
+function startChild(): Promise<ChildProcess> {
+  const script = path.resolve(import.meta.dirname, '..', 'fixtures', 'worker-child.ts');
+  const proc = spawn(process.execPath, [script], {
+    env: {
+      ...process.env,
+      CHILD_DATABASE_URL: h.db.url,
+      CHILD_REDIS_URL: h.redisUrl ?? '',
+      CHILD_SQS_ENDPOINT: h.endpoint,
+      CHILD_QUEUE_URL_PREFIX: h.queueUrlPrefix,
+      CHILD_UNITS: 'group',
+      CHILD_VISIBILITY_SECONDS: String(QUEUE_VISIBILITY_SECONDS),
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  return new Promise((resolve, reject) => {
+    proc.once('exit', (code) => reject(new Error(`worker child exited early with ${code}`)));
+    proc.stdout!.on('data', (chunk: Buffer) => {
+      if (chunk.toString().includes('consuming')) resolve(proc);
+    });
+  });
+}
+
+async function visibleInBulk(): Promise<number> {
+  const out = await h.sqs.send(new GetQueueAttributesCommand({ QueueUrl: queueUrl(h.queueUrlPrefix, 'bulk'), AttributeNames: ['ApproximateNumberOfMessages'] }));
+  return Number(out.Attributes?.ApproximateNumberOfMessages ?? '-1');
+}
+
+describe('group commit: a dead worker’s messages', () => {
+  it('R-WRK-07 a workers process killed with SIGKILL holding groups of a group-commit unit: its messages come back within the unit’s window, not the queue’s visibility, and every run succeeds once', async () => {
+    child = await startChild();
+    const actor = { kind: 'system' as const, label: 'test' };
+    // Every group's first insert waits on this lock, so the child holds all thirty messages in groups.
+    const lock = await h.sql.reserve();
+    try {
+      await lock`BEGIN`;
+      await lock`LOCK TABLE fixture_effects IN EXCLUSIVE MODE`;
+      const runIds: string[] = [];
+      for (let i = 0; i < 30; i += 1) runIds.push((await h.dispatch('fixture.group_effect', { key: `crash-vis-${i}` }, actor)).runId);
+      await h.relay();
+      await waitFor(async () => (await visibleInBulk()) === 0, 15_000, { what: 'every message received by the child' });
+      await waitFor(async () => (await h.sql`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO fixture_effects%'`).length > 0, 15_000, {
+        what: 'a group of the child inside its transaction',
+      });
+      const exited = new Promise((r) => child!.once('exit', r));
+      child.kill('SIGKILL');
+      await exited;
+      await lock`COMMIT`;
+      const killedAt = performance.now();
+      await h.startWorkers({ queues: ['bulk'] });
+      // Window 6 s (timeout 5 s + margin 1 s); the queue's visibility would keep them away for 60 s.
+      for (const runId of runIds) {
+        const run = await h.waitForStatus(runId, ['succeeded', 'failed'], 25_000);
+        expect(run.status, JSON.stringify({ run, trail: await h.trail(runId) })).toBe('succeeded');
+      }
+      expect(performance.now() - killedAt).toBeLessThan(25_000);
+      for (const [i, runId] of runIds.entries()) {
+        expect(await h.effects(`crash-vis-${i}`)).toBe(1);
+        expect((await causalProblems(h.sql, runId)).problems).toEqual([]);
+      }
+    } finally {
+      await lock`ROLLBACK`.catch(() => {});
+      lock.release();
+    }
+  });
+});
