@@ -98,7 +98,8 @@ export async function findStrandedRuns(tx: Sql | TxSql, scope: RunScope, windows
   const pick =
     'ids' in selection
       ? tx`AND r.run_id = ANY(${selection.ids as string[]}::uuid[])`
-      : tx`AND r.updated_at < greatest(clock_timestamp() - ${margin}, COALESCE(${lost}, '-infinity'::timestamptz))
+      : // now(), not clock_timestamp(): a stable bound is an index condition, a volatile one only a filter.
+        tx`AND r.updated_at < greatest(now() - ${margin}, COALESCE(${lost}, '-infinity'::timestamptz))
            ${selection.scan.after ? tx`AND (r.updated_at, r.run_id) > (${selection.scan.after.updatedAt}::text::timestamptz, ${selection.scan.after.runId}::uuid)` : tx``}
            ORDER BY r.updated_at, r.run_id LIMIT ${selection.scan.limit}`;
   const rows = await tx<Record<string, unknown>[]>`
