@@ -9,8 +9,12 @@
 //   visibility timeout once a worker is free; a delivery whose worker died comes back after it; a
 //   handler is aborted at timeoutSeconds and its delivery settles;
 // - retrying: the retry's due (its `retry_scheduled` instant + retryInSeconds) + the margin.
-// A run whose outbox row is still pending is the relay's, never overdue. Runs that leave `running`
-// through a healthy worker's heartbeat are never overdue: the handler is bounded by timeoutSeconds.
+// A run whose outbox row is still pending is the relay's, never overdue. A run a healthy worker holds
+// is never overdue either: its handler is aborted at timeoutSeconds and its delivery settles (the
+// heartbeat extends the message's visibility, which the database does not see). A group member
+// executes before its registration is written (src/work/delivery/group-execution.ts): one received
+// long after its send, once a backlog drained, can be rescued while it runs; the duplicate meets the
+// ledger and replays.
 import type { Sql, TxSql } from '../db/client.ts';
 import type { QueueName } from '../queue/names.ts';
 import type { OverdueState } from '../observe/rescue-metrics.ts';
