@@ -31,6 +31,15 @@ export const RELAY_BATCH_MAX_BYTES = 256 * 1024;
 export const DEFAULT_OUTBOX_MAX_ATTEMPTS = 20;
 /** Relay outbox sweep interval when no wake signal arrives. */
 export const DEFAULT_RELAY_SWEEP_INTERVAL_MS = 5_000;
+/** Rescuer (src/work/rescuer.ts): pause between passes. */
+export const DEFAULT_RESCUE_INTERVAL_MS = 30_000;
+/**
+ * Rescuer: margin past a run's window before it is sent again. Two minutes: well past a sweep of the
+ * relay, a heartbeat and a long poll, so a delivery that is merely slow is never duplicated.
+ */
+export const DEFAULT_RESCUE_MARGIN_MS = 120_000;
+/** Rescuer: rescues of one run before it ends failed (RESCUE_LIMIT). */
+export const DEFAULT_RESCUE_MAX = 5;
 
 /** Long-polling wait accepted range and default, in seconds. */
 export const SQS_WAIT_SECONDS_MIN = 1;

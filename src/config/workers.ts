@@ -16,6 +16,9 @@ import {
   DEFAULT_OUTBOX_MAX_ATTEMPTS,
   DEFAULT_OUTBOX_RETENTION_MS,
   DEFAULT_RELAY_SWEEP_INTERVAL_MS,
+  DEFAULT_RESCUE_INTERVAL_MS,
+  DEFAULT_RESCUE_MARGIN_MS,
+  DEFAULT_RESCUE_MAX,
   DEFAULT_RECEIVE_LINGER_MS,
   DEFAULT_ACK_LINGER_MS,
   DEFAULT_SCHEMA_POLL_INTERVAL_MS,
@@ -169,6 +172,14 @@ export const workersSchema = z
     SVC_SQS_FAIR_GROUPS: booleanFlag.default(true),
     /** Fair share (relay): how soon it looks again while the cap holds rows back, ms. Default 50. */
     SVC_RELAY_CAPPED_POLL_MS: ms(DEFAULT_CAPPED_POLL_MS),
+    /** Rescuer (beside the relay): pause between its passes, ms. Default 30000. */
+    SVC_RESCUE_INTERVAL_MS: ms(DEFAULT_RESCUE_INTERVAL_MS),
+    /** Rescuer: margin past a run's window (visibility + unit timeout, or the retry's due) before it is sent again, ms. Default 120000. */
+    SVC_RESCUE_MARGIN_MS: ms(DEFAULT_RESCUE_MARGIN_MS),
+    /** Rescuer: rescues of one run before it ends failed with RESCUE_LIMIT; 0 gives up at the first loss. Default 5. */
+    SVC_RESCUE_MAX: integer(0, 1_000).default(DEFAULT_RESCUE_MAX),
+    /** Rescuer: `true` when the queue server starts empty with the workers (npm start's in-memory queue): runs sent before are sent again at once. Default false. */
+    SVC_RESCUE_QUEUE_STARTED_EMPTY: booleanFlag.default(false),
     /** How long a receive waits for half a queue's slots to be free, ms; 0 receives at the first free slot. Default 10. */
     SVC_RECEIVE_LINGER_MS: integer(0, 1_000).default(DEFAULT_RECEIVE_LINGER_MS),
     /** How long a settled message's delete waits for others to share its DeleteMessageBatch call, ms; 0: at once. Default 20. */
@@ -223,6 +234,30 @@ export const workersSchema = z
   }));
 
 export type WorkersConfig = z.infer<typeof workersSchema>;
+
+/** The variables `svc runs list --stuck` reads to judge runs as the rescuer does (visibility per queue, rescue margin). */
+const overdueSchema = z.object({
+  SVC_VISIBILITY_CRITICAL_S: visibilitySeconds(DEFAULT_VISIBILITY_SECONDS.critical),
+  SVC_VISIBILITY_DEFAULT_S: visibilitySeconds(DEFAULT_VISIBILITY_SECONDS.default),
+  SVC_VISIBILITY_BULK_S: visibilitySeconds(DEFAULT_VISIBILITY_SECONDS.bulk),
+  SVC_VISIBILITY_MAINTENANCE_S: visibilitySeconds(DEFAULT_VISIBILITY_SECONDS.maintenance),
+  SVC_RESCUE_MARGIN_MS: ms(DEFAULT_RESCUE_MARGIN_MS),
+});
+
+/** Visibility per queue and the rescue margin from the environment (defaults as the workers'); throws ConfigError. */
+export function overdueConfig(env: Env): { visibilitySeconds: Record<QueueName, number>; marginMs: number } {
+  const c = parseEnv('runs', overdueSchema, env);
+  return {
+    visibilitySeconds: {
+      critical: c.SVC_VISIBILITY_CRITICAL_S,
+      default: c.SVC_VISIBILITY_DEFAULT_S,
+      bulk: c.SVC_VISIBILITY_BULK_S,
+      maintenance: c.SVC_VISIBILITY_MAINTENANCE_S,
+    },
+    marginMs: c.SVC_RESCUE_MARGIN_MS,
+  };
+}
+
 
 /** Parses the workers' environment; throws ConfigError naming every bad variable. */
 export function workersConfig(env: Env): WorkersConfig {

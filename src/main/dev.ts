@@ -347,6 +347,12 @@ export async function run(args: string[]): Promise<number> {
       QUEUES: env.QUEUES ?? 'critical,default,bulk,maintenance',
       SVC_RELAY: 'true',
       SVC_LOCAL_SCHEDULER: env.SVC_LOCAL_SCHEDULER ?? 'true',
+      // The in-memory queue server started empty just now: what an earlier start sent is lost, and the
+      // rescuer sends it again on its first pass instead of after its window. Later losses (a killed
+      // worker) are rescued within seconds on one machine.
+      SVC_RESCUE_QUEUE_STARTED_EMPTY: 'true',
+      SVC_RESCUE_INTERVAL_MS: env.SVC_RESCUE_INTERVAL_MS ?? '5000',
+      SVC_RESCUE_MARGIN_MS: env.SVC_RESCUE_MARGIN_MS ?? '10000',
     };
     spawnTracked('workers', ['workers'], workersEnv, WORKERS_NODE_FLAGS);
     spawnTracked('api', ['api'], childEnv);

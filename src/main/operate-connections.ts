@@ -75,6 +75,17 @@ export async function openOperateConnections(command: string, options: { sqs: bo
  * so a redrive reopens such a unit's ledger row and `runs show` finds it. Without them (units that fail
  * discovery) units keyed by run id still work: a warning says what is missing.
  */
+/** timeoutSeconds of the build's units by name (`runs list --stuck`); empty, with a warning, when they cannot be loaded (every unit then takes the default timeout). */
+export async function loadUnitTimeouts(): Promise<Map<string, number>> {
+  try {
+    const units = await loadUnits(process.env.SVC_UNITS_ROOT ?? PROJECT_ROOT, { dir: process.env.SVC_UNITS_DIR ?? 'units' });
+    return new Map([...units.values()].map((u) => [u.name, u.timeoutSeconds]));
+  } catch (error) {
+    console.error(`svc: warning: the units could not be loaded (${(error as Error).message.split('\n')[0]}); every unit is judged with the default timeout`);
+    return new Map();
+  }
+}
+
 export async function loadKeySource(): Promise<KeySource | undefined> {
   try {
     const units = await loadUnits(process.env.SVC_UNITS_ROOT ?? PROJECT_ROOT, { dir: process.env.SVC_UNITS_DIR ?? 'units' });

@@ -93,7 +93,19 @@ export async function run(args: string[]): Promise<number> {
     schemaPollIntervalMs: config.SVC_SCHEMA_POLL_INTERVAL_MS,
     healthHost: config.SVC_HEALTH_HOST,
     relay: config.SVC_RELAY
-      ? { sweepIntervalMs: config.SVC_RELAY_SWEEP_INTERVAL_MS, tenantInflightMax: config.SVC_TENANT_INFLIGHT_MAX, fairGroups: config.SVC_SQS_FAIR_GROUPS, cappedPollMs: config.SVC_RELAY_CAPPED_POLL_MS, maxAttempts: config.SVC_OUTBOX_MAX_ATTEMPTS }
+      ? {
+          sweepIntervalMs: config.SVC_RELAY_SWEEP_INTERVAL_MS,
+          tenantInflightMax: config.SVC_TENANT_INFLIGHT_MAX,
+          fairGroups: config.SVC_SQS_FAIR_GROUPS,
+          cappedPollMs: config.SVC_RELAY_CAPPED_POLL_MS,
+          maxAttempts: config.SVC_OUTBOX_MAX_ATTEMPTS,
+          rescue: {
+            intervalMs: config.SVC_RESCUE_INTERVAL_MS,
+            marginMs: config.SVC_RESCUE_MARGIN_MS,
+            maxRescues: config.SVC_RESCUE_MAX,
+            queueStartedEmpty: config.SVC_RESCUE_QUEUE_STARTED_EMPTY,
+          },
+        }
       : null,
     localScheduler: config.SVC_LOCAL_SCHEDULER ? { tickMs: config.SVC_LOCAL_SCHEDULER_TICK_MS } : null,
     healthPort: config.SVC_HEALTH_PORT,

@@ -84,6 +84,26 @@ export const queueMessages = new Gauge({
   registers: [metricsRegistry],
 });
 
+export const runsRescued = new Counter({
+  name: 'svc_runs_rescued_total',
+  help: 'Runs the rescuer sent again (or gave up on, reason rescue_limit / payload_gone) because their message or worker was lost, by queue and reason.',
+  labelNames: ['queue', 'reason'] as const,
+  registers: [metricsRegistry],
+});
+
+export const runsOverdue = new Gauge({
+  name: 'svc_runs_overdue',
+  help: 'Active runs past their due with no live delivery (state sent: sent but not received; running: running without a lease; retrying: retry overdue), by queue and state, sampled by the rescuer.',
+  labelNames: ['queue', 'state'] as const,
+  registers: [metricsRegistry],
+});
+
+export const runsOverdueOldest = new Gauge({
+  name: 'svc_runs_overdue_oldest_seconds',
+  help: 'Seconds the oldest overdue run has waited since its last progress (0 when none), sampled by the rescuer.',
+  registers: [metricsRegistry],
+});
+
 export const redisFallbacks = new Counter({
   name: 'svc_redis_fallbacks_total',
   help: 'Times a Redis operation failed and the service fell back (database ledger, database read, sweep).',

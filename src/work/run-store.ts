@@ -13,7 +13,7 @@ export type RunTrigger = 'dispatch' | 'event' | 'redrive' | 'schedule';
 export type RunActorKind = 'user' | 'system' | 'scheduler';
 export type TrailEventName =
   | 'queued' | 'sent' | 'received' | 'started' | 'progress' | 'retry_scheduled' | 'succeeded' | 'failed'
-  | 'skipped' | 'dead_lettered' | 'released_on_shutdown' | 'redriven';
+  | 'skipped' | 'dead_lettered' | 'released_on_shutdown' | 'redriven' | 'rescued';
 
 export const FINAL_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(['succeeded', 'failed', 'skipped']);
 /** Statuses of a run that is still active (an overlapping scheduled run would be skipped). */
@@ -755,4 +755,38 @@ export async function lockRunningRun(tx: TxSql, scope: RunScope, key: RunKey, se
   const [row] = await tx<{ status: string }[]>`
     SELECT status FROM ${tx(RUN_TABLE[scope])} WHERE run_id = ${key.runId} ${tenantId ? tx`AND tenant_id = ${tenantId}` : tx``} FOR NO KEY UPDATE`;
   return row?.status === (seenStatus ?? 'running');
+}
+
+/** One run the rescuer sends again (src/work/rescuer.ts). */
+export interface RunRescue extends RunKey {
+  queue: string;
+  /** The run's attempts (the `rescued` event belongs to its current attempt). */
+  attempt: number;
+  /** Why: the state it was found in, how long it had waited, which rescue this is. */
+  detail: Record<string, unknown>;
+  /** Not sent before this instant (timestamptz text: a retry's due); default now. */
+  notBefore?: string | null;
+}
+
+/**
+ * Sends runs again through their outbox rows, in the caller's transaction (which holds the run rows
+ * locked): each row goes back to pending (sent_at NULL, due now or at a retry's due), the run's updated_at is stamped and
+ * `rescued` is appended. A run whose row is pending no longer counts against its tenant's fairness
+ * cap (src/work/tenant-inflight.ts counts only runs whose row is sent) until the relay sends it again.
+ * Exactly-once is still the ledger's: a duplicate delivery of a run that did complete replays.
+ */
+export async function resendRuns(tx: TxSql, scope: RunScope, rescues: readonly RunRescue[], workerInstance: string): Promise<void> {
+  if (rescues.length === 0) return;
+  const ids = rescues.map((r) => r.runId);
+  const notBefore = rescues.map((r) => r.notBefore ?? null);
+  await tx`UPDATE ${tx(OUTBOX_TABLE[scope])} o SET sent_at = NULL, available_at = greatest(clock_timestamp(), u.not_before::timestamptz)
+             FROM unnest(${ids}::uuid[], ${notBefore}::text[]) AS u(run_id, not_before)
+            WHERE o.run_id = u.run_id AND o.sent_at IS NOT NULL`;
+  await tx`UPDATE ${tx(RUN_TABLE[scope])} SET updated_at = clock_timestamp()
+            WHERE run_id = ANY(${ids}::uuid[]) AND status IN ('queued', 'running', 'retrying')`;
+  await insertTrailEvents(
+    tx,
+    scope,
+    rescues.map((r) => ({ runId: r.runId, tenantId: r.tenantId ?? null, event: 'rescued' as const, attempt: r.attempt, queue: r.queue, workerInstance, detail: r.detail })),
+  );
 }

@@ -16,6 +16,7 @@ import { defaultInstanceLabel } from './dispatch.ts';
 import { startHealthServer, type HealthServer, type HealthState } from './health-server.ts';
 import { watchRedis } from '../kv/redis-health.ts';
 import { startRelay, type Relay } from './relay.ts';
+import { DEFAULT_RESCUE_MARGIN_MS, queueStartInstant, startRescuer, type Rescuer } from './rescuer.ts';
 import { GroupCommits, StartCoalescer, type RunnerDeps } from './runner.ts';
 import { startLocalScheduler, type LocalScheduler } from './scheduler.ts';
 import { schemaHolds } from './schema-gate.ts';
@@ -68,7 +69,7 @@ export interface WorkerRuntimeOptions {
    */
   roomSignals?: boolean;
   /** Runs the outbox relay in this process (SVC_RELAY=true). */
-  relay?: { sweepIntervalMs?: number; tenantInflightMax?: number; fairGroups?: boolean; cappedPollMs?: number; maxAttempts?: number } | null;
+  relay?: { sweepIntervalMs?: number; tenantInflightMax?: number; fairGroups?: boolean; cappedPollMs?: number; maxAttempts?: number; rescue?: RescueSettings | null } | null;
   /** Fires schedules in-process (SVC_LOCAL_SCHEDULER=true). */
   localScheduler?: { tickMs: number } | null;
   /** Interval of the Redis probe that switches the workers to their database paths while Redis hangs or is down, ms. Default 1000. */
@@ -78,6 +79,18 @@ export interface WorkerRuntimeOptions {
   /** Port of /healthz and /readyz; 0 picks a free one; null serves none. Default null. */
   healthPort?: number | null;
   healthHost?: string;
+}
+
+/** The rescuer beside the relay (src/work/rescuer.ts); null turns it off. */
+export interface RescueSettings {
+  /** Pause between passes, ms (SVC_RESCUE_INTERVAL_MS). Default 30000. */
+  intervalMs?: number;
+  /** Margin added to every run's window, ms (SVC_RESCUE_MARGIN_MS). Default 120000. */
+  marginMs?: number;
+  /** Rescues of one run before it ends failed with RESCUE_LIMIT (SVC_RESCUE_MAX). Default 5. */
+  maxRescues?: number;
+  /** The queue server started empty with this process (SVC_RESCUE_QUEUE_STARTED_EMPTY, npm start): runs sent before are rescued at once. Default false. */
+  queueStartedEmpty?: boolean;
 }
 
 export interface WorkerRuntime {
@@ -191,6 +204,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
   let stopped = false;
   let reason: string | null = o.latestMigration ? `waiting for migration ${o.latestMigration}` : 'starting';
   let relay: Relay | undefined;
+  let rescuer: Rescuer | undefined;
   let scheduler: LocalScheduler | undefined;
 
   const state = (): HealthState => ({
@@ -225,6 +239,33 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
     }
     if (stopped) return;
     for (const c of consumers) c.start();
+    // The rescuer is on wherever the relay runs, unless turned off (rescue: null). With a queue server
+    // that started empty, the instant before the relay's first send marks what was lost.
+    if (o.relay && o.relay.rescue !== null) {
+      const rescue = o.relay.rescue ?? {};
+      const lostBefore = rescue.queueStartedEmpty
+        ? await queueStartInstant(o.sql).catch((error: unknown) => {
+            log.warn({ err: error }, 'the database clock could not be read: messages lost with the queue wait for their window');
+            return null;
+          })
+        : null;
+      rescuer = startRescuer({
+        sql: o.sql,
+        sqs: o.sqs,
+        queueUrlPrefix: o.queueUrlPrefix,
+        redis: o.redis,
+        windows: {
+          visibilitySeconds: { ...DEFAULT_VISIBILITY_SECONDS, ...o.visibilitySeconds },
+          unitTimeoutSeconds: new Map([...o.units.values()].map((u) => [u.name, u.timeoutSeconds])),
+          marginMs: rescue.marginMs ?? DEFAULT_RESCUE_MARGIN_MS,
+          lostBefore,
+        },
+        intervalMs: rescue.intervalMs,
+        maxRescues: rescue.maxRescues,
+        instance: workerInstance,
+        log,
+      });
+    }
     if (o.relay) {
       relay = startRelay({
         sql: o.sql,
@@ -277,6 +318,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
         while (inFlight() > 0 && Date.now() < hardDeadline) await sleep(25);
       }
       await consuming.catch(() => {});
+      await rescuer?.stop();
       await relay?.stop();
       await health?.close();
       redisHealth?.stop();

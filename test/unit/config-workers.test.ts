@@ -49,6 +49,15 @@ describe('workers configuration', () => {
     for (const bad of ['-1', '1001', '2.5', 'soon']) expect(problems({ ...base, SVC_RECEIVE_LINGER_MS: bad }).map((x) => x.variable)).toEqual(['SVC_RECEIVE_LINGER_MS']);
   });
 
+  it('the rescuer: SVC_RESCUE_INTERVAL_MS 30000, SVC_RESCUE_MARGIN_MS 120000, SVC_RESCUE_MAX 5, SVC_RESCUE_QUEUE_STARTED_EMPTY false by default; bad values named', () => {
+    const c = workersConfig(base);
+    expect([c.SVC_RESCUE_INTERVAL_MS, c.SVC_RESCUE_MARGIN_MS, c.SVC_RESCUE_MAX, c.SVC_RESCUE_QUEUE_STARTED_EMPTY]).toEqual([30_000, 120_000, 5, false]);
+    const set = workersConfig({ ...base, SVC_RESCUE_INTERVAL_MS: '200', SVC_RESCUE_MARGIN_MS: '500', SVC_RESCUE_MAX: '0', SVC_RESCUE_QUEUE_STARTED_EMPTY: 'true' });
+    expect([set.SVC_RESCUE_INTERVAL_MS, set.SVC_RESCUE_MARGIN_MS, set.SVC_RESCUE_MAX, set.SVC_RESCUE_QUEUE_STARTED_EMPTY]).toEqual([200, 500, 0, true]);
+    for (const bad of ['0', '-5', 'soon']) expect(problems({ ...base, SVC_RESCUE_INTERVAL_MS: bad }).map((x) => x.variable)).toEqual(['SVC_RESCUE_INTERVAL_MS']);
+    for (const bad of ['-1', '2.5', '1001']) expect(problems({ ...base, SVC_RESCUE_MAX: bad }).map((x) => x.variable)).toEqual(['SVC_RESCUE_MAX']);
+  });
+
   it('SVC_ACK_LINGER_MS is a whole number of ms from 0 (delete at once) to 1000, default 20', () => {
     expect(workersConfig(base).SVC_ACK_LINGER_MS).toBe(20);
     expect(workersConfig({ ...base, SVC_ACK_LINGER_MS: '0' }).SVC_ACK_LINGER_MS).toBe(0);

@@ -5,6 +5,7 @@ import type { Sql, TxSql } from '../../db/client.ts';
 import { QUEUE_NAMES, type QueueName } from '../../queue/names.ts';
 import type { RunStatus, RunTrigger } from '../run-store.ts';
 import { OperateError } from './operate-error.ts';
+import { findStrandedRuns, type OverdueWindows, type StrandedRun } from '../stranded-runs.ts';
 
 export const RUN_STATUSES: readonly RunStatus[] = ['queued', 'running', 'retrying', 'succeeded', 'failed', 'skipped'];
 /** Default `--limit` of runs list. */
@@ -179,4 +180,58 @@ export async function listRuns(sql: Sql | TxSql, filters: RunFilters = {}): Prom
     queuedAt: r.queued_at_text as string,
     finishedAt: (r.finished_at_text as string | null) ?? null,
   }));
+}
+
+/** One line of `runs list --stuck`: an active run with no live delivery, as the rescuer judges it. */
+export interface StuckRunSummary {
+  runId: string;
+  /** Tenant uid, null for a platform run. */
+  tenant: string | null;
+  unit: string;
+  queue: QueueName;
+  status: RunStatus;
+  /** sent (sent, not received), running (running without a lease) or retrying (retry overdue). */
+  state: string;
+  /** Why the rescuer would send it again (sent_not_received, running_without_lease, retry_overdue, payload_gone). */
+  reason: string;
+  attempts: number;
+  /** Its last progress, ISO 8601 UTC, and the seconds since. */
+  since: string;
+  waitedSeconds: number;
+  /** Times it was rescued already. */
+  rescues: number;
+}
+
+/** Active runs examined per table by `--stuck` (oldest last change first). */
+const STUCK_SCAN_LIMIT = 10_000;
+
+/**
+ * The stuck runs (src/work/stranded-runs.ts: past their window with no live delivery), longest
+ * waiting first; `tenant` and `queue` narrow them.
+ */
+export async function listStuckRuns(
+  sql: Sql | TxSql,
+  windows: OverdueWindows,
+  filters: Pick<RunFilters, 'tenant' | 'queue' | 'limit'> = {},
+): Promise<StuckRunSummary[]> {
+  const scopes = filters.tenant ? (['tenant'] as const) : (['tenant', 'platform'] as const);
+  const found: StrandedRun[] = [];
+  for (const scope of scopes) found.push(...(await findStrandedRuns(sql, scope, windows, { scan: { limit: STUCK_SCAN_LIMIT } })).runs);
+  return found
+    .filter((r) => (!filters.tenant || r.tenant === filters.tenant) && (!filters.queue || r.queue === filters.queue))
+    .sort((a, b) => b.waitedSeconds - a.waitedSeconds)
+    .slice(0, filters.limit ?? DEFAULT_LIST_LIMIT)
+    .map((r) => ({
+      runId: r.runId,
+      tenant: r.tenant,
+      unit: r.unit,
+      queue: r.queue,
+      status: r.status,
+      state: r.state,
+      reason: r.reason,
+      attempts: r.attempts,
+      since: r.since,
+      waitedSeconds: Math.round(r.waitedSeconds),
+      rescues: r.rescues,
+    }));
 }

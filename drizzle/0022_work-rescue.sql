@@ -1,0 +1,2 @@
+-- Hand written: the trail's event lists gain `rescued`, and the rescuer scans active runs by their last change (src/work/rescuer.ts).
+-- @load sql/work/0022_rescue.sql
