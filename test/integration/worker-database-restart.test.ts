@@ -40,6 +40,10 @@ beforeAll(async () => {
   pgPort = await freePort();
   pg = await startPg();
   sql = createSql(pg.url, { max: 30 });
+  // Commits wait for their WAL to be written, as in production (the fast cluster turns that off on its
+  // command line): an immediate shutdown then loses no commit a client saw succeed, and a run left
+  // behind can only be one the workers left.
+  await sql`ALTER DATABASE postgres SET synchronous_commit = on`;
   await applyMigrations(sql, { root: ROOT });
   h = await workHarness({
     units: new Map<string, WorkUnit>([[effectTask.name, effectTask as unknown as WorkUnit]]),
@@ -59,11 +63,39 @@ afterAll(async () => {
   }
 });
 
+/**
+ * Stops the server as `pg_ctl stop -m immediate` does (SIGQUIT to the postmaster: every backend quits
+ * at once, no checkpoint, crash recovery at the next start) or `-m fast` (embedded-postgres.ts's stop:
+ * sessions terminated, a clean shutdown). Resolves once the postmaster is gone.
+ */
+async function stopPg(mode: 'immediate' | 'fast'): Promise<void> {
+  const server = pg!;
+  pg = undefined;
+  if (mode === 'immediate') {
+    const postmaster = Number(fs.readFileSync(path.join(server.dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    process.kill(postmaster, 'SIGQUIT');
+    await waitFor(
+      () => {
+        try {
+          process.kill(postmaster, 0);
+          return false;
+        } catch {
+          return true;
+        }
+      },
+      20_000,
+      { what: 'the postmaster gone after an immediate shutdown' },
+    );
+  }
+  // Gives this process's lease up; after an immediate shutdown there is no server left to stop.
+  await server.stop();
+}
+
 /** The harness's reads, retried while the server is away. */
 const settled = async <T>(read: () => Promise<T>): Promise<T | undefined> => read().catch(() => undefined);
 
 describe('PostgreSQL restarts while the workers drain', () => {
-  it('leaves no run running or queued: every run final with one effect and a causal trail, nothing in flight', async () => {
+  it.each(['immediate', 'fast'] as const)('a %s stop and a start leave no run running or queued: every run final with one effect and a causal trail, nothing in flight', async (mode) => {
     const keys = Array.from({ length: RUNS }, () => `restart-${randomUUID()}`);
     const runIds: string[] = [];
     // Each handler sleeps a little inside its effect transaction: the stop lands on transactions in flight.
@@ -84,8 +116,7 @@ describe('PostgreSQL restarts while the workers drain', () => {
     await waitFor(async () => ((await settled(finished)) ?? 0) >= 5, 30_000, { what: 'the drain under way' });
     expect(await finished()).toBeLessThan(RUNS);
     expect(workers.inFlight()).toBeGreaterThan(0);
-    await pg!.stop();
-    pg = undefined;
+    await stopPg(mode);
     await new Promise((resolve) => setTimeout(resolve, OUTAGE_MS));
     pg = await startPg();
 
@@ -96,5 +127,7 @@ describe('PostgreSQL restarts while the workers drain', () => {
     for (const key of keys) expect(await h.effects(key)).toBe(1);
     for (const runId of runIds) expect((await causalProblems(sql, runId)).problems).toEqual([]);
     await waitFor(() => workers!.inFlight() === 0, 10_000, { what: 'no delivery left in flight' });
+    await workers.stop();
+    workers = undefined;
   }, 180_000);
 });
