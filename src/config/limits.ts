@@ -56,6 +56,11 @@ export const DEFAULT_HEALTH_PORT = 8081;
 
 /** Heartbeat that extends visibility while a message is processed; well under the shortest visibility (60 s). */
 export const DEFAULT_HEARTBEAT_INTERVAL_MS = 20_000;
+/**
+ * SVC_STAGE_TIMEOUT_MS: deadline of each wait of a delivery outside its handler (a connection, BEGIN, the
+ * registration, COMMIT...). Far above their usual milliseconds, and under the shortest visibility (60 s).
+ */
+export const DEFAULT_STAGE_TIMEOUT_MS = 15_000;
 /** SVC_RECEIVE_LINGER_MS: 10 ms took the bench's burn-down from 562 to 664–688 runs/s, CPU per run 2.81 to 2.10–2.24 ms (bench/results/hot-path-levers-2026-11-24.md). */
 export const DEFAULT_RECEIVE_LINGER_MS = 10;
 /**

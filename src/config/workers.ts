@@ -9,6 +9,7 @@ import {
   DEFAULT_BACKOFF_CAP_MS,
   DEFAULT_HEALTH_PORT,
   DEFAULT_HEARTBEAT_INTERVAL_MS,
+  DEFAULT_STAGE_TIMEOUT_MS,
   DEFAULT_IDEMPOTENCY_CACHE_TTL_MS,
   DEFAULT_IDEMPOTENCY_LEASE_MARGIN_MS,
   DEFAULT_IDEMPOTENCY_RETENTION_MS,
@@ -146,6 +147,8 @@ export const workersSchema = z
     SVC_VISIBILITY_MAINTENANCE_S: visibilitySeconds(DEFAULT_VISIBILITY_SECONDS.maintenance),
     /** Interval of the heartbeat that extends visibility of a message in progress, ms. Default 20000. */
     SVC_HEARTBEAT_INTERVAL_MS: ms(DEFAULT_HEARTBEAT_INTERVAL_MS),
+    /** Deadline of each wait of a delivery outside its handler (connection, BEGIN, checks, registration, COMMIT), ms: past it the message goes back. Default 15000. */
+    SVC_STAGE_TIMEOUT_MS: ms(DEFAULT_STAGE_TIMEOUT_MS),
     /** Base of the exponential backoff of transient failures, ms. Default 2000. */
     SVC_BACKOFF_BASE_MS: ms(DEFAULT_BACKOFF_BASE_MS),
     /** Ceiling of that backoff, ms. Default 300000. */

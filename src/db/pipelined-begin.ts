@@ -16,6 +16,7 @@
 import type postgres from 'postgres';
 import { CodedError } from '../errors/coded-error.ts';
 import type { Sql, TxSql } from './client.ts';
+import { boundStage, isStageTimeout, stageBounds } from './stage-deadline.ts';
 
 /** COMMIT found the transaction aborted (a statement failed that nobody awaited) and rolled it back. */
 export class TransactionRolledBack extends CodedError<'TRANSACTION_ROLLED_BACK'> {
@@ -90,6 +91,8 @@ export function deferToCommit(tx: TxSql, statement: Promise<unknown>): boolean {
 /** The connection a statement ran on, as postgres.js hands it to a query's `onexecute` (what its own `sql.begin` uses). */
 interface PoolConnection {
   onclose: ((error: unknown) => void) | null;
+  /** Ends the session (postgres.js connection.js): its pending queries fail, the pool reconnects it for its next user. */
+  terminate?: () => void;
 }
 
 /**
@@ -122,11 +125,31 @@ async function transact<T>(
   ahead: (tx: TxSql) => ReadonlyArray<postgres.PendingQuery<postgres.Row[]>>,
   body: (tx: TxSql, ready: Promise<postgres.Row[][]>, beforeCommit: <S>(statement: Promise<S>) => Promise<S>) => Promise<T>,
   deferrable = false,
+  /** The body makes only short database waits (a unit of work): bounded by a delivery's stage deadline as a whole. */
+  boundBody = false,
 ): Promise<T> {
-  const reserved = await sql.reserve();
+  // Inside a delivery every wait below has the delivery's stage deadline (src/db/stage-deadline.ts):
+  // a connection that arrives after it goes straight back to the pool.
+  const bounds = stageBounds();
+  const reserved = await boundStage('reserve', sql.reserve(), (late) => late.release(), bounds);
   const { tx, atTopLevel } = asTransaction(reserved);
   let connection: PoolConnection | undefined;
   let lost = false;
+  // A wait on the connection outlived the deadline: its session is ended, so whatever it still holds
+  // (a BEGIN answered late, a transaction open behind a stalled socket) is rolled back by the server
+  // and can never commit later; the pool reconnects it for its next user. Nothing more is awaited on it.
+  let abandoned = false;
+  const bounded = <W>(stage: string, wait: Promise<W>): Promise<W> => {
+    if (!bounds) return wait;
+    return boundStage(stage, wait, undefined, bounds).catch((error: unknown) => {
+      if (isStageTimeout(error) && !abandoned) {
+        abandoned = true;
+        lost = true;
+        connection?.terminate?.();
+      }
+      throw error;
+    });
+  };
   let closed!: (error: unknown) => void;
   const closing = new Promise<never>((_, reject) => (closed = reject));
   closing.catch(() => {}); // raced below
@@ -144,6 +167,8 @@ async function transact<T>(
     });
   }
   let ready: Promise<postgres.Row[][]> | undefined;
+  // `ready` under the deadline of BEGIN (the same promise when nothing bounds this transaction).
+  let readyInTime: Promise<postgres.Row[][]> | undefined;
   try {
     // One write: each query is handed to the connection a microtask after it is executed, in order.
     // BEGIN's `onexecute` is how postgres.js's own sql.begin learns its connection and watches it
@@ -168,7 +193,11 @@ async function transact<T>(
       return settled.slice(1).map((s) => (s as PromiseFulfilledResult<postgres.Row[]>).value);
     });
     ready.catch(() => {}); // awaited by the body, and below
-    const result = await Promise.race([body(tx, ready, beforeCommit), closing]);
+    // BEGIN (and what went out with it) is bounded wherever the body waits for it.
+    readyInTime = bounded('begin', ready);
+    readyInTime.catch(() => {});
+    const working = body(tx, readyInTime, beforeCommit);
+    const result = await Promise.race([boundBody && bounds ? bounded('transaction', working) : working, closing]);
     deferrals.delete(tx);
     // COMMIT goes out now, whether or not BEGIN and the statements ahead have answered (a body that
     // deferred all it sent, deferToCommit, waited for none of them): if BEGIN failed, the guard ends the
@@ -176,30 +205,33 @@ async function transact<T>(
     // error is the one thrown (below).
     const committing = reserved`COMMIT`.execute();
     committing.catch(() => {}); // awaited below, after `ready`
-    await ready;
-    const ended = await committing;
+    const ended = await bounded('commit', readyInTime.then(() => committing));
     if (ended.command !== 'COMMIT') throw new TransactionRolledBack();
     return result;
   } catch (thrown) {
     deferrals.delete(tx);
     // A failed BEGIN or statement ahead is the cause of whatever followed it (statements refused in an
     // aborted transaction, a session the guard ended, a deferred statement refused as aborted).
-    const ahead = ready ? await ready.then(() => null, (aheadError: unknown) => ({ aheadError })) : null;
+    // An abandoned connection is awaited no more: its BEGIN or statements may never answer.
+    if (abandoned) throw thrown;
+    const ahead = readyInTime ? await readyInTime.then(() => null, (aheadError: unknown) => ({ aheadError })) : null;
+    if (abandoned) throw thrown;
     const error = ahead ? ahead.aheadError : thrown;
     lost ||= lostConnection(error) || lostConnection(thrown);
     // Also after a failed BEGIN or COMMIT: ROLLBACK outside a transaction only warns, and the
     // connection goes back to the pool idle whatever state the session was left in.
     if (!lost) {
       try {
-        await reserved`ROLLBACK`;
+        await bounded('rollback', reserved`ROLLBACK`.execute());
       } catch (rollbackError) {
+        if (abandoned) throw error;
         // A live session that refuses ROLLBACK is in a state nobody should inherit: keep it out of the pool.
         lost = true;
         if (!lostConnection(rollbackError)) throw new CodedError('TRANSACTION_ROLLBACK_FAILED', 'the transaction failed and could not be rolled back; its connection is not reused', { cause: error });
       }
     }
     if (ahead) throw error;
-    throw await Promise.all(sentBeforeCommit).then(
+    throw await bounded('commit', Promise.all(sentBeforeCommit)).then(
       () => error,
       (statementError: unknown) => statementError,
     );
@@ -251,6 +283,7 @@ export async function inPipelinedTransaction<T>(
     // Prepared (extended protocol): parsed and planned once per connection, not once per transaction.
     (tx) => [tx.unsafe(OUTSIDE_TRANSACTION_GUARD, [], { prepare: true, simple: false } as postgres.UnsafeQueryOptions), ...ahead(tx)],
     work,
+    true,
     true,
   );
 }

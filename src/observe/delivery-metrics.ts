@@ -3,7 +3,7 @@
 // only when registered in this process ('unregistered' otherwise), so a stray message cannot add
 // series.
 import type { DeliveryResult } from '../work/runner.ts';
-import { deliveries, groupCommitRuns, runDuration, runPickup, runsFinished } from './metrics.ts';
+import { deliveries, deliveryStageTimeouts, groupCommitRuns, runDuration, runPickup, runsFinished } from './metrics.ts';
 
 /** The run facts the metrics need (RunRow has them). */
 export interface ObservedRun {
@@ -36,4 +36,9 @@ export function recordRunFinished(run: ObservedRun, status: 'succeeded' | 'faile
 /** One group commit started with `runs` deliveries of `unit` (a registered unit: only those group). */
 export function recordGroupCommit(unit: string, runs: number): void {
   groupCommitRuns.observe({ unit }, runs);
+}
+
+/** A wait of a delivery outlived its stage deadline (svc_delivery_stage_timeouts_total). */
+export function recordStageTimeout(stage: string): void {
+  deliveryStageTimeouts.inc({ stage });
 }

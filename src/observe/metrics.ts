@@ -53,6 +53,13 @@ export const deliveries = new Counter({
   registers: [metricsRegistry],
 });
 
+export const deliveryStageTimeouts = new Counter({
+  name: 'svc_delivery_stage_timeouts_total',
+  help: 'Waits of a delivery (checks, reserve, begin, registration, claim, transaction, commit, rollback) that outlived SVC_STAGE_TIMEOUT_MS: the delivery was released.',
+  labelNames: ['stage'] as const,
+  registers: [metricsRegistry],
+});
+
 export const outboxPending = new Gauge({
   name: 'svc_outbox_pending',
   help: 'Outbox rows not yet sent (both outboxes), sampled by the relay.',

@@ -31,6 +31,10 @@
 //   the order of those steps against the database matters;
 // - our own heartbeat instead of the library's `heartbeatInterval`, so a final visibility change
 //   (backoff, release) never races an extension still in flight (see heartbeat.ts).
+// - every wait of a delivery outside its handler has a deadline (SVC_STAGE_TIMEOUT_MS, stage-watch.ts,
+//   src/db/stage-deadline.ts): a delivery that misses one goes back to the queue (the backoff of a
+//   database failure), logged at warn with the stage, and its heartbeat extends it no more, so a wait
+//   the driver never settles (a database restart) cannot hold a slot and a run for ever.
 // - deletes go out as DeleteMessageBatch: an ack waits at most `ackLingerMs` (SVC_ACK_LINGER_MS) for
 //   others to share its call (10 per call), so settled messages cost ~0.1 SQS call each instead of
 //   one. The delivery gives its slot back as its ack begins (it has settled: nothing of it runs any
@@ -58,7 +62,9 @@ import { startHeartbeat } from './heartbeat.ts';
 import { createVisibilityBatcher } from '../queue/visibility-batch.ts';
 import { runDelivery, type DeadLetterContext, type DeliveryPort, type RunnerDeps } from './runner.ts';
 import type { SlotLimit } from './slot-limit.ts';
-import { DEFAULT_ACK_LINGER_MS, DEFAULT_RECEIVE_LINGER_MS } from '../config/limits.ts';
+import { DEFAULT_ACK_LINGER_MS, DEFAULT_RECEIVE_LINGER_MS, DEFAULT_STAGE_TIMEOUT_MS } from '../config/limits.ts';
+import { isStageTimeout, withStageBounds } from '../db/stage-deadline.ts';
+import { StageWatch } from './delivery/stage-watch.ts';
 import { RECEIVES_BEFORE_ATTRIBUTE, receivesBefore, sendBackKeepingReceives, sendBackOverTenantLimit, type TenantSlots } from './tenant-slots.ts';
 
 /** sqs-consumer (and SQS) receive at most 10 messages per call. */
@@ -91,6 +97,10 @@ export interface QueueConsumerOptions {
   receiveLingerMs?: number;
   /** Receives under way at once (pollers); default receiversFor(slots). */
   receivers?: number;
+  /** The stage deadlines of the runtime's deliveries (SVC_STAGE_TIMEOUT_MS); default a watch of its own with DEFAULT_STAGE_TIMEOUT_MS (15000). */
+  stages?: StageWatch;
+  /** Whether the process is healthy enough for its deliveries' messages to be kept invisible; default always. */
+  healthy?: () => boolean;
 }
 
 /** The most pollers of one queue. */
@@ -204,6 +214,8 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
   const lingerTarget = Math.min(MAX_BATCH, Math.ceil(o.slots / 2));
   const receiveLingerMs = o.receiveLingerMs ?? DEFAULT_RECEIVE_LINGER_MS;
   const log = o.logger.child({ queue: o.queue });
+  const stages = o.stages ?? new StageWatch(DEFAULT_STAGE_TIMEOUT_MS);
+  const healthy = o.healthy ?? (() => true);
   // Wakes every poll waiting for free slots whenever a delivery settles, a receive answers or fetching stops.
   const waiting = new Set<() => void>();
   const notify = () => {
@@ -239,12 +251,15 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
     }
     // What each heartbeat extends the visibility by: the queue's, or a unit's window (port.keepFor).
     let keepSeconds = o.visibilitySeconds;
+    const bounds = stages.forDelivery();
     const heartbeat = startHeartbeat({
       intervalMs: o.heartbeatIntervalMs,
       extend: async () => {
         await changeVisibility(message, keepSeconds);
       },
       onError: (error) => log.warn({ err: error }, 'heartbeat could not extend visibility'),
+      // Past a stage deadline the delivery is being released: its message must come back, not be kept.
+      shouldExtend: () => !bounds.stuck && healthy(),
     });
     // A keepFor change still in flight is waited for too, so it never lands after a final change.
     let keeping: Promise<void> = Promise.resolve();
@@ -325,11 +340,23 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
       giveBack();
     };
     try {
-      const result = await traceDelivery(o.queue, unit, json?.traceparent, () =>
-        runDelivery(o.runner, { messageId: message.MessageId ?? '', body: message.Body ?? '', json, receiveCount, receivedAtMs }, port),
+      const result = await withStageBounds(bounds, () =>
+        traceDelivery(o.queue, unit, json?.traceparent, () =>
+          runDelivery(o.runner, { messageId: message.MessageId ?? '', body: message.Body ?? '', json, receiveCount, receivedAtMs }, port),
+        ),
       );
       recordDelivery(o.queue, unit, o.runner.units, result); // svc_deliveries_total (src/observe)
     } catch (error) {
+      if (isStageTimeout(error) || bounds.stuck) {
+        // A wait outlived its deadline (counted by the watch): the message comes back as after a database
+        // failure; whatever the abandoned wait still held was released or its session ended.
+        log.warn(
+          { stage: bounds.missedStage ?? (error as { stage?: string }).stage, messageId: message.MessageId, code: (error as { code?: unknown }).code },
+          'a delivery stage did not finish within its deadline: the message goes back to the queue',
+        );
+        await port.retryAfter(backoffSeconds(receiveCount, o.runner.backoff)).catch(() => {});
+        return;
+      }
       // The database (or SQS) failed under the runner: the message comes back after a backoff.
       log.error({ err: error, messageId: message.MessageId }, 'delivery could not be processed; it will be retried');
       await port.retryAfter(backoffSeconds(receiveCount, o.runner.backoff)).catch(() => {});

@@ -21,6 +21,8 @@ import { GroupCommits, StartCoalescer, type RunnerDeps } from './runner.ts';
 import { startLocalScheduler, type LocalScheduler } from './scheduler.ts';
 import { schemaHolds } from './schema-gate.ts';
 import { SlotLimit } from './slot-limit.ts';
+import { StageWatch } from './delivery/stage-watch.ts';
+import { DEFAULT_STAGE_TIMEOUT_MS } from '../config/limits.ts';
 import { TenantSlots } from './tenant-slots.ts';
 import { messagesPerSlot, type WorkUnit } from './unit.ts';
 
@@ -42,6 +44,8 @@ export interface WorkerRuntimeOptions {
   visibilitySeconds?: Partial<Record<QueueName, number>>;
   /** Heartbeat interval, ms. Default 20000. */
   heartbeatIntervalMs?: number;
+  /** Deadline of each wait of a delivery outside its handler, ms (SVC_STAGE_TIMEOUT_MS). Default 15000. */
+  stageTimeoutMs?: number;
   /** Long-polling wait, seconds. Default 20. */
   waitSeconds?: number;
   /** How long a receive waits for half a queue's slots to be free, ms (SVC_RECEIVE_LINGER_MS). Default 10. */
@@ -178,6 +182,8 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
     groups: GroupCommits.forUnits(consumed, AbortSignal.any([stopping.signal, release.signal])),
   };
 
+  // The deadlines of the deliveries' waits: a miss makes the process not ready (state below) for a while.
+  const stages = new StageWatch(o.stageTimeoutMs ?? DEFAULT_STAGE_TIMEOUT_MS);
   const consumers: QueueConsumer[] = o.queues.map((queue) =>
     createQueueConsumer({
       sqs: o.sqs,
@@ -196,6 +202,9 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
       runner,
       logger: log,
       releaseSignal: release.signal,
+      stages,
+      // Released on shutdown: what still runs goes back to the queue, its messages are not kept.
+      healthy: () => !release.signal.aborted,
     }),
   );
 
@@ -207,13 +216,18 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
   let rescuer: Rescuer | undefined;
   let scheduler: LocalScheduler | undefined;
 
-  const state = (): HealthState => ({
-    ready,
-    draining,
-    latestMigration: o.latestMigration ?? null,
-    reason: ready ? null : reason,
-    redis: redisHealth ? (redisHealth.up ? 'up' : 'down') : 'none',
-  });
+  const STUCK_REASON = 'a delivery stage did not finish within SVC_STAGE_TIMEOUT_MS: the database may be unreachable';
+  const state = (): HealthState => {
+    // A stage past its deadline (stage-watch.ts) makes the process not ready until the database answers again.
+    const live = ready && stages.stuck === 0;
+    return {
+      ready: live,
+      draining,
+      latestMigration: o.latestMigration ?? null,
+      reason: live ? null : ready ? STUCK_REASON : reason,
+      redis: redisHealth ? (redisHealth.up ? 'up' : 'down') : 'none',
+    };
+  };
   let health: HealthServer | undefined;
   if (o.healthPort !== undefined && o.healthPort !== null) {
     health = await startHealthServer({ port: o.healthPort, host: o.healthHost, state });

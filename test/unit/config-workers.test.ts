@@ -148,6 +148,13 @@ describe('workers configuration', () => {
     expect(problems({ ...base, SVC_VISIBILITY_BULK_S: '0' })[0]!.variable).toBe('SVC_VISIBILITY_BULK_S');
   });
 
+  it('SVC_STAGE_TIMEOUT_MS bounds each wait of a delivery: 15 s by default, under the shortest visibility; short in tests', () => {
+    expect(workersConfig(base).SVC_STAGE_TIMEOUT_MS).toBe(15_000);
+    expect(workersConfig(base).SVC_STAGE_TIMEOUT_MS).toBeLessThan(60_000);
+    expect(workersConfig({ ...base, SVC_STAGE_TIMEOUT_MS: '500' }).SVC_STAGE_TIMEOUT_MS).toBe(500);
+    expect(problems({ ...base, SVC_STAGE_TIMEOUT_MS: '0' })[0]!.variable).toBe('SVC_STAGE_TIMEOUT_MS');
+  });
+
   it('R-WRK-11 DATABASE_POOL_SIZE defaults to and may not be below 2 x slots + 2', () => {
     expect(workersConfig(base).DATABASE_POOL_SIZE).toBeUndefined();
     expect(checkPoolSize(undefined, 3)).toBe(8);

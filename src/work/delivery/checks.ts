@@ -6,7 +6,8 @@ import { randomUUID } from 'node:crypto';
 import { RUNTIME_MAX_RECEIVES } from '../../config/limits.ts';
 import { databaseIdentityOf } from '../../kv/database-identity.ts';
 import { parseEnvelope, type Envelope } from '../envelope.ts';
-import { acquireGate, confirmCompletedGate, fingerprintOf, gateKeyOf, idempotencyKeyOf, type GateState } from '../idempotency.ts';
+import { boundStage } from '../../db/stage-deadline.ts';
+import { acquireGate, confirmCompletedGate, releaseGate, fingerprintOf, gateKeyOf, idempotencyKeyOf, type GateState } from '../idempotency.ts';
 import type { RunScope } from '../run-store.ts';
 import { classifyFailure, IdempotencyKeyReused, PermanentFailure, UnitNotRegistered, ValidationFailure } from '../unit-errors.ts';
 import type { Delivery, DeliveryContext, DeliveryPort, DeliveryResult, Failure, RunnerDeps } from './context.ts';
@@ -107,7 +108,11 @@ export async function checkDelivery(deps: RunnerDeps, delivery: Delivery, port: 
   let gate: GateState = { state: 'unavailable' };
   if (!early && unit && c.gateKey) {
     const token = randomUUID();
-    gate = await acquireGate(deps.redis, c.gateKey, token, unit.timeoutSeconds * 1000 + deps.leaseMarginMs);
+    // Bounded (SVC_STAGE_TIMEOUT_MS) as every wait of a delivery; a gate taken after the deadline is given back.
+    const gateKey = c.gateKey;
+    gate = await boundStage('checks', acquireGate(deps.redis, gateKey, token, unit.timeoutSeconds * 1000 + deps.leaseMarginMs), (late) => {
+      if (late.state === 'acquired') void releaseGate(deps.redis, gateKey, token);
+    });
     if (gate.state === 'acquired') c.gateToken = token;
     // A held gate is only a hint: its holder may have crashed (the gate outlives it by the lease,
     // often longer than the queue's visibility). The key's advisory lock, released when a holder's
@@ -116,7 +121,7 @@ export async function checkDelivery(deps: RunnerDeps, delivery: Delivery, port: 
     if (gate.state === 'held') gate = { state: 'unavailable' };
     // A completed gate only says where to look: the ledger's completed row is what replays (or refuses
     // a reused key); without one this delivery executes as if Redis had nothing.
-    if (gate.state === 'completed') gate = await confirmCompletedGate(deps.sql, { scope, tenantId }, c.key!);
+    if (gate.state === 'completed') gate = await boundStage('checks', confirmCompletedGate(deps.sql, { scope, tenantId }, c.key!));
     if (gate.state === 'completed' && gate.fingerprintHex !== c.fingerprint!.toString('hex')) {
       early = classifyFailure(new IdempotencyKeyReused(unit.name));
     }

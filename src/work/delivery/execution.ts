@@ -7,6 +7,7 @@ import { traceStage } from '../../observe/work-tracing.ts';
 import type { Sql, TxSql } from '../../db/client.ts';
 import type { Logger } from 'pino';
 import { beginPipelined } from '../../db/pipelined-begin.ts';
+import { boundStage, isStageTimeout } from '../../db/stage-deadline.ts';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS } from '../../config/limits.ts';
 import { watchForCancel, type CancelWatch } from '../operate/cancel-watch.ts';
 import { advisoryKeyOf, claimKeyAndStart, type GateState } from '../idempotency.ts';
@@ -17,6 +18,7 @@ import {
   evict,
   ledgerScope,
   ReleasedOnShutdown,
+  releaseOwnGate,
   type DeliveryContext,
   type DeliveryResult,
   type Failure,
@@ -94,7 +96,9 @@ export async function deliverAlone(
     );
     async function effect(tx: TxSql, opened: { locked: boolean; pid: number; xact_start: string }, beforeCommit: <S>(statement: Promise<S>) => Promise<S>) {
       effectBackend = { pid: opened.pid, xactStart: opened.xact_start };
-      registration = registered ?? (await traceStage('registration', c.envelope.name, () => register(c, early, gate, opened.locked, leaseMs))); // span (src/observe)
+      // Bounded (SVC_STAGE_TIMEOUT_MS): a registration that answers after its deadline may have committed
+      // `received` and `running`; the message comes back and the next delivery registers again.
+      registration = registered ?? (await traceStage('registration', c.envelope.name, () => boundStage('registration', register(c, early, gate, opened.locked, leaseMs)))); // span (src/observe)
       if (registration.kind !== 'execute') return null;
       recordRunStarted(registration.run, registration.attempt); // svc_run_pickup_seconds (src/observe)
       // Not awaited: later Redis commands of this delivery go down the same connection after it.
@@ -117,17 +121,26 @@ export async function deliverAlone(
       if (deps.releaseSignal?.aborted) onRelease();
       else deps.releaseSignal?.addEventListener('abort', onRelease, { once: true });
       controller.signal.throwIfAborted();
-      const claim = await claimKeyAndStart(tx, ledgerScope(c), c.key!, c.fingerprint!, leaseMs, {
-        runId: run.runId,
-        attempt,
-        receiveCount: c.delivery.receiveCount,
-        queue: run.queue,
-        workerInstance: deps.workerInstance,
-      });
-      const replay = await actOnClaim(tx, c, run, attempt, claim);
-      if (replay) return { replayed: true, outcome: replay.replayed };
-      // `started` was written with a fresh claim; a claim that took over an existing row writes it now.
-      startedAt = claim.startedAt ?? (await startNow(tx, c, run, attempt));
+      // The claim's statements are bounded as one stage; past the deadline the effect transaction is
+      // abandoned (rolled back), nothing of it committed.
+      const claimed = await boundStage(
+        'claim',
+        (async () => {
+          const claim = await claimKeyAndStart(tx, ledgerScope(c), c.key!, c.fingerprint!, leaseMs, {
+            runId: run.runId,
+            attempt,
+            receiveCount: c.delivery.receiveCount,
+            queue: run.queue,
+            workerInstance: deps.workerInstance,
+          });
+          const replay = await actOnClaim(tx, c, run, attempt, claim);
+          if (replay) return { replay, startedAt: null };
+          // `started` was written with a fresh claim; a claim that took over an existing row writes it now.
+          return { replay: null, startedAt: claim.startedAt ?? (await startNow(tx, c, run, attempt)) };
+        })(),
+      );
+      if (claimed.replay) return { replayed: true, outcome: claimed.replay.replayed };
+      startedAt = claimed.startedAt;
       const { outcome, followUps } = await callHandler(c, tx, { run, attempt, scheduledFor, payload, signal: controller.signal });
       followUpsSince = followUps.writtenSince();
       // Ledger `completed`, run `succeeded`, trail `succeeded`: one statement, committed with the effect.
@@ -162,6 +175,13 @@ export async function deliverAlone(
     deps.releaseSignal?.removeEventListener('abort', onRelease);
     await evicted;
     if (registration?.kind !== 'execute') throw error; // the registration itself failed: the consumer retries
+    if (isStageTimeout(error)) {
+      // A wait outlived its deadline (the database is away or the connection stalled): nothing is
+      // settled, since settling would wait on the same database; the consumer sends the message back,
+      // and the ledger decides on the next delivery (an effect that did commit is replayed, not redone).
+      void releaseOwnGate(c).catch(() => {});
+      throw error;
+    }
     return settleExecuted(c, registration.run, registration.attempt, error, controller.signal.aborted ? controller.signal.reason : undefined, startedAt, leaseMs);
   }
   return traceStage('settlement', c.envelope.name, () => settleRegistration(c, registration!, early)); // span (src/observe)

@@ -13,6 +13,7 @@ import { ValidationFailure } from '../unit-errors.ts';
 import type { UnitOutcome, UnitRun, WorkUnit } from '../unit.ts';
 import { evict, isPlainObject, trail, type DeliveryContext } from './context.ts';
 import { raceAbort } from './race-abort.ts';
+import { withoutStageBounds } from '../../db/stage-deadline.ts';
 import { guardRunTransaction, RunTransactionClosed, type RunTransactionGuard } from './run-transaction.ts';
 
 export interface HandlerCall {
@@ -70,7 +71,8 @@ export async function callHandler(c: DeliveryContext, tx: TxSql, call: HandlerCa
       signal: call.signal,
       ...followUps.api,
     };
-    const handling = traceStage('handler', unit.name, async () => unit.handler(call.payload as never, runObject)); // span (src/observe)
+    // The handler's own code is bounded by its unit's timeout, never by a stage deadline of the delivery.
+    const handling = withoutStageBounds(() => traceStage('handler', unit.name, async () => unit.handler(call.payload as never, runObject))); // span (src/observe)
     const returned = await raceAbort(handling, call.signal);
     guarded.close();
     const outcome = returned === undefined ? {} : returned;
