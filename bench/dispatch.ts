@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { createSql, type Sql } from '../src/db/client.ts';
 import { inUnitOfWork, type Actor } from '../src/db/unit-of-work.ts';
 import { applyMigrations } from '../src/migrator/runner.ts';
-import { dispatchMany, dispatchTask } from '../src/work/dispatch.ts';
+import { dispatchMany, dispatchTask } from '../src/work/runtime/produce/dispatch.ts';
 import { benchJob } from './fixtures/units/bench/job.task.ts';
 import { startServices, type Services } from './peers/services.ts';
 import { num, percentile } from './peers/stats.ts';

@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url';
 import { createSql, type Sql, type TxSql } from '../src/db/client.ts';
 import { actorContextSelect, inUnitOfWork, type Actor } from '../src/db/unit-of-work.ts';
 import { applyMigrations } from '../src/migrator/runner.ts';
-import { dispatchTask } from '../src/work/dispatch.ts';
+import { dispatchTask } from '../src/work/runtime/produce/dispatch.ts';
 import { benchJob } from './fixtures/units/bench/job.task.ts';
 import { parseProcStat } from './peers/cpu.ts';
 import { startServices, type Services } from './peers/services.ts';

@@ -21,9 +21,9 @@ import { createSql } from '../../src/db/client.ts';
 import { createRedis } from '../../src/kv/client.ts';
 import { createSqsClient } from '../../src/queue/client.ts';
 import { loadUnits } from '../../src/work/catalog.ts';
-import { startRelay, type Relay } from '../../src/work/relay.ts';
-import { startWorkerRuntime } from '../../src/work/worker-runtime.ts';
-import type { WorkUnit } from '../../src/work/unit.ts';
+import { startRelay, type Relay } from '../../src/work/runtime/produce/relay.ts';
+import { startWorkerRuntime } from '../../src/work/runtime/worker-runtime.ts';
+import type { WorkUnit } from '../../src/work/define/unit.ts';
 import { recordGcPauses } from './gc-pauses.ts';
 
 export const FIXTURE_UNITS_DIR = 'bench/fixtures/units';

@@ -2,9 +2,9 @@
 // uses is configuration with the spec's value as default, so tests run the same code in seconds.
 import { z } from 'zod';
 import { DEFAULT_REDIS_COMMAND_TIMEOUT_MS } from '../kv/client.ts';
-import { DEFAULT_SQS_REQUEST_TIMEOUT_MS } from '../queue/config.ts';
-import { DEFAULT_CAPPED_POLL_MS } from '../work/tenant-inflight.ts';
 import {
+  DEFAULT_CAPPED_POLL_MS,
+  DEFAULT_SQS_REQUEST_TIMEOUT_MS,
   DEFAULT_BACKOFF_BASE_MS,
   DEFAULT_BACKOFF_CAP_MS,
   DEFAULT_HEALTH_PORT,

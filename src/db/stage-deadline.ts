@@ -22,7 +22,7 @@ export class StageTimedOut extends CodedError<'DELIVERY_STAGE_TIMEOUT'> {
   }
 }
 
-/** The deadline of one delivery's waits and who hears of a miss (src/work/delivery/stage-watch.ts). */
+/** The deadline of one delivery's waits and who hears of a miss (src/work/runtime/consume/stage-watch.ts). */
 export interface StageBounds {
   /** Deadline of each wait, ms. */
   readonly ms: number;

@@ -5,16 +5,10 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import Fastify, { type FastifyInstance } from 'fastify';
 import cors from '@fastify/cors';
-import type { Redis } from 'ioredis';
-import type { Logger } from 'pino';
-import type { Sql } from '../db/client.ts';
-import type { ApiConfig } from '../config/api.ts';
 import { HTTP_BODY_LIMIT_BYTES, READINESS_PROBE_TIMEOUT_MS } from '../config/limits.ts';
 import { sessionCookie } from '../auth/session-cookie.ts';
-import type { SessionResolver } from '../auth/session-resolver.ts';
-import type { Catalog } from '../work/catalog.ts';
-import { catalogDispatcher } from '../work/catalog-dispatcher.ts';
-import type { Dispatcher } from '../work/dispatch.ts';
+import { catalogDispatcher } from '../work/runtime/produce/catalog-dispatcher.ts';
+import type { Dispatcher } from '../work/runtime/produce/dispatch.ts';
 import { errorEnvelopeSchema } from './envelope.ts';
 import {
   HttpError,
@@ -24,7 +18,7 @@ import {
   installErrorHandling,
   rememberPreviousChunks,
 } from './errors.ts';
-import { DEFAULT_HTTP_TIMEOUTS, httpServerOptions, type HttpTimeouts } from './http-server-options.ts';
+import { DEFAULT_HTTP_TIMEOUTS, httpServerOptions } from './http-server-options.ts';
 import { registerOpenApi } from './openapi.ts';
 import { installRouteRules } from './route-rules.ts';
 import { observeHttp } from '../observe/http-observation.ts';
@@ -32,9 +26,6 @@ import { healthRoutes } from './routes/health.ts';
 import { taskRunRoutes } from './routes/task-runs.ts';
 
 const EXPECTATION_FAILED = Symbol('expectation failed');
-
-/** The work-unit catalog (tasks.json) loaded from SVC_TASKS_CATALOG; the API finds subscribers through it. */
-export type ApiCatalog = Catalog;
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -46,46 +37,9 @@ declare module 'fastify' {
   }
 }
 
-/** The HTTP-relevant part of the API configuration. */
-export interface HttpSettings {
-  /** CORS_ORIGINS: feeds CORS and the cookie-write origin check. */
-  corsOrigins: readonly string[];
-  /** CORS_CREDENTIALS. */
-  corsCredentials: boolean;
-  /** SESSION_COOKIE_DOMAIN, already validated. */
-  sessionCookieDomain?: string | undefined;
-  /** Bound of each readiness probe. Default READINESS_PROBE_TIMEOUT_MS. */
-  readinessTimeoutMs?: number;
-  /** Request, idle and keep-alive timeouts. Default DEFAULT_HTTP_TIMEOUTS. */
-  timeouts?: Partial<HttpTimeouts>;
-}
+import type { AppDeps } from './app-deps.ts';
 
-export function httpSettings(config: ApiConfig): HttpSettings {
-  return {
-    corsOrigins: config.CORS_ORIGINS,
-    corsCredentials: config.CORS_CREDENTIALS,
-    sessionCookieDomain: config.SESSION_COOKIE_DOMAIN,
-    timeouts: {
-      requestMs: config.SVC_HTTP_REQUEST_TIMEOUT_MS,
-      idleMs: config.SVC_HTTP_IDLE_TIMEOUT_MS,
-      keepAliveMs: config.SVC_HTTP_KEEP_ALIVE_TIMEOUT_MS,
-    },
-  };
-}
-
-export interface AppDeps {
-  sql: Sql;
-  redis: Redis;
-  resolver: SessionResolver;
-  catalog: ApiCatalog;
-  /** The use cases' dispatcher; default `catalogDispatcher(catalog)`. */
-  dispatcher?: Dispatcher;
-  /** Newest migration name of this build (from SVC_SCHEMA_VERSION). */
-  latestMigration: string;
-  config: HttpSettings;
-  /** A pino logger, or false for none. */
-  logger: Logger | false;
-}
+export { httpSettings, type ApiCatalog, type AppDeps, type HttpSettings } from './app-deps.ts';
 
 /** How many Host header lines a request carried (rawHeaders alternates names and values). */
 function hostHeaderCount(rawHeaders: readonly string[]): number {

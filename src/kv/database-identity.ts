@@ -4,7 +4,7 @@
 // The identity is the cluster's system identifier (random per initdb) and the database's oid (new
 // for every CREATE DATABASE, clones included); without EXECUTE on pg_control_system() the server's
 // address stands in for the cluster. A physical backup restored in place keeps both, which is why a
-// cache entry is never what makes a run skip its effect (the ledger decides, src/work/idempotency.ts).
+// cache entry is never what makes a run skip its effect (the ledger decides, src/work/runtime/store/idempotency.ts).
 import { createHash } from 'node:crypto';
 import type { Sql } from '../db/client.ts';
 

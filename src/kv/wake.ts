@@ -3,7 +3,7 @@
 // only a hint: a lost one costs at most one sweep interval, so nothing here ever throws. A signal
 // also says how old the rows it announces may be: 'recent' when the transaction that wrote them began
 // less than RECENT_WRITE_MS before the signal, so the relay's next pass need not read from the start
-// of the outbox (src/work/relay.ts); any other signal (an older write, a caller that did not say, an
+// of the outbox (src/work/runtime/produce/relay.ts); any other signal (an older write, a caller that did not say, an
 // older release's '1') sends the relay through every due row.
 import { once } from 'node:events';
 import type { Redis } from 'ioredis';

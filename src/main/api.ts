@@ -11,7 +11,7 @@ import { buildApp, httpSettings } from '../http/app.ts';
 import { startMetricsServer } from '../observe/metrics-server.ts';
 import { startTracing } from '../observe/tracing.ts';
 import { loadCatalog } from '../work/catalog.ts';
-import { catalogDispatcher } from '../work/catalog-dispatcher.ts';
+import { catalogDispatcher } from '../work/runtime/produce/catalog-dispatcher.ts';
 import { stopSignal } from './stop-signal.ts';
 
 export async function run(args: string[]): Promise<number> {

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { PROJECT_ROOT } from '../config/migrator.ts';
 import { checkMigrations } from '../migrator/check.ts';
 import { createMigration } from '../migrator/create.ts';
+import { mergedMigrations } from '../migrator/merged.ts';
 import { pinAll } from '../migrator/pins.ts';
 
 const USAGE = [
@@ -48,7 +49,7 @@ export async function run(args: string[]): Promise<number> {
     }
     case 'pin': {
       if (rest.length) break;
-      const pinned = pinAll(root);
+      const pinned = pinAll(root, mergedMigrations(root));
       console.log(`pinned ${pinned.migrations} migrations and ${pinned.frozen} frozen SQL files`);
       return 0;
     }

@@ -10,7 +10,7 @@ import { resolveDatabase } from '../db/connect.ts';
 import { createSql } from '../db/client.ts';
 import { createRedis } from '../kv/client.ts';
 import { loadUnits } from '../work/catalog.ts';
-import { fireSchedule, scheduledTask } from '../work/scheduler.ts';
+import { fireSchedule, scheduledTask } from '../work/runtime/maintain/scheduler.ts';
 
 const PROJECT_ROOT = path.resolve(import.meta.dirname, '..', '..');
 

@@ -14,7 +14,7 @@ import { createSqsClient } from '../queue/client.ts';
 import { sqsSettings } from '../queue/config.ts';
 import { startTracing } from '../observe/tracing.ts';
 import { loadUnits } from '../work/catalog.ts';
-import { slotsForQueues, startWorkerRuntime } from '../work/worker-runtime.ts';
+import { slotsForQueues, startWorkerRuntime } from '../work/runtime/worker-runtime.ts';
 import { stopSignal } from './stop-signal.ts';
 import { missingWorkersNodeFlags } from './workers-node-flags.ts';
 

@@ -5,16 +5,13 @@
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { DRIZZLE_DIR, abs } from './project-layout.ts';
-import { readMigrationPins } from './pins.ts';
+import { readMigrationPins, type MergedMigrations } from './pins.ts';
+
+export type { MergedMigrations };
 
 /** Base branches tried in order when SVC_MIGRATIONS_BASE_REF is unset. */
 const DEFAULT_BASE_REFS = ['origin/main', 'main'];
 
-export interface MergedMigrations {
-  /** Where the answer came from: a git ref, or 'pins' when no base branch is available. */
-  source: string;
-  has(migration: string): boolean;
-}
 
 function git(root: string, args: string[]): string | undefined {
   const res = spawnSync('git', ['-C', root, ...args], { encoding: 'utf8' });

@@ -14,10 +14,16 @@ import {
   writeJson,
 } from './project-layout.ts';
 import { LOAD_DIRECTIVE } from './runner.ts';
-import { mergedMigrations, type MergedMigrations } from './merged.ts';
 import { MigratorError } from './migrator-error.ts';
 
 export type Pins = Record<string, string>;
+
+/** Which migrations are merged (merged.ts mergedMigrations). */
+export interface MergedMigrations {
+  /** Where the answer came from: a git ref, or 'pins' when no base branch is available. */
+  source: string;
+  has(migration: string): boolean;
+}
 
 export function readMigrationPins(root: string): Pins {
   return readJson<Pins>(abs(root, MIGRATION_HASHES_FILE), {});
@@ -60,7 +66,7 @@ export function loadDirectives(root: string): LoadDirective[] {
  * migration, and a frozen SQL file a merged migration loads, keep their pins: when one of them changed
  * (or vanished) nothing is written and PIN_REFUSED names every such file.
  */
-export function pinAll(root: string, merged: MergedMigrations = mergedMigrations(root)): { migrations: number; frozen: number } {
+export function pinAll(root: string, merged: MergedMigrations): { migrations: number; frozen: number } {
   const oldMigrationPins = readMigrationPins(root);
   const oldFrozenPins = readFrozenPins(root);
   const refused: string[] = [];

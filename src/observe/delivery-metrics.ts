@@ -2,7 +2,7 @@
 // DeliveryResult, the runner reports a run's first start and its final status. Units are labelled
 // only when registered in this process ('unregistered' otherwise), so a stray message cannot add
 // series.
-import type { DeliveryResult } from '../work/runner.ts';
+import type { DeliveryResult } from '../work/runtime/execute/context.ts';
 import { deliveries, deliveryStageTimeouts, groupCommitRuns, runDuration, runPickup, runsFinished } from './metrics.ts';
 
 /** The run facts the metrics need (RunRow has them). */

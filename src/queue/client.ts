@@ -2,7 +2,7 @@
 // credentials or the default AWS credential chain. Nothing here knows whether it talks to a cloud
 // queue or the in-memory local server.
 import { SQSClient } from '@aws-sdk/client-sqs';
-import { DEFAULT_SQS_REQUEST_TIMEOUT_MS } from './config.ts';
+import { DEFAULT_SQS_REQUEST_TIMEOUT_MS } from '../config/limits.ts';
 import { DirectCallsSqsClient } from './direct-calls.ts';
 
 /** Fixed credentials for a local SQS-protocol server (`SVC_SQS_LOCAL_CREDENTIALS=true`); not secrets. */

@@ -3,8 +3,6 @@
 import type { WorkersConfig } from '../config/workers.ts';
 import type { SqsSettings } from './client.ts';
 
-/** Default bound on the answer of one call on the delivery path, past its long poll (SVC_SQS_REQUEST_TIMEOUT_MS). */
-export const DEFAULT_SQS_REQUEST_TIMEOUT_MS = 10_000;
 
 /** The part of the workers' configuration that locates and authenticates the queues. */
 export type SqsConfig = Pick<

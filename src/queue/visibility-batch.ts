@@ -1,5 +1,5 @@
 // Visibility changes that several messages ask for in the same turn of the event loop (the members of
-// a group commit kept for their unit's window, src/work/delivery/group-commit.ts) go out together, as
+// a group commit kept for their unit's window, src/work/runtime/execute/group-commit.ts) go out together, as
 // ChangeMessageVisibilityBatch calls of up to 10 entries, instead of one call each.
 import { ChangeMessageVisibilityBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { CodedError } from '../errors/coded-error.ts';

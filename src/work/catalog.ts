@@ -8,8 +8,8 @@ import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
 import { DEFAULT_IDEMPOTENCY_LEASE_MARGIN_MS } from '../config/limits.ts';
 import { CodedError } from '../errors/coded-error.ts';
-import { compilePayloadSchema, payloadJsonSchema } from './payload-schema.ts';
-import { isWorkUnit, unitProblems, UNIT_CONTEXTS, UNIT_QUEUES, type WorkUnit } from './unit.ts';
+import { compilePayloadSchema, payloadJsonSchema } from './define/payload-schema.ts';
+import { isWorkUnit, unitProblems, UNIT_CONTEXTS, UNIT_QUEUES, type WorkUnit } from './define/unit.ts';
 
 export const CATALOG_VERSION = 1;
 export const TASK_FILE_SUFFIX = '.task.ts';

@@ -14,7 +14,7 @@ import { createRedis } from '../../src/kv/client.ts';
 import { signalOutbox } from '../../src/kv/wake.ts';
 import { createSqsClient } from '../../src/queue/client.ts';
 import { provisionQueues } from '../../src/queue/provision.ts';
-import { createDispatcher } from '../../src/work/dispatch.ts';
+import { createDispatcher } from '../../src/work/runtime/produce/dispatch.ts';
 import { loadUnits, emitCatalog, writeCatalog } from '../../src/work/catalog.ts';
 import { inUnitOfWork } from '../../src/db/unit-of-work.ts';
 import { emitSchemaVersion } from '../../src/main/emit.ts';

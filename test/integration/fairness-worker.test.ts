@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { Actor } from '../../src/db/unit-of-work.ts';
-import { defineTask, unitProblems, type WorkUnit } from '../../src/work/unit.ts';
+import { defineTask, unitProblems, type WorkUnit } from '../../src/work/define/unit.ts';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import { createTenant } from './work-tables-support.ts';
 

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/http/app.ts';
 import { runStatusKey } from '../../src/kv/keys.ts';
-import { defineTask, type WorkUnit } from '../../src/work/unit.ts';
+import { defineTask, type WorkUnit } from '../../src/work/define/unit.ts';
 import { RUNTIME_UNITS } from '../fixtures/units/runtime-units.ts';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import { FakeSessionResolver } from '../support/fake-session-resolver.ts';

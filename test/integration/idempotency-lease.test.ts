@@ -3,7 +3,7 @@
 // and runs once the lease is over. Without Redis, so the database ledger alone decides.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inUnitOfWork } from '../../src/db/unit-of-work.ts';
-import { fingerprintOf, idempotencyKeyOf } from '../../src/work/idempotency.ts';
+import { fingerprintOf, idempotencyKeyOf } from '../../src/work/runtime/store/idempotency.ts';
 import { SYSTEM_ACTOR, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 
 let h: WorkHarness;

@@ -5,7 +5,7 @@ import type { ReadableSpan } from '@opentelemetry/sdk-trace';
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inSpan, startTracing, type Tracing } from '../../src/observe/tracing.ts';
-import { parseEnvelope } from '../../src/work/envelope.ts';
+import { parseEnvelope } from '../../src/work/runtime/produce/envelope.ts';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import { httpFixture } from './http-support.ts';
 

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { inUnitOfWork } from '../../src/db/unit-of-work.ts';
 import { dlqUrl, queueUrl } from '../../src/queue/names.ts';
-import { createDispatcher } from '../../src/work/dispatch.ts';
+import { createDispatcher } from '../../src/work/runtime/produce/dispatch.ts';
 import { listDeadLetters, redriveDeadLetters } from '../../src/work/operate/dead-letter-queue.ts';
 import { cancelRunNow } from '../../src/work/operate/cancel-run.ts';
 import { OperateError } from '../../src/work/operate/operate-error.ts';

@@ -3,8 +3,8 @@
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
-import { defineTask, type WorkUnit } from '../../src/work/unit.ts';
-import { ValidationFailure } from '../../src/work/unit-errors.ts';
+import { defineTask, type WorkUnit } from '../../src/work/define/unit.ts';
+import { ValidationFailure } from '../../src/work/define/unit-errors.ts';
 import type { WorkHarness } from '../fixtures/work-harness.ts';
 import { runNodeProcess } from '../support/node-process.ts';
 import { RUNTIME_UNITS } from '../fixtures/units/runtime-units.ts';

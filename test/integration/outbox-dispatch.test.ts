@@ -14,8 +14,8 @@ import { inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
 import { createRedis } from '../../src/kv/client.ts';
 import { OUTBOX_WAKE_KEY } from '../../src/kv/keys.ts';
 import { afterCommit, signalOutbox, WAKE_LIST_MAX } from '../../src/kv/wake.ts';
-import { DispatchError } from '../../src/work/dispatch.ts';
-import { envelopeSchema, parseEnvelope } from '../../src/work/envelope.ts';
+import { DispatchError } from '../../src/work/runtime/produce/dispatch.ts';
+import { envelopeSchema, parseEnvelope } from '../../src/work/runtime/produce/envelope.ts';
 import { createTenantMember, workDatabase, type TenantMember } from './work-tables-support.ts';
 import { testDispatcher } from './work-test-units.ts';
 

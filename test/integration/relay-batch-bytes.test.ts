@@ -8,7 +8,7 @@ import { inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
 import { createSqsClient } from '../../src/queue/client.ts';
 import { queueUrl, type QueueName } from '../../src/queue/names.ts';
 import { provisionQueues } from '../../src/queue/provision.ts';
-import { relayPass } from '../../src/work/relay.ts';
+import { relayPass } from '../../src/work/runtime/produce/relay.ts';
 import { freshQueuePrefix, type TestDatabase } from '../support/services.ts';
 import { observeCommands } from '../support/sqs-observe.ts';
 import { createTenantMember, workDatabase } from './work-tables-support.ts';

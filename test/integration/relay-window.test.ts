@@ -1,4 +1,4 @@
-// The relay's wake passes read the pending-row index from their window (src/work/relay.ts, header):
+// The relay's wake passes read the pending-row index from their window (src/work/runtime/produce/relay.ts, header):
 // measured in the index's own statistics, on a database of its own so no other test's scans count.
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { Redis } from 'ioredis';
@@ -11,7 +11,7 @@ import { createRedis } from '../../src/kv/client.ts';
 import { afterCommit } from '../../src/kv/wake.ts';
 import { createSqsClient } from '../../src/queue/client.ts';
 import { provisionQueues } from '../../src/queue/provision.ts';
-import { startRelay } from '../../src/work/relay.ts';
+import { startRelay } from '../../src/work/runtime/produce/relay.ts';
 import { createTenantMember, workDatabase } from './work-tables-support.ts';
 import { testDispatcher } from './work-test-units.ts';
 

@@ -14,7 +14,7 @@ import { OUTBOX_WAKE_KEY } from '../../src/kv/keys.ts';
 import { createSqsClient } from '../../src/queue/client.ts';
 import { queueUrl, type QueueName } from '../../src/queue/names.ts';
 import { provisionQueues } from '../../src/queue/provision.ts';
-import { relayPass, startRelay, type Relay } from '../../src/work/relay.ts';
+import { relayPass, startRelay, type Relay } from '../../src/work/runtime/produce/relay.ts';
 import { createTenantMember, workDatabase } from './work-tables-support.ts';
 import { testDispatcher } from './work-test-units.ts';
 import { waitFor } from '../support/wait-for.ts';

@@ -1,4 +1,4 @@
-// The rescuer (src/work/rescuer.ts) on real services: PostgreSQL 18, Redis and an SQS-protocol server
+// The rescuer (src/work/runtime/maintain/rescuer.ts) on real services: PostgreSQL 18, Redis and an SQS-protocol server
 // (the shared fauxqs, or one of the test's own that it restarts). A run whose message is lost (deleted
 // through the SDK, as retention expiry or a purge does; a queue server restarted empty) is sent again
 // and ends with one effect; lost runs stop holding their tenant's fairness cap; a run lost too often
@@ -12,10 +12,10 @@ import { createSqsClient } from '../../src/queue/client.ts';
 import { startLocalSqsServer, type LocalSqsServer } from '../../src/queue/local-sqs-server.ts';
 import { queueUrl, type QueueName } from '../../src/queue/names.ts';
 import { provisionQueues } from '../../src/queue/provision.ts';
-import { relayPass } from '../../src/work/relay.ts';
-import { RESCUE_LIMIT, RESCUE_PAYLOAD_GONE, rescuePass, type RescuePassOptions } from '../../src/work/rescuer.ts';
-import { startDelivery } from '../../src/work/run-store.ts';
-import { inFlightByGroup } from '../../src/work/tenant-inflight.ts';
+import { relayPass } from '../../src/work/runtime/produce/relay.ts';
+import { RESCUE_LIMIT, RESCUE_PAYLOAD_GONE, rescuePass, type RescuePassOptions } from '../../src/work/runtime/maintain/rescuer.ts';
+import { startDelivery } from '../../src/work/runtime/store/run-store.ts';
+import { inFlightByGroup } from '../../src/work/runtime/produce/tenant-inflight.ts';
 import { events, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import { causalProblems } from '../fixtures/trail-causality.ts';
 import { RESCUE_UNITS } from '../fixtures/units/rescue-units.ts';

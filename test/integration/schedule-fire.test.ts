@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { captureLogger } from '../../src/logging/logger.ts';
-import { fireSchedule, startLocalScheduler, scheduledTask } from '../../src/work/scheduler.ts';
+import { fireSchedule, startLocalScheduler, scheduledTask } from '../../src/work/runtime/maintain/scheduler.ts';
 import { workersConfig } from '../../src/config/workers.ts';
 import { ConfigError } from '../../src/config/parse.ts';
 import { RUNTIME_UNITS, scheduledAllowTask, scheduledSkipTask } from '../fixtures/units/runtime-units.ts';

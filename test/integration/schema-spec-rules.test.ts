@@ -18,7 +18,7 @@ import { PermissionsSeeder } from '../../seeders/permissions-seeder.ts';
 import { buildRegistry } from '../../src/permissions/registry.ts';
 import { emitRegistry } from '../../src/permissions/registry-file.ts';
 import { selectRunStatus } from '../../src/http/run-status.ts';
-import { purgeExpired } from '../../src/work/purge.ts';
+import { purgeExpired } from '../../src/work/runtime/maintain/purge.ts';
 import { bootstrapEnv } from './seed-support.ts';
 import {
   PROJECT_ROOT, assignment, bankUser, buildWorld, codeOf, digest, inserter, readForeignKeys, readUniques,
@@ -629,7 +629,7 @@ describe('R-RUN-21 runs and trails are permanent audit no cleanup touches', () =
     }
     expect(offenders).toEqual([]);
     // The one cleanup routine exists and deletes dynamically: the rule above does apply to it.
-    expect(dynamic.test(codeOf('src/work/purge.ts'))).toBe(true);
+    expect(dynamic.test(codeOf('src/work/runtime/maintain/purge.ts'))).toBe(true);
   });
 
   it('R-RUN-21 maintenance purge removes expired keys and old sent outbox rows but leaves every run and trail row', async () => {

@@ -4,10 +4,10 @@
 import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
-import { maxReceivesOf, retryDelaySeconds } from '../../src/work/backoff.ts';
-import { dispatchTask } from '../../src/work/dispatch.ts';
-import { defineSubscriber, defineTask, type WorkUnit } from '../../src/work/unit.ts';
-import { TransientFailure, ValidationFailure } from '../../src/work/unit-errors.ts';
+import { maxReceivesOf, retryDelaySeconds } from '../../src/work/runtime/complete/backoff.ts';
+import { dispatchTask } from '../../src/work/runtime/produce/dispatch.ts';
+import { defineSubscriber, defineTask, type WorkUnit } from '../../src/work/define/unit.ts';
+import { TransientFailure, ValidationFailure } from '../../src/work/define/unit-errors.ts';
 import { events, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import { createEffectTable } from '../fixtures/units/runtime-units.ts';
 import { createTenant } from './work-tables-support.ts';
@@ -106,7 +106,7 @@ describe('follow-up runs', () => {
     expect(await signals()).toEqual(['recent']);
     await h.redis!.del(OUTBOX_WAKE_KEY);
     await h.waitForStatus((await dispatchParent('slow-1', 'slow_after')).runId, ['succeeded']);
-    // Not 'recent': the relay's next pass reads every due row (src/work/relay.ts).
+    // Not 'recent': the relay's next pass reads every due row (src/work/runtime/produce/relay.ts).
     expect(await signals()).toEqual(['1']);
   });
 

@@ -2,10 +2,10 @@
 // without SQS, Redis or the relay; the README's worked example is the first test here.
 import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DispatchError } from '../../src/work/dispatch.ts';
-import { testUnit } from '../../src/work/test-unit.ts';
-import { defineTask } from '../../src/work/unit.ts';
-import { NotFoundFailure } from '../../src/work/unit-errors.ts';
+import { DispatchError } from '../../src/work/runtime/produce/dispatch.ts';
+import { testUnit } from '../../src/work/testing.ts';
+import { defineTask } from '../../src/work/define/unit.ts';
+import { NotFoundFailure } from '../../src/work/define/unit-errors.ts';
 import { loginNotificationEmail } from '../../units/identity/login-notification-email.handler.ts';
 import { refusal } from '../support/refusal.ts';
 import type { TestDatabase } from '../support/services.ts';

@@ -1,7 +1,7 @@
 // Units the outbox and relay tests dispatch: one of each context, and two subscribers of one event.
 import { z } from 'zod';
-import type { DispatchTarget } from '../../src/work/dispatch.ts';
-import { createDispatcher } from '../../src/work/dispatch.ts';
+import type { DispatchTarget } from '../../src/work/runtime/produce/dispatch.ts';
+import { createDispatcher } from '../../src/work/runtime/produce/dispatch.ts';
 
 export const TEST_UNITS: Record<string, DispatchTarget> = {
   'demo.tenant_task': { name: 'demo.tenant_task', queue: 'default', context: 'tenant', payload: z.object({ n: z.number() }) },

@@ -6,8 +6,8 @@
 // commit, records for every trail row the synchronous_commit in force when its transaction commits.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { relayPass } from '../../src/work/relay.ts';
-import { defineTask, type WorkUnit } from '../../src/work/unit.ts';
+import { relayPass } from '../../src/work/runtime/produce/relay.ts';
+import { defineTask, type WorkUnit } from '../../src/work/define/unit.ts';
 import { effectPayload, effectTask, RUNTIME_UNITS } from '../fixtures/units/runtime-units.ts';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import { createTenant } from './work-tables-support.ts';

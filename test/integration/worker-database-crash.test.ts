@@ -19,9 +19,9 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embed
 import { freePort } from '../../src/kv/redis-server.ts';
 import { applyMigrations } from '../../src/migrator/runner.ts';
 import { queueUrl } from '../../src/queue/names.ts';
-import { relayPass } from '../../src/work/relay.ts';
-import { defineTask, type WorkUnit } from '../../src/work/unit.ts';
-import type { WorkerRuntime } from '../../src/work/worker-runtime.ts';
+import { relayPass } from '../../src/work/runtime/produce/relay.ts';
+import { defineTask, type WorkUnit } from '../../src/work/define/unit.ts';
+import type { WorkerRuntime } from '../../src/work/runtime/worker-runtime.ts';
 import { effectTask } from '../fixtures/units/runtime-units.ts';
 import { causalProblems } from '../fixtures/trail-causality.ts';
 import { events, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { databaseIdentityOf } from '../../src/kv/database-identity.ts';
 import { idempotencyGateKey } from '../../src/kv/keys.ts';
-import { idempotencyKeyOf } from '../../src/work/idempotency.ts';
+import { idempotencyKeyOf } from '../../src/work/runtime/store/idempotency.ts';
 import { createTenant } from './work-tables-support.ts';
 import { events, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 

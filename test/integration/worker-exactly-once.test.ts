@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { queueUrl } from '../../src/queue/names.ts';
-import { defineTask, type WorkUnit } from '../../src/work/unit.ts';
+import { defineTask, type WorkUnit } from '../../src/work/define/unit.ts';
 import { RUNTIME_UNITS } from '../fixtures/units/runtime-units.ts';
 import { events, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 

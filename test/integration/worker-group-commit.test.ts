@@ -1,4 +1,4 @@
-// Group commit (unit option `groupCommit`, src/work/delivery/group-commit.ts) on real PostgreSQL,
+// Group commit (unit option `groupCommit`, src/work/runtime/execute/group-commit.ts) on real PostgreSQL,
 // Redis and SQS: the runs of one receive share one effect transaction, and every guarantee of a run
 // with its own transaction holds for each member under faults: a member's failure, timeout or cancel
 // rolls back its effect alone; a failure at COMMIT and a release on shutdown take the whole group; a
@@ -19,11 +19,11 @@ import { z } from 'zod';
 import { databaseIdentityOf } from '../../src/kv/database-identity.ts';
 import { idempotencyGateKey, runStatusKey } from '../../src/kv/keys.ts';
 import { cancelRunNow } from '../../src/work/operate/cancel-run.ts';
-import { RECEIVES_BEFORE_ATTRIBUTE } from '../../src/work/tenant-slots.ts';
-import { fingerprintOf, idempotencyKeyOf } from '../../src/work/idempotency.ts';
-import { TransientFailure, ValidationFailure } from '../../src/work/unit-errors.ts';
-import { defineTask, type WorkUnit } from '../../src/work/unit.ts';
-import type { WorkerRuntime } from '../../src/work/worker-runtime.ts';
+import { RECEIVES_BEFORE_ATTRIBUTE } from '../../src/work/runtime/consume/tenant-slots.ts';
+import { fingerprintOf, idempotencyKeyOf } from '../../src/work/runtime/store/idempotency.ts';
+import { TransientFailure, ValidationFailure } from '../../src/work/define/unit-errors.ts';
+import { defineTask, type WorkUnit } from '../../src/work/define/unit.ts';
+import type { WorkerRuntime } from '../../src/work/runtime/worker-runtime.ts';
 import { causalProblems } from '../fixtures/trail-causality.ts';
 import { events, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import { waitFor } from '../support/wait-for.ts';

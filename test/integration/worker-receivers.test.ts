@@ -6,8 +6,8 @@
 import { ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { receiversFor } from '../../src/work/consumer.ts';
-import { defineTask, type WorkUnit } from '../../src/work/unit.ts';
+import { receiversFor } from '../../src/work/runtime/consume/consumer.ts';
+import { defineTask, type WorkUnit } from '../../src/work/define/unit.ts';
 import { bareConsumer } from '../fixtures/bare-consumer.ts';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import { waitFor } from '../support/wait-for.ts';

@@ -3,7 +3,7 @@
 // same commit, and leave missing or finished runs untouched for the general path.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDeliveries, startDelivery, transitionRun } from '../../src/work/run-store.ts';
+import { startDeliveries, startDelivery, transitionRun } from '../../src/work/runtime/store/run-store.ts';
 import { inUnitOfWork } from '../../src/db/unit-of-work.ts';
 import { createTenant } from './work-tables-support.ts';
 import { events, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';

@@ -9,8 +9,8 @@ import { createSql } from '../../src/db/client.ts';
 import { freePort } from '../../src/kv/redis-server.ts';
 import { captureLogger } from '../../src/logging/logger.ts';
 import { queueUrl } from '../../src/queue/names.ts';
-import { defineTask, type WorkUnit } from '../../src/work/unit.ts';
-import { startWorkerRuntime } from '../../src/work/worker-runtime.ts';
+import { defineTask, type WorkUnit } from '../../src/work/define/unit.ts';
+import { startWorkerRuntime } from '../../src/work/runtime/worker-runtime.ts';
 import { events, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import { RUNTIME_UNITS } from '../fixtures/units/runtime-units.ts';
 

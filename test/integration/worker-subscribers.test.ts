@@ -3,10 +3,10 @@
 import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inUnitOfWork } from '../../src/db/unit-of-work.ts';
-import { idempotencyKeyOf } from '../../src/work/idempotency.ts';
-import { createDispatcher, type DispatchTarget } from '../../src/work/dispatch.ts';
-import { defineSubscriber, type SubscriberUnit, type WorkUnit } from '../../src/work/unit.ts';
-import { ValidationFailure } from '../../src/work/unit-errors.ts';
+import { idempotencyKeyOf } from '../../src/work/runtime/store/idempotency.ts';
+import { createDispatcher, type DispatchTarget } from '../../src/work/runtime/produce/dispatch.ts';
+import { defineSubscriber, type SubscriberUnit, type WorkUnit } from '../../src/work/define/unit.ts';
+import { ValidationFailure } from '../../src/work/define/unit-errors.ts';
 import { RUNTIME_UNITS } from '../fixtures/units/runtime-units.ts';
 import { events, SYSTEM_ACTOR, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 

@@ -5,9 +5,9 @@
 // SendMessageBatch and its commit) records the send itself, so the relay does not send it again.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { relayPass } from '../../src/work/relay.ts';
-import { fireSchedule } from '../../src/work/scheduler.ts';
-import { defineTask, type WorkUnit } from '../../src/work/unit.ts';
+import { relayPass } from '../../src/work/runtime/produce/relay.ts';
+import { fireSchedule } from '../../src/work/runtime/maintain/scheduler.ts';
+import { defineTask, type WorkUnit } from '../../src/work/define/unit.ts';
 import { effectPayload, effectTask, RUNTIME_UNITS, scheduledSkipTask } from '../fixtures/units/runtime-units.ts';
 import { causalProblems } from '../fixtures/trail-causality.ts';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';

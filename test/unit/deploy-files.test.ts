@@ -123,7 +123,7 @@ describe('Dockerfile', () => {
     const check = dockerfile.getInstructions().filter((i) => i.getKeyword() === 'HEALTHCHECK' && i.getRange().start.line >= stage('workers').from.getRange().start.line)[0]!;
     expect(check.getArgumentsContent()).toMatch(/\/readyz'/);
     expect(check.getArgumentsContent()).not.toMatch(/\/healthz/);
-    expect(read('src/work/health-server.ts')).toMatch(/path === '\/readyz'/);
+    expect(read('src/work/runtime/health-server.ts')).toMatch(/path === '\/readyz'/);
   });
 
   it('starts the workers image and `npm run workers` with the workers flags: a young generation of 16 MB semi-spaces', () => {

@@ -1,8 +1,8 @@
 // Pure logic of the operator commands: filter parsing, run id and label checks, the public failure
 // outcome, and the note a delivery meeting a final run leaves.
 import { describe, expect, it } from 'vitest';
-import { failedOutcome } from '../../src/work/operate/failure-outcome.ts';
-import { finalDeliveryNote } from '../../src/work/operate/final-delivery.ts';
+import { failedOutcome } from '../../src/work/runtime/complete/failure-outcome.ts';
+import { finalDeliveryNote } from '../../src/work/runtime/complete/final-delivery.ts';
 import { parseRunFilters, parseTimeBound } from '../../src/work/operate/list-runs.ts';
 import { checkOperatorLabel, checkRunId } from '../../src/work/operate/operate-error.ts';
 

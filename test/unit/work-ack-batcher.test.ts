@@ -3,7 +3,7 @@
 // worker integration tests.
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { describe, expect, it } from 'vitest';
-import { createAckBatcher, DeleteFailed } from '../../src/work/consumer.ts';
+import { createAckBatcher, DeleteFailed } from '../../src/work/runtime/consume/consumer.ts';
 
 interface Call {
   handles: string[];

@@ -2,7 +2,7 @@
 // trail detail fitting that limit. The integration test worker-transitions compares with PostgreSQL.
 import { describe, expect, it } from 'vitest';
 import { jsonbText, jsonbTextBytes } from '../../src/db/jsonb-text.ts';
-import { fitDetail } from '../../src/work/runner.ts';
+import { fitDetail } from '../../src/work/runtime/consume/runner.ts';
 
 describe('jsonb text size', () => {
   it('R-RUN-09 R-TRL-05 renders as PostgreSQL does: a space after every colon and comma, numbers without exponent', () => {

@@ -1,9 +1,9 @@
-// guardRunTransaction (src/work/delivery/run-transaction.ts): the hook a group member opens its
+// guardRunTransaction (src/work/runtime/execute/run-transaction.ts): the hook a group member opens its
 // savepoint in runs once, before the handler's first statement, and never for a fragment or after close.
 // A stand-in for the postgres.js transaction records what would be sent (pure logic, no database).
 import { describe, expect, it } from 'vitest';
 import type { TxSql } from '../../src/db/client.ts';
-import { guardRunTransaction, RunTransactionClosed } from '../../src/work/delivery/run-transaction.ts';
+import { guardRunTransaction, RunTransactionClosed } from '../../src/work/runtime/execute/run-transaction.ts';
 
 function fakeTx(log: string[]): TxSql {
   const tag = (first: unknown, ...rest: unknown[]) => {

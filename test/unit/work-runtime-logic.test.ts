@@ -3,14 +3,14 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { checkPoolSize } from '../../src/config/workers.ts';
-import { backoffSeconds, clampToReceipt, RECEIPT_MARGIN_SECONDS } from '../../src/work/backoff.ts';
-import { envelopeBody } from '../../src/work/envelope.ts';
-import { advisoryKeyOf, canonicalJson, fingerprintOf, idempotencyKeyOf } from '../../src/work/idempotency.ts';
-import { nextScheduledMoment, parseScheduleExpression, scheduledMomentAt } from '../../src/work/schedule-expression.ts';
-import { SlotLimit } from '../../src/work/slot-limit.ts';
-import { classifyFailure, ForbiddenFailure, NotFoundFailure, TransientFailure, UnitNotRegistered, ValidationFailure } from '../../src/work/unit-errors.ts';
-import { defineSubscriber, defineTask, unitProblems } from '../../src/work/unit.ts';
-import { messagesForQueue, slotsForQueues } from '../../src/work/worker-runtime.ts';
+import { backoffSeconds, clampToReceipt, RECEIPT_MARGIN_SECONDS } from '../../src/work/runtime/complete/backoff.ts';
+import { envelopeBody } from '../../src/work/runtime/produce/envelope.ts';
+import { advisoryKeyOf, canonicalJson, fingerprintOf, idempotencyKeyOf } from '../../src/work/runtime/store/idempotency.ts';
+import { nextScheduledMoment, parseScheduleExpression, scheduledMomentAt } from '../../src/work/define/schedule-expression.ts';
+import { SlotLimit } from '../../src/work/runtime/consume/slot-limit.ts';
+import { classifyFailure, ForbiddenFailure, NotFoundFailure, TransientFailure, UnitNotRegistered, ValidationFailure } from '../../src/work/define/unit-errors.ts';
+import { defineSubscriber, defineTask, unitProblems } from '../../src/work/define/unit.ts';
+import { messagesForQueue, slotsForQueues } from '../../src/work/runtime/worker-runtime.ts';
 
 const noop = async () => ({});
 

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { visibilityProblem } from '../../src/work/catalog.ts';
-import { defineTask } from '../../src/work/unit.ts';
+import { defineTask } from '../../src/work/define/unit.ts';
 
 const task = (timeoutSeconds: number) =>
   defineTask({ name: 'demo.long', queue: 'bulk', context: 'system', timeoutSeconds, payload: z.object({}), handler: async () => ({}) });

@@ -2,7 +2,7 @@
 // identity.session_started v1 on the critical queue. Still registered, although nothing publishes the
 // event while login is being rebuilt.
 import { z } from 'zod';
-import { defineSubscriber } from '../../src/work/unit.ts';
+import { defineSubscriber } from '../../src/work/index.ts';
 import { mailerFor } from '../../src/mail/mailer.ts';
 
 export const loginNotificationEmail = defineSubscriber({

@@ -1,8 +1,8 @@
 // maintenance.purge: hourly, deletes expired idempotency keys (both ledgers) and outbox rows sent more
-// than 7 days ago, in batches. Never pending outbox rows, runs or trails (see src/work/purge.ts).
+// than 7 days ago, in batches. Never pending outbox rows, runs or trails (see src/work/runtime/maintain/purge.ts).
 import { z } from 'zod';
-import { defineTask } from '../../src/work/unit.ts';
-import { DEFAULT_OUTBOX_RETENTION_MS, DEFAULT_PURGE_BATCH, purgeExpired } from '../../src/work/purge.ts';
+import { defineTask } from '../../src/work/index.ts';
+import { DEFAULT_OUTBOX_RETENTION_MS, DEFAULT_PURGE_BATCH, purgeExpired } from '../../src/work/runtime/maintain/purge.ts';
 
 export const purge = defineTask({
   name: 'maintenance.purge',

@@ -24,7 +24,7 @@ import { WORKERS_NODE_FLAGS } from '../../../src/main/workers-node-flags.ts';
 import { applyMigrations } from '../../../src/migrator/runner.ts';
 import { createSqsClient } from '../../../src/queue/client.ts';
 import { provisionQueues } from '../../../src/queue/provision.ts';
-import { createDispatcher, type Dispatcher } from '../../../src/work/dispatch.ts';
+import { createDispatcher, type Dispatcher } from '../../../src/work/runtime/produce/dispatch.ts';
 import { benchJob } from '../../fixtures/units/bench/job.task.ts';
 import type { GcPause } from '../gc-pauses.ts';
 import type { BenchJob, SystemAdapter, SystemContext } from '../system.ts';

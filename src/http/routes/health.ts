@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { errorRef, ok, successSchema } from '../envelope.ts';
 import { HttpError, localTerm } from '../errors.ts';
 import { checkReadiness } from '../readiness.ts';
-import type { AppDeps } from '../app.ts';
+import type { AppDeps } from '../app-deps.ts';
 
 const latestMigration = { type: 'string', description: 'Newest migration name of this build.' } as const;
 

@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { errorRef, successSchema } from '../envelope.ts';
 import { HttpError } from '../errors.ts';
 import { runStatusJson } from '../run-status.ts';
-import type { AppDeps } from '../app.ts';
+import type { AppDeps } from '../app-deps.ts';
 
 export const TASK_RUNS_READ = 'access.task_runs.read';
 

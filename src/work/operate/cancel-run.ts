@@ -19,26 +19,15 @@
 // longer counts as pending, and purge deletes it after the retention. A row a relay pass holds locked
 // right now is left to that pass (SKIP LOCKED: the cancel never waits for a send, and never holds the
 // run's lock while waiting for the row's, which the relay takes in the other order): sent, its message
-// meets a final run; refused, the relay gives it up because its run is final (src/work/relay.ts).
+// meets a final run; refused, the relay gives it up because its run is final (src/work/runtime/produce/relay.ts).
 import type { Sql, TxSql } from '../../db/client.ts';
 import { inUnitOfWork } from '../../db/unit-of-work.ts';
-import { defaultInstanceLabel } from '../dispatch.ts';
-import { appendTrailEvent, FINAL_RUN_STATUSES, OUTBOX_TABLE, readRun, transitionRun, type RunKey, type RunScope, type RunStatus } from '../run-store.ts';
-import { PermanentFailure } from '../unit-errors.ts';
-import { failedOutcome } from './failure-outcome.ts';
+import { defaultInstanceLabel } from '../runtime/produce/dispatch.ts';
+import { appendTrailEvent, FINAL_RUN_STATUSES, OUTBOX_TABLE, readRun, transitionRun, type RunKey, type RunScope, type RunStatus } from '../runtime/store/run-store.ts';
+import { CANCELLED, isCancelledOutcome, RunCancelled, isRunCancelled, wasCancelled } from '../runtime/complete/cancellation.ts';
+import { failedOutcome } from '../runtime/complete/failure-outcome.ts';
 import { requireRun } from './find-run.ts';
 import { checkOperatorLabel, checkRunId, OperateError } from './operate-error.ts';
-
-/** Error code of a cancelled run. */
-export const CANCELLED = 'CANCELLED';
-
-/** The abort reason of a running handler whose run an operator cancelled. Permanent: never retried. */
-export class RunCancelled extends PermanentFailure {
-  constructor(runId: string) {
-    super(CANCELLED, `run ${runId} was cancelled by an operator: the attempt is aborted and its effect rolled back`);
-    this.name = 'RunCancelled';
-  }
-}
 
 export interface CancelInput {
   runId: string;
@@ -61,10 +50,6 @@ export interface CancelResult {
 }
 
 const RUN_TABLE = { tenant: 'task_runs', platform: 'platform_task_runs' } as const;
-
-function isCancelledOutcome(outcome: Record<string, unknown>): boolean {
-  return (outcome.error as { code?: unknown } | undefined)?.code === CANCELLED;
-}
 
 /** Cancels one run inside the caller's transaction (see cancelRunNow for its own unit of work). */
 export async function cancelRun(tx: TxSql, input: CancelInput): Promise<CancelResult> {
@@ -114,15 +99,4 @@ export async function cancelRunNow(sql: Sql, input: CancelInput): Promise<Cancel
   return inUnitOfWork(sql, { kind: 'system', label: `cancel:${by}`.slice(0, 128) }, (tx) => cancelRun(tx, input));
 }
 
-/** True when an operator cancelled the run (it is `failed` with CANCELLED): what a running worker polls. */
-export async function isRunCancelled(sql: Sql | TxSql, scope: RunScope, key: RunKey): Promise<boolean> {
-  const [row] = await sql<{ cancelled: boolean }[]>`
-    SELECT status = 'failed' AND outcome->'error'->>'code' = ${CANCELLED} AS cancelled FROM ${sql(RUN_TABLE[scope])}
-     WHERE run_id = ${key.runId} ${key.tenantId ? sql`AND tenant_id = ${key.tenantId}` : sql``}`;
-  return row?.cancelled === true;
-}
-
-/** True for the outcome of a cancelled run (the runner acknowledges its message without dead-lettering it). */
-export function wasCancelled(run: { status: RunStatus; outcome: Record<string, unknown> }): boolean {
-  return run.status === 'failed' && isCancelledOutcome(run.outcome);
-}
+export { CANCELLED, RunCancelled, isRunCancelled, wasCancelled };

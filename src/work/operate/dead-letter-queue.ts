@@ -18,7 +18,7 @@ import {
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import type { Sql } from '../../db/client.ts';
-import { parseEnvelope, type Envelope } from '../envelope.ts';
+import { parseEnvelope, type Envelope } from '../runtime/produce/envelope.ts';
 import { findRun } from './find-run.ts';
 import { checkOperatorLabel, OperateError } from './operate-error.ts';
 import { redriveRunNow, BULK_REDRIVE_UNCONFIRMED_MAX, type KeySource, type RedriveResult } from './redrive-run.ts';

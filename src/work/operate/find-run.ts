@@ -1,7 +1,7 @@
 // Finds a run by id in either run table. Operators hold a run id (from a log, a DLQ message, the API)
 // without knowing whether it is a tenant or a platform run; the scope comes from the table holding it.
 import type { Sql, TxSql } from '../../db/client.ts';
-import { readRun, type RunRow, type RunScope } from '../run-store.ts';
+import { readRun, type RunRow, type RunScope } from '../runtime/store/run-store.ts';
 import { checkRunId, OperateError } from './operate-error.ts';
 
 export interface FoundRun {

@@ -3,9 +3,9 @@
 // module: a tenant is named by its `uid`, a run by its uuid.
 import type { Sql, TxSql } from '../../db/client.ts';
 import { QUEUE_NAMES, type QueueName } from '../../queue/names.ts';
-import type { RunStatus, RunTrigger } from '../run-store.ts';
+import type { RunStatus, RunTrigger } from '../runtime/store/run-store.ts';
 import { OperateError } from './operate-error.ts';
-import { findStrandedRuns, type OverdueWindows, type StrandedRun } from '../stranded-runs.ts';
+import { findStrandedRuns, type OverdueWindows, type StrandedRun } from '../runtime/store/stranded-runs.ts';
 
 export const RUN_STATUSES: readonly RunStatus[] = ['queued', 'running', 'retrying', 'succeeded', 'failed', 'skipped'];
 /** Default `--limit` of runs list. */
@@ -206,7 +206,7 @@ export interface StuckRunSummary {
 const STUCK_SCAN_LIMIT = 10_000;
 
 /**
- * The stuck runs (src/work/stranded-runs.ts: past their window with no live delivery), longest
+ * The stuck runs (src/work/runtime/store/stranded-runs.ts: past their window with no live delivery), longest
  * waiting first; `tenant` and `queue` narrow them.
  */
 export async function listStuckRuns(

@@ -10,11 +10,11 @@
 import type { Sql, TxSql } from '../../db/client.ts';
 import { inUnitOfWork } from '../../db/unit-of-work.ts';
 import type { QueueName } from '../../queue/names.ts';
-import { defaultInstanceLabel, writeRedriveRun } from '../dispatch.ts';
-import type { Envelope } from '../envelope.ts';
-import { idempotencyKeyOf } from '../idempotency.ts';
-import { appendTrailEvent, OUTBOX_TABLE } from '../run-store.ts';
-import type { WorkUnit } from '../unit.ts';
+import { defaultInstanceLabel, writeRedriveRun } from '../runtime/produce/dispatch.ts';
+import type { Envelope } from '../runtime/produce/envelope.ts';
+import { idempotencyKeyOf } from '../runtime/store/idempotency.ts';
+import { appendTrailEvent, OUTBOX_TABLE } from '../runtime/store/run-store.ts';
+import type { WorkUnit } from '../define/unit.ts';
 import { CANCELLED } from './cancel-run.ts';
 import { requireRun } from './find-run.ts';
 import { listRuns, type RunFilters, type RunSummary } from './list-runs.ts';

@@ -3,8 +3,8 @@
 // recorded later, at the instant it happened), its idempotency ledger row, its outbox row (envelope,
 // sent or pending) and its redrive chain.
 import type { Sql, TxSql } from '../../db/client.ts';
-import { idempotencyKeyOf } from '../idempotency.ts';
-import { readTrail, type RunRow, type TrailEvent } from '../run-store.ts';
+import { idempotencyKeyOf } from '../runtime/store/idempotency.ts';
+import { readTrail, type RunRow, type TrailEvent } from '../runtime/store/run-store.ts';
 import { requireRun } from './find-run.ts';
 
 /** A trail event as `runs show` prints it: the instant as an ISO string. */

@@ -1,0 +1,27 @@
+// The public authoring API of background work: what a unit file, a use case and a unit's test import.
+// Everything under runtime/ is internal (the workers, the relay and the scheduler run it) and operate/
+// is the operators' side (CLI and console); a unit imports from here, never from those.
+//
+//   units/<domain>/<name>.task.ts     export default defineTask({ name, queue, context, payload, handler })
+//   a use case, in its transaction    await dispatchTask(tx, sendInvoice, { invoiceId }, { actor })
+//   the unit's test                   await testUnit(sendInvoice, { invoiceId }, { sql, tenant })  (src/work/testing.ts)
+export {
+  defineSubscriber,
+  defineTask,
+  type DispatchedRun,
+  type FollowUpOptions,
+  type Overlap,
+  type RetryPolicy,
+  type SubscriberOptions,
+  type SubscriberUnit,
+  type TaskOptions,
+  type TaskUnit,
+  type UnitContext,
+  type UnitHandler,
+  type UnitOutcome,
+  type UnitQueue,
+  type UnitRun,
+  type WorkUnit,
+} from './define/unit.ts';
+export { ForbiddenFailure, NotFoundFailure, PermanentFailure, TransientFailure, ValidationFailure, type UnitFailure } from './define/unit-errors.ts';
+export { DispatchError, dispatchMany, dispatchTask, MAX_BULK_RUNS, type DispatchErrorCode, type DispatchOptions, type UnitDispatchOptions } from './runtime/produce/dispatch.ts';

@@ -1,0 +1,36 @@
+// What a cancel means to the runtime: the error code and abort reason of a cancelled run, the check a
+// running worker polls (cancel-watch.ts) and the test settlement makes of a final run. The operator's
+// side, which writes the cancel, is src/work/operate/cancel-run.ts.
+import type { Sql, TxSql } from '../../../db/client.ts';
+import { PermanentFailure } from '../../define/unit-errors.ts';
+import type { RunKey, RunScope, RunStatus } from '../store/run-store.ts';
+
+const RUN_TABLE = { tenant: 'task_runs', platform: 'platform_task_runs' } as const;
+
+/** Error code of a cancelled run. */
+export const CANCELLED = 'CANCELLED';
+
+/** The abort reason of a running handler whose run an operator cancelled. Permanent: never retried. */
+export class RunCancelled extends PermanentFailure {
+  constructor(runId: string) {
+    super(CANCELLED, `run ${runId} was cancelled by an operator: the attempt is aborted and its effect rolled back`);
+    this.name = 'RunCancelled';
+  }
+}
+
+export function isCancelledOutcome(outcome: Record<string, unknown>): boolean {
+  return (outcome.error as { code?: unknown } | undefined)?.code === CANCELLED;
+}
+
+/** True when an operator cancelled the run (it is `failed` with CANCELLED): what a running worker polls. */
+export async function isRunCancelled(sql: Sql | TxSql, scope: RunScope, key: RunKey): Promise<boolean> {
+  const [row] = await sql<{ cancelled: boolean }[]>`
+    SELECT status = 'failed' AND outcome->'error'->>'code' = ${CANCELLED} AS cancelled FROM ${sql(RUN_TABLE[scope])}
+     WHERE run_id = ${key.runId} ${key.tenantId ? sql`AND tenant_id = ${key.tenantId}` : sql``}`;
+  return row?.cancelled === true;
+}
+
+/** True for the outcome of a cancelled run (the runner acknowledges its message without dead-lettering it). */
+export function wasCancelled(run: { status: RunStatus; outcome: Record<string, unknown> }): boolean {
+  return run.status === 'failed' && isCancelledOutcome(run.outcome);
+}

@@ -1,0 +1,177 @@
+// Stage 3 of a delivery: execution. Opens the effect transaction (actor context, statement deadline,
+// the key's advisory lock), registers the delivery, claims the key in the ledger, runs the handler
+// and, in the same transaction, records its success. Every way out other than success goes to the
+// settlement stage.
+import { recordRunStarted } from '../../../observe/delivery-metrics.ts';
+import { traceStage } from '../../../observe/work-tracing.ts';
+import type { Sql, TxSql } from '../../../db/client.ts';
+import type { Logger } from 'pino';
+import { beginPipelined } from '../../../db/pipelined-begin.ts';
+import { boundStage, isStageTimeout } from '../../../db/stage-deadline.ts';
+import { DEFAULT_HEARTBEAT_INTERVAL_MS } from '../../../config/limits.ts';
+import { watchForCancel, type CancelWatch } from './cancel-watch.ts';
+import { advisoryKeyOf, claimKeyAndStart, type GateState } from '../store/idempotency.ts';
+import { finishDelivery } from '../store/run-store.ts';
+import { UnitTimedOut } from '../../define/unit-errors.ts';
+import { cancelStatement, type EffectBackend } from './cancel-statement.ts';
+import {
+  actorSettingsOf,
+  evict,
+  ledgerScope,
+  ReleasedOnShutdown,
+  releaseOwnGate,
+  type DeliveryContext,
+  type DeliveryResult,
+  type Failure,
+} from './context.ts';
+import { register, type Registration } from './registration.ts';
+import { actOnClaim, startNow } from './claim.ts';
+import { callHandler } from './handler-call.ts';
+import { gateResultOf, recordResults, settleExecuted, settleRegistration, settleSuccess } from '../complete/settlement.ts';
+
+/**
+ * Opens the effect transaction first and takes the key's advisory lock in it, then registers the
+ * delivery in its own transaction, then runs the handler in the effect transaction. Holding the lock
+ * from before registration to the end of the effect leaves no window in which a concurrent duplicate
+ * could register a second attempt (each slot holds at most these two transactions at once).
+ */
+export async function deliverAlone(
+  c: DeliveryContext,
+  early: Failure | null,
+  gate: GateState,
+  payload: unknown,
+  leaseMs: number,
+  /** The delivery is registered already (a group member re-run alone, group-execution.ts): not registered again. */
+  registered?: Extract<Registration, { kind: 'execute' }>,
+): Promise<DeliveryResult> {
+  const { deps, scope, tenantId } = c;
+  const unit = c.unit;
+  // Aborted by the deadline, a release on shutdown or an operator's cancel; callHandler closes
+  // run.transaction on abort, before the rollback is sent, so no late statement reaches the database.
+  const controller = new AbortController();
+  const timeoutMs = (unit?.timeoutSeconds ?? 60) * 1000;
+  let timer: NodeJS.Timeout | undefined;
+  // Polls for an operator's cancel while the handler runs (src/work/runtime/execute/cancel-watch.ts).
+  let cancelWatch: CancelWatch | undefined;
+  // The effect transaction's backend while it is open: a release cancels its current statement, or
+  // the ROLLBACK would queue behind a handler statement (pg_sleep, a lock wait) past the stop budget.
+  let effectBackend: EffectBackend | null = null;
+  const onRelease = () => {
+    controller.abort(new ReleasedOnShutdown());
+    if (effectBackend) {
+      cancelStatement(deps.sql, effectBackend, c.log, 'a released run');
+    }
+  };
+  let registration: Registration | undefined;
+  let evicted: Promise<void> = Promise.resolve();
+  let startedAt: string | null = null;
+  let followUpsSince: number | null = null; // run.dispatch/run.publish (issue 14): their rows commit with the effect
+  const needsLock = Boolean(c.key) && !early && gate.state !== 'held' && gate.state !== 'completed';
+  try {
+    // The opening statement goes out with BEGIN (src/db/pipelined-begin.ts). It is harmless outside a
+    // transaction: settings local to the transaction, and a lock held for the transaction. It applies
+    // the actor context (as inUnitOfWork), the deadline of every statement of this transaction (a
+    // handler statement cannot outlive the unit's timeout even if the handler ignores the signal) and
+    // takes the key's advisory lock.
+    const settings = actorSettingsOf(c.actor);
+    const result = await beginPipelined(
+      deps.sql,
+      (tx) => tx<{ locked: boolean; pid: number; xact_start: string }[]>`
+        SELECT set_config('app.tenant_id', ${settings.tenantId}, true), set_config('app.user_id', ${settings.userId}, true),
+               set_config('app.process', ${settings.process}, true), set_config('statement_timeout', ${String(timeoutMs)}, true),
+               ${needsLock ? tx`pg_try_advisory_xact_lock(${advisoryKeyOf(c.key!)}::bigint)` : tx`true`} AS locked,
+               pg_backend_pid() AS pid, (extract(epoch FROM now()) * 1000000)::int8::text AS xact_start`,
+      (tx, [opened], beforeCommit) => effect(tx, opened!, beforeCommit),
+    );
+    async function effect(tx: TxSql, opened: { locked: boolean; pid: number; xact_start: string }, beforeCommit: <S>(statement: Promise<S>) => Promise<S>) {
+      effectBackend = { pid: opened.pid, xactStart: opened.xact_start };
+      // Bounded (SVC_STAGE_TIMEOUT_MS): a registration that answers after its deadline may have committed
+      // `received` and `running`; the message comes back and the next delivery registers again.
+      registration = registered ?? (await traceStage('registration', c.envelope.name, () => boundStage('registration', register(c, early, gate, opened.locked, leaseMs)))); // span (src/observe)
+      if (registration.kind !== 'execute') return null;
+      recordRunStarted(registration.run, registration.attempt); // svc_run_pickup_seconds (src/observe)
+      // Not awaited: later Redis commands of this delivery go down the same connection after it.
+      evicted = evict(c);
+      const { run, attempt, scheduledFor } = registration;
+      // The deadline starts with the execution; a release on shutdown aborts it too.
+      timer = setTimeout(() => controller.abort(new UnitTimedOut(unit!.name, unit!.timeoutSeconds)), timeoutMs);
+      cancelWatch = watchForCancel({
+        sql: deps.sql,
+        scope,
+        run: { runId: run.runId, tenantId },
+        intervalMs: deps.cancelCheckIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS,
+        // As a release: abort the handler and cancel its statement; settlement then finds the run failed and acks.
+        onCancel: (reason) => {
+          controller.abort(reason);
+          if (effectBackend) cancelStatement(deps.sql, effectBackend, c.log, 'a cancelled run');
+        },
+        onError: (error) => c.log.warn({ err: error }, 'could not check whether the run was cancelled'),
+      });
+      if (deps.releaseSignal?.aborted) onRelease();
+      else deps.releaseSignal?.addEventListener('abort', onRelease, { once: true });
+      controller.signal.throwIfAborted();
+      // The claim's statements are bounded as one stage; past the deadline the effect transaction is
+      // abandoned (rolled back), nothing of it committed.
+      const claimed = await boundStage(
+        'claim',
+        (async () => {
+          const claim = await claimKeyAndStart(tx, ledgerScope(c), c.key!, c.fingerprint!, leaseMs, {
+            runId: run.runId,
+            attempt,
+            receiveCount: c.delivery.receiveCount,
+            queue: run.queue,
+            workerInstance: deps.workerInstance,
+          });
+          const replay = await actOnClaim(tx, c, run, attempt, claim);
+          if (replay) return { replay, startedAt: null };
+          // `started` was written with a fresh claim; a claim that took over an existing row writes it now.
+          return { replay: null, startedAt: claim.startedAt ?? (await startNow(tx, c, run, attempt)) };
+        })(),
+      );
+      if (claimed.replay) return { replayed: true, outcome: claimed.replay.replayed };
+      startedAt = claimed.startedAt;
+      const { outcome, followUps } = await callHandler(c, tx, { run, attempt, scheduledFor, payload, signal: controller.signal });
+      followUpsSince = followUps.writtenSince();
+      // Ledger `completed`, run `succeeded`, trail `succeeded`: one statement, committed with the effect.
+      // Sent before COMMIT without waiting (one round trip, not two); if it fails, beginPipelined
+      // throws its error, which takes the failure path exactly as a throw in here would.
+      beforeCommit(
+        finishDelivery(tx, scope, {
+          runId: run.runId,
+          tenantId,
+          attempt,
+          receiveCount: c.delivery.receiveCount,
+          queue: run.queue,
+          workerInstance: deps.workerInstance,
+          outcome,
+          ledger: { key: c.key!, retentionMs: deps.retentionMs },
+        }),
+      );
+      return { replayed: false, outcome };
+    }
+    effectBackend = null;
+    cancelWatch?.stop();
+    clearTimeout(timer);
+    deps.releaseSignal?.removeEventListener('abort', onRelease);
+    if (result && registration?.kind === 'execute') {
+      const recorded = recordResults(deps, evicted, [gateResultOf(c, result.outcome)]);
+      return await settleSuccess(c, registration.run, { outcome: result.outcome, replayed: result.replayed, followUpsSince }, recorded);
+    }
+  } catch (error) {
+    effectBackend = null;
+    cancelWatch?.stop();
+    clearTimeout(timer);
+    deps.releaseSignal?.removeEventListener('abort', onRelease);
+    await evicted;
+    if (registration?.kind !== 'execute') throw error; // the registration itself failed: the consumer retries
+    if (isStageTimeout(error)) {
+      // A wait outlived its deadline (the database is away or the connection stalled): nothing is
+      // settled, since settling would wait on the same database; the consumer sends the message back,
+      // and the ledger decides on the next delivery (an effect that did commit is replayed, not redone).
+      void releaseOwnGate(c).catch(() => {});
+      throw error;
+    }
+    return settleExecuted(c, registration.run, registration.attempt, error, controller.signal.aborted ? controller.signal.reason : undefined, startedAt, leaseMs);
+  }
+  return traceStage('settlement', c.envelope.name, () => settleRegistration(c, registration!, early)); // span (src/observe)
+}

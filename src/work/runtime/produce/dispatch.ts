@@ -1,0 +1,621 @@
+// Dispatching a task and publishing a domain event, inside the caller's transaction: the run row
+// (queued), its `queued` trail event, the user-actor row for a user, and the outbox row carrying the
+// envelope are written together, so they commit or vanish together. The relay sends the outbox row
+// later; after commit the caller pushes the wake signal (src/kv/wake.ts `afterCommit`).
+//
+// Unit metadata comes from a lookup passed in (`resolve`, `subscribers`): the workers resolve from the
+// loaded unit definitions (with payload schemas), the API from tasks.json (without unit code).
+import os from 'node:os';
+import { CodedError } from '../../../errors/coded-error.ts';
+import { randomUUID } from 'node:crypto';
+import type { z, ZodType } from 'zod';
+import type { TxSql } from '../../../db/client.ts';
+import { deferToCommit } from '../../../db/pipelined-begin.ts';
+import type { Actor } from '../../../db/unit-of-work.ts';
+import type { QueueName } from '../../../queue/names.ts';
+import { dispatchTraceFields } from '../../../observe/work-tracing.ts';
+import { MAX_PAYLOAD_BYTES, payloadBytes, type Envelope } from './envelope.ts';
+import { newRunId } from './run-id.ts';
+import { zodPayloadCheck, type PayloadCheck, type PayloadIssue } from '../../define/payload-schema.ts';
+import { insertRun, insertScheduleOrigin, RUN_TABLE, type RunScope, type RunTrigger } from '../store/run-store.ts';
+import { isWorkUnit, type DispatchedRun as PublicDispatchedRun, type TaskUnit, type WorkUnit } from '../../define/unit.ts';
+
+/** tenant (default): runs for one tenant; platform and system: runs without a tenant. */
+export type UnitContext = 'tenant' | 'platform' | 'system';
+
+/** What dispatch needs to know about a unit (a task, or an event subscriber). */
+export interface DispatchTarget {
+  name: string;
+  queue: QueueName;
+  context: UnitContext;
+  /** Validates (and may transform) the payload at dispatch (unit code: workers, typed dispatch). */
+  payload?: ZodType;
+  /** Used when `payload` is absent: the catalog's JSON Schema, compiled (the API). Neither: any JSON. */
+  check?: PayloadCheck;
+}
+
+/** Most runs one bulk call writes; a larger batch is refused with DISPATCH_BATCH_INVALID (split it). */
+export const MAX_BULK_RUNS = 10_000;
+
+export type ResolveUnit = (name: string) => DispatchTarget | undefined;
+export type ResolveSubscribers = (type: string, version: number) => readonly DispatchTarget[];
+
+export type DispatchErrorCode =
+  | 'RUN_CONTEXT_MISMATCH'
+  | 'PAYLOAD_TOO_LARGE'
+  | 'PAYLOAD_INVALID'
+  | 'UNIT_NOT_REGISTERED'
+  | 'RUN_ACTOR_REFUSED'
+  | 'DISPATCH_DELAY_INVALID'
+  | 'DISPATCH_BATCH_INVALID';
+
+export class DispatchError extends CodedError<DispatchErrorCode> {
+  /** Machine-readable facts for logs and error bodies; never payload values. */
+  readonly details: Record<string, unknown>;
+  constructor(code: DispatchErrorCode, message: string, details: Record<string, unknown> = {}, options?: ErrorOptions) {
+    super(code, message, options);
+    this.name = 'DispatchError';
+    this.details = details;
+  }
+}
+
+export interface DispatcherDeps {
+  resolve: ResolveUnit;
+  /** Subscribers of an event type and version; default: none. */
+  subscribers?: ResolveSubscribers;
+  /** Names this process in trail rows (1..128 chars); default `<hostname>:<pid>`. */
+  instance?: string;
+}
+
+export interface DispatchOptions {
+  /** Who dispatches: a user (of a tenant) or a system process (with or without tenant). */
+  actor: Actor;
+  /** Seconds before the relay may send the message (becomes available_at); default 0. */
+  delaySeconds?: number;
+  /** Correlation id shared by a chain of runs; default a new uuid. */
+  correlationId?: string;
+  /** Id of what caused this run (e.g. the parent run id); default the correlation id. */
+  causationId?: string;
+}
+
+export interface ScheduledDispatchOptions {
+  scheduleName: string;
+  /** 1..128 characters identifying this firing. */
+  executionId: string;
+  scheduledFor: Date | string;
+  /** Default `scheduler`. */
+  actorLabel?: string;
+  correlationId?: string;
+}
+
+/** A dispatched run as the runtime holds it: the public DispatchedRun and the envelope its outbox row carries. */
+export interface DispatchedRun extends PublicDispatchedRun {
+  envelope: Envelope;
+}
+
+export interface Dispatcher {
+  /** Writes run, trail, actor and outbox rows for one task. */
+  dispatchTask(tx: TxSql, name: string, payload: unknown, options: DispatchOptions): Promise<DispatchedRun>;
+  /** One run per payload in a few multi-row statements; all or nothing, a refusal names each bad index. */
+  dispatchMany(tx: TxSql, name: string, payloads: readonly unknown[], options: DispatchOptions): Promise<DispatchedRun[]>;
+  /** Writes one run + outbox row per subscriber, each with its own run id; [] without subscribers. */
+  publishEvent(tx: TxSql, type: string, version: number, payload: unknown, options: DispatchOptions): Promise<DispatchedRun[]>;
+  /** publishEvent for many events of one type and version: one run per subscriber per payload, all or nothing. */
+  publishMany(tx: TxSql, type: string, version: number, payloads: readonly unknown[], options: DispatchOptions): Promise<DispatchedRun[]>;
+  /**
+   * Writes a scheduler run (trigger schedule) with its schedule origin. Returns null, leaving the
+   * transaction usable, when that scheduled moment already has its run.
+   */
+  dispatchScheduled(tx: TxSql, name: string, payload: unknown, options: ScheduledDispatchOptions): Promise<DispatchedRun | null>;
+}
+
+export function defaultInstanceLabel(): string {
+  return `${os.hostname()}:${process.pid}`.slice(0, 128);
+}
+
+/** The tenant a run belongs to, from the actor; refuses actors that cannot own runs. */
+function actorTenant(actor: Actor, name: string): string | null {
+  const kind = (actor as { kind?: unknown }).kind;
+  if (kind === 'user') return (actor as Extract<Actor, { kind: 'user' }>).tenantId;
+  if (kind === 'system') return (actor as Extract<Actor, { kind: 'system' }>).tenantId ?? null;
+  if (kind === 'scheduler') {
+    throw new DispatchError('RUN_ACTOR_REFUSED', `the scheduler starts ${name} through dispatchScheduled, not as a dispatch actor`, {
+      unit: name,
+      actorKind: kind,
+    });
+  }
+  // Platform operators (and anything else) cannot own runs yet; the database refuses them too.
+  throw new DispatchError('RUN_ACTOR_REFUSED', `runs for actor kind ${String(kind)} do not exist: dispatch as a user of a tenant or as a system process`, {
+    unit: name,
+    actorKind: String(kind),
+  });
+}
+
+function checkContext(target: DispatchTarget, tenantId: string | null): void {
+  if (target.context === 'tenant' && tenantId === null) {
+    throw new DispatchError(
+      'RUN_CONTEXT_MISMATCH',
+      `${target.name} is a tenant task: dispatch it from a unit of work bound to a tenant`,
+      { unit: target.name, context: target.context },
+    );
+  }
+  if (target.context !== 'tenant' && tenantId !== null) {
+    throw new DispatchError(
+      'RUN_CONTEXT_MISMATCH',
+      `${target.name} is a ${target.context} task and must not run for a tenant: dispatch it as a system process without a tenant`,
+      { unit: target.name, context: target.context },
+    );
+  }
+}
+
+function checkSize(name: string, payload: unknown): void {
+  let bytes: number;
+  try {
+    bytes = payloadBytes(payload);
+  } catch (cause) {
+    throw new DispatchError('PAYLOAD_INVALID', `the payload of ${name} is not serializable as JSON`, { unit: name }, { cause });
+  }
+  if (bytes > MAX_PAYLOAD_BYTES) {
+    throw new DispatchError(
+      'PAYLOAD_TOO_LARGE',
+      `the payload of ${name} is ${bytes} bytes; at most ${MAX_PAYLOAD_BYTES} are accepted: pass a reference to the data instead`,
+      { unit: name, bytes, maxBytes: MAX_PAYLOAD_BYTES },
+    );
+  }
+}
+
+/** Size cap, then the unit's schema; returns the payload as the schema outputs it, or the issues. */
+function payloadIssues(target: DispatchTarget, payload: unknown): { ok: true; value: unknown } | { ok: false; issues: PayloadIssue[] } {
+  checkSize(target.name, payload);
+  const check = target.payload ? zodPayloadCheck(target.payload) : target.check;
+  if (!check) return { ok: true, value: payload ?? null };
+  const result = check(payload);
+  if (!result.ok) return result;
+  checkSize(target.name, result.value);
+  return { ok: true, value: result.value ?? null };
+}
+
+function describeIssues(issues: readonly PayloadIssue[]): string {
+  const shown = issues.slice(0, 5).map((i) => `${i.path || '(payload)'} ${i.rule}`);
+  return shown.join('; ') + (issues.length > 5 ? `; and ${issues.length - 5} more` : '');
+}
+
+function checkPayload(target: DispatchTarget, payload: unknown): unknown {
+  const result = payloadIssues(target, payload);
+  if (!result.ok) {
+    // Paths and rules only: payload values may be personal data.
+    throw new DispatchError('PAYLOAD_INVALID', `the payload of ${target.name} does not match its schema: ${describeIssues(result.issues)}`, {
+      unit: target.name,
+      issues: result.issues,
+    });
+  }
+  return result.value;
+}
+
+/**
+ * Checks every payload of a bulk dispatch before anything is written; refuses the whole batch, naming
+ * the index of each bad payload (at most 20 listed in the message, all in details).
+ */
+function checkPayloads(target: DispatchTarget, payloads: readonly unknown[]): unknown[] {
+  const out: unknown[] = [];
+  const invalid: Array<{ index: number; issues: PayloadIssue[] }> = [];
+  const tooLarge: number[] = [];
+  payloads.forEach((payload, index) => {
+    try {
+      const result = payloadIssues(target, payload);
+      if (result.ok) out.push(result.value);
+      else invalid.push({ index, issues: result.issues });
+    } catch (error) {
+      if (error instanceof DispatchError && error.code === 'PAYLOAD_TOO_LARGE') tooLarge.push(index);
+      else if (error instanceof DispatchError) invalid.push({ index, issues: [{ path: '', rule: 'is not serializable as JSON' }] });
+      else throw error;
+    }
+  });
+  if (invalid.length > 0 || tooLarge.length > 0) {
+    const parts = [
+      ...invalid.slice(0, 20).map((b) => `#${b.index}: ${describeIssues(b.issues)}`),
+      ...tooLarge.slice(0, 20).map((i) => `#${i}: over ${MAX_PAYLOAD_BYTES} bytes`),
+    ];
+    throw new DispatchError(
+      invalid.length > 0 ? 'PAYLOAD_INVALID' : 'PAYLOAD_TOO_LARGE',
+      `${invalid.length + tooLarge.length} of ${payloads.length} payloads of ${target.name} were refused, so none was dispatched: ${parts.join(' | ')}`,
+      { unit: target.name, invalid, tooLarge, maxBytes: MAX_PAYLOAD_BYTES },
+    );
+  }
+  return out;
+}
+
+function checkBatch(name: string, payloads: unknown): readonly unknown[] {
+  if (!Array.isArray(payloads)) {
+    throw new DispatchError('DISPATCH_BATCH_INVALID', `the payloads of ${name} must be an array`, { unit: name });
+  }
+  if (payloads.length > MAX_BULK_RUNS) {
+    throw new DispatchError(
+      'DISPATCH_BATCH_INVALID',
+      `${payloads.length} payloads of ${name} in one call; at most ${MAX_BULK_RUNS} are accepted: split the batch`,
+      { unit: name, count: payloads.length, max: MAX_BULK_RUNS },
+    );
+  }
+  return payloads;
+}
+
+function checkDelay(name: string, delaySeconds: number | undefined): number {
+  const delay = delaySeconds ?? 0;
+  if (!Number.isFinite(delay) || delay < 0) {
+    throw new DispatchError('DISPATCH_DELAY_INVALID', `delaySeconds of ${name} must be a finite number of seconds, at least 0`, {
+      unit: name,
+      delaySeconds: String(delaySeconds),
+    });
+  }
+  return delay;
+}
+
+interface RunWrite {
+  target: DispatchTarget;
+  kind: Envelope['kind'];
+  trigger: RunTrigger;
+  payload: unknown;
+  tenantId: string | null;
+  actorKind: 'user' | 'system' | 'scheduler';
+  actorLabel: string;
+  user?: { userId: string; membershipId: string };
+  correlationId: string;
+  causationId: string;
+  delaySeconds: number;
+  event?: { type: string; version: number };
+}
+
+function envelopeOf(w: RunWrite, runId: string): Envelope {
+  return {
+    run_id: runId,
+    kind: w.kind,
+    name: w.target.name,
+    ...(w.event ? { event: w.event.type, version: w.event.version } : {}),
+    ...(w.tenantId !== null ? { tenant_id: w.tenantId } : {}),
+    payload: w.payload,
+    correlation_id: w.correlationId,
+    causation_id: w.causationId,
+    ...dispatchTraceFields(w.target.name, w.target.queue, runId), // dispatch span + traceparent (src/observe)
+  };
+}
+
+/**
+ * The `queued` trail events and the outbox rows of runs already inserted, two multi-row statements
+ * whatever the number of runs (arrays unnested server-side). All writes share one scope.
+ */
+async function writeTrailsAndOutbox(
+  tx: TxSql,
+  instance: string,
+  writes: readonly RunWrite[],
+  runIds: readonly string[],
+  before?: ReadonlyArray<PromiseLike<unknown>>,
+): Promise<DispatchedRun[]> {
+  const tenantId = writes[0]!.tenantId;
+  const scope: RunScope = tenantId === null ? 'platform' : 'tenant';
+  const envelopes = writes.map((w, i) => envelopeOf(w, runIds[i]!));
+  const queues = writes.map((w) => w.target.queue);
+  const details = writes.map((w) =>
+    JSON.stringify({
+      trigger: w.trigger,
+      ...(w.delaySeconds > 0 ? { delay_seconds: w.delaySeconds } : {}),
+      ...(w.event ? { event: w.event.type, version: w.event.version } : {}),
+    }),
+  );
+  const envelopeTexts = envelopes.map((e) => JSON.stringify(e));
+  const delays = writes.map((w) => w.delaySeconds);
+  const ids = runIds as string[];
+  // Sent back to back without waiting (postgres.js pipelines the queries of one transaction): they
+  // run in order on the connection, and a failure aborts the transaction, so later ones fail too.
+  const pending: Array<PromiseLike<unknown>> = [...(before ?? [])];
+  if (scope === 'tenant') {
+    pending.push(tx`INSERT INTO task_run_events (run_id, tenant_id, event, attempt, queue, worker_instance, detail)
+      SELECT r, ${tenantId}::bigint, 'queued', 0, q, ${instance}, d::jsonb
+        FROM unnest(${ids}::uuid[], ${queues}::text[], ${details}::text[]) WITH ORDINALITY AS u(r, q, d, n) ORDER BY n`);
+    pending.push(tx`INSERT INTO outbox_messages (tenant_id, run_id, queue, envelope, available_at)
+      SELECT ${tenantId}::bigint, r, q, e::jsonb, clock_timestamp() + make_interval(secs => s)
+        FROM unnest(${ids}::uuid[], ${queues}::text[], ${envelopeTexts}::text[], ${delays}::float8[]) WITH ORDINALITY AS u(r, q, e, s, n) ORDER BY n`);
+  } else {
+    pending.push(tx`INSERT INTO platform_task_run_events (run_id, event, attempt, queue, worker_instance, detail)
+      SELECT r, 'queued', 0, q, ${instance}, d::jsonb
+        FROM unnest(${ids}::uuid[], ${queues}::text[], ${details}::text[]) WITH ORDINALITY AS u(r, q, d, n) ORDER BY n`);
+    pending.push(tx`INSERT INTO platform_outbox_messages (run_id, queue, envelope, available_at)
+      SELECT r, q, e::jsonb, clock_timestamp() + make_interval(secs => s)
+        FROM unnest(${ids}::uuid[], ${queues}::text[], ${envelopeTexts}::text[], ${delays}::float8[]) WITH ORDINALITY AS u(r, q, e, s, n) ORDER BY n`);
+  }
+  // In a unit of work the inserts' answers go to its COMMIT, which follows them in the same write
+  // (src/db/pipelined-begin.ts deferToCommit): a unit of work that ends with a dispatch costs one round
+  // trip. Their failure then fails the unit of work with their error, and nothing of it commits.
+  const written = settleAll(pending);
+  if (!deferToCommit(tx, written)) await written;
+  return writes.map((w, i) => ({
+    runId: runIds[i]!,
+    scope,
+    tenantId,
+    name: w.target.name,
+    queue: w.target.queue,
+    kind: w.kind,
+    envelope: envelopes[i]!,
+  }));
+}
+
+/**
+ * Writes runs (queued), their user-actor rows, `queued` events and outbox rows: four multi-row
+ * statements at most, for one run or ten thousand. All writes share one tenant (or none) and one actor.
+ * Each run reads the database clock once for queued_at and updated_at (two column defaults would read
+ * it twice, and a run whose updated_at came out later would count as sent in the in-flight indexes of
+ * sql/work/0018_tenant-fairness.sql before the relay sent it), as insertRun does. The reading is taken
+ * as the insert pulls the row (above the sort, in a subquery PostgreSQL does not flatten: its target
+ * list is volatile), so each row gets the clock at its own insert, as a column default would.
+ */
+async function writeRuns(tx: TxSql, instance: string, writes: readonly RunWrite[]): Promise<DispatchedRun[]> {
+  if (writes.length === 0) return [];
+  const first = writes[0]!;
+  const tenantId = first.tenantId;
+  const runIds = writes.map(() => newRunId());
+  const names = writes.map((w) => w.target.name);
+  const queues = writes.map((w) => w.target.queue);
+  const triggers = writes.map((w) => w.trigger);
+  const correlations = writes.map((w) => w.correlationId);
+  const causations = writes.map((w) => w.causationId);
+  const scope: RunScope = tenantId === null ? 'platform' : 'tenant';
+  const pending: Array<PromiseLike<unknown>> = [
+    tx`INSERT INTO ${tx(RUN_TABLE[scope])} (run_id, ${tenantId === null ? tx`` : tx`tenant_id,`} name, queue, trigger, actor_kind, actor_label,
+        correlation_id, causation_id, queued_at, updated_at)
+      SELECT r, ${tenantId === null ? tx`` : tx`${tenantId}::bigint,`} n, q, t, ${first.actorKind}, ${first.actorLabel}, c, k, at, at
+        FROM (SELECT u.*, clock_timestamp() AS at
+                FROM (SELECT * FROM unnest(${runIds}::uuid[], ${names}::text[], ${queues}::text[], ${triggers}::text[], ${correlations}::uuid[], ${causations}::uuid[])
+                                    WITH ORDINALITY AS u(r, n, q, t, c, k, o) ORDER BY o) AS u) AS u`,
+  ];
+  if (tenantId !== null && first.user) {
+    pending.push(tx`INSERT INTO task_run_user_actors (run_id, tenant_id, user_id, membership_id)
+      SELECT r, ${tenantId}::bigint, ${first.user.userId}::bigint, ${first.user.membershipId}::bigint FROM unnest(${runIds}::uuid[]) AS u(r)`);
+  }
+  return writeTrailsAndOutbox(tx, instance, writes, runIds, pending);
+}
+
+/** Awaits every pipelined statement (none left unobserved), then rethrows the first failure. */
+async function settleAll(pending: ReadonlyArray<PromiseLike<unknown>>): Promise<void> {
+  const results = await Promise.allSettled(pending);
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) throw failed.reason;
+}
+
+export interface RedriveRunWrite {
+  target: Pick<DispatchTarget, 'name' | 'queue'>;
+  kind: Envelope['kind'];
+  /** The failed run's payload, as its envelope carried it (already validated at its dispatch). */
+  payload: unknown;
+  tenantId: string | null;
+  /** Who redrives, 1..128 characters (a system actor). */
+  actorLabel: string;
+  /** The failed run's correlation id. */
+  correlationId: string;
+  /** The failed run's id. */
+  causationId: string;
+  event?: { type: string; version: number };
+}
+
+/**
+ * Writes a redrive run (trigger `redrive`, system actor) exactly as a dispatch writes a run: run row,
+ * `queued` event and outbox row, in the caller's transaction (src/work/operate/redrive-run.ts).
+ */
+export async function writeRedriveRun(tx: TxSql, instance: string, r: RedriveRunWrite): Promise<DispatchedRun> {
+  checkSize(r.target.name, r.payload);
+  const [run] = await writeRuns(tx, instance, [{
+    target: { ...r.target, context: r.tenantId === null ? 'system' : 'tenant' },
+    kind: r.kind,
+    trigger: 'redrive',
+    payload: r.payload ?? null,
+    tenantId: r.tenantId,
+    actorKind: 'system',
+    actorLabel: r.actorLabel,
+    correlationId: r.correlationId,
+    causationId: r.causationId,
+    delaySeconds: 0,
+    ...(r.event ? { event: r.event } : {}),
+  }]);
+  return run!;
+}
+
+function actorFields(actor: Actor): Pick<RunWrite, 'actorKind' | 'actorLabel' | 'user'> {
+  if (actor.kind === 'user') {
+    return { actorKind: 'user', actorLabel: actor.label, user: { userId: actor.userId, membershipId: actor.membershipId } };
+  }
+  return { actorKind: 'system', actorLabel: actor.label };
+}
+
+export function createDispatcher(deps: DispatcherDeps): Dispatcher {
+  const instance = deps.instance ?? defaultInstanceLabel();
+  const subscribers = deps.subscribers ?? (() => []);
+
+  function resolveTask(name: string): DispatchTarget {
+    const target = deps.resolve(name);
+    if (!target) {
+      throw new DispatchError('UNIT_NOT_REGISTERED', `no task named ${name} is registered: check the name or publish the workers that define it first`, {
+        unit: name,
+      });
+    }
+    return target;
+  }
+
+  /** One write per payload; each run gets its own correlation id unless the options name one. */
+  function taskWrites(target: DispatchTarget, tenantId: string | null, payloads: readonly unknown[], options: DispatchOptions, delaySeconds: number): RunWrite[] {
+    const actor = actorFields(options.actor);
+    return payloads.map((payload) => {
+      const correlationId = options.correlationId ?? randomUUID();
+      return {
+        target,
+        kind: 'task',
+        trigger: 'dispatch',
+        payload,
+        tenantId,
+        ...actor,
+        correlationId,
+        causationId: options.causationId ?? correlationId,
+        delaySeconds,
+      };
+    });
+  }
+
+  async function publish(tx: TxSql, type: string, version: number, payloads: readonly unknown[], options: DispatchOptions, bulk: boolean) {
+    const targets = subscribers(type, version);
+    const tenantId = actorTenant(options.actor, type);
+    const delaySeconds = checkDelay(type, options.delaySeconds);
+    // Check every subscriber before writing anything: a refusal leaves no partial publish behind.
+    const checked = targets.map((target) => {
+      checkContext(target, tenantId);
+      return { target, payloads: bulk ? checkPayloads(target, payloads) : [checkPayload(target, payloads[0])] };
+    });
+    const actor = actorFields(options.actor);
+    // One correlation id per published event, shared by its subscribers' runs.
+    const correlations = payloads.map(() => options.correlationId ?? randomUUID());
+    const writes: RunWrite[] = [];
+    for (const { target, payloads: ps } of checked) {
+      ps.forEach((payload, i) =>
+        writes.push({
+          target,
+          kind: 'event',
+          trigger: 'event',
+          payload,
+          tenantId,
+          ...actor,
+          correlationId: correlations[i]!,
+          causationId: options.causationId ?? correlations[i]!,
+          delaySeconds,
+          event: { type, version },
+        }),
+      );
+    }
+    return writeRuns(tx, instance, writes);
+  }
+
+  return {
+    async dispatchTask(tx, name, payload, options) {
+      const target = resolveTask(name);
+      const tenantId = actorTenant(options.actor, name);
+      checkContext(target, tenantId);
+      const delaySeconds = checkDelay(name, options.delaySeconds);
+      const checked = checkPayload(target, payload);
+      const [run] = await writeRuns(tx, instance, taskWrites(target, tenantId, [checked], options, delaySeconds));
+      return run!;
+    },
+
+    async dispatchMany(tx, name, payloads, options) {
+      const target = resolveTask(name);
+      const batch = checkBatch(name, payloads);
+      const tenantId = actorTenant(options.actor, name);
+      checkContext(target, tenantId);
+      const delaySeconds = checkDelay(name, options.delaySeconds);
+      const checked = checkPayloads(target, batch);
+      return writeRuns(tx, instance, taskWrites(target, tenantId, checked, options, delaySeconds));
+    },
+
+    async publishEvent(tx, type, version, payload, options) {
+      return publish(tx, type, version, [payload], options, false);
+    },
+
+    async publishMany(tx, type, version, payloads, options) {
+      return publish(tx, type, version, checkBatch(type, payloads), options, true);
+    },
+
+    async dispatchScheduled(tx, name, payload, options) {
+      const target = resolveTask(name);
+      checkContext(target, null);
+      const checked = checkPayload(target, payload);
+      const correlationId = options.correlationId ?? randomUUID();
+      const runId = newRunId();
+      const write: RunWrite = {
+        target,
+        kind: 'task',
+        trigger: 'schedule',
+        payload: checked,
+        tenantId: null,
+        actorKind: 'scheduler',
+        actorLabel: options.actorLabel ?? 'scheduler',
+        correlationId,
+        causationId: correlationId,
+        delaySeconds: 0,
+      };
+      // A savepoint, so a moment that already has its run leaves the caller's transaction usable.
+      const fired = await tx.savepoint(async (sp) => {
+        await insertRun(sp as unknown as TxSql, 'platform', {
+          runId,
+          name: target.name,
+          queue: target.queue,
+          trigger: 'schedule',
+          actorKind: 'scheduler',
+          actorLabel: write.actorLabel,
+          correlationId,
+          causationId: correlationId,
+        });
+        const inserted = await insertScheduleOrigin(sp as unknown as TxSql, {
+          runId,
+          scheduleName: options.scheduleName,
+          executionId: options.executionId,
+          scheduledFor: options.scheduledFor,
+        });
+        if (!inserted) throw new MomentTaken();
+        return true;
+      }).catch((error: unknown) => {
+        if (error instanceof MomentTaken) return false;
+        throw error;
+      });
+      if (!fired) return null;
+      const [run] = await writeTrailsAndOutbox(tx, instance, [write], [runId]);
+      return run!;
+    },
+  };
+}
+
+class MomentTaken extends Error {}
+
+// ───────────── typed dispatch, where unit code is importable ─────────────
+
+/** Options of typed dispatch: those of DispatchOptions plus the trail's instance label. */
+export interface UnitDispatchOptions extends DispatchOptions {
+  /** Names this process in trail rows (1..128 chars); default `<hostname>:<pid>`. */
+  instance?: string;
+}
+
+/** What dispatch needs from a unit definition (its schema included, so the worker's own check runs here). */
+export function targetOfUnit(unit: WorkUnit): DispatchTarget {
+  return { name: unit.name, queue: unit.queue, context: unit.context, payload: unit.payload };
+}
+
+function unitDispatcher(unit: WorkUnit, instance: string | undefined): Dispatcher {
+  if (!isWorkUnit(unit) || unit.kind !== 'task') {
+    const name = (unit as { name?: unknown })?.name;
+    throw new DispatchError('UNIT_NOT_REGISTERED', `${String(name)} is not a task built by defineTask: dispatch tasks; publish events to reach subscribers`, {
+      unit: String(name),
+    });
+  }
+  return createDispatcher({ resolve: (name) => (name === unit.name ? targetOfUnit(unit) : undefined), ...(instance ? { instance } : {}) });
+}
+
+/**
+ * Dispatches `unit` with a payload TypeScript checks against the unit's schema (its input type):
+ *   await dispatchTask(tx, sendInvoice, { invoiceId }, { actor });
+ * The name form (`dispatcher.dispatchTask(tx, 'billing.send_invoice', ...)`) stays for the API.
+ */
+export async function dispatchTask<S extends ZodType>(
+  tx: TxSql,
+  unit: TaskUnit<S>,
+  payload: z.input<S>,
+  options: UnitDispatchOptions,
+): Promise<DispatchedRun> {
+  return unitDispatcher(unit, options.instance).dispatchTask(tx, unit.name, payload, options);
+}
+
+/**
+ * Dispatches one run of `unit` per payload in a few multi-row statements: all or nothing (a refusal
+ * lists the index of each bad payload and nothing is written). At most 10,000 payloads per call.
+ * Signal the relay once after commit (`afterCommit`), not once per run.
+ */
+export async function dispatchMany<S extends ZodType>(
+  tx: TxSql,
+  unit: TaskUnit<S>,
+  payloads: ReadonlyArray<z.input<S>>,
+  options: UnitDispatchOptions,
+): Promise<DispatchedRun[]> {
+  return unitDispatcher(unit, options.instance).dispatchMany(tx, unit.name, payloads, options);
+}

@@ -1,0 +1,164 @@
+// Fair share between tenants at the relay: at most `cap` runs of one group are sent and not yet final
+// at any moment, per queue. A group is a tenant on one queue (tenant outbox) or a queue of the
+// platform outbox (platform runs are one group of their own, never behind a tenant's rows).
+//
+// In-flight accounting without a counter: the relay stamps updated_at of a still-queued run when its
+// message goes out (markSent), and every run insert (insertRun, the dispatcher's writeRuns) writes
+// queued_at = updated_at from one clock reading, so the partial indexes of
+// sql/work/0018_tenant-fairness.sql hold exactly the runs in flight (running, retrying, or queued and
+// sent). A finish leaves the index in the UPDATE that finishes the run; the relay counts a group in
+// O(its runs in flight), never O(its backlog), and no hot counter row serialises the finishes.
+//
+// The selection is ONE statement: each group's candidates are its `room` oldest due rows (room = cap -
+// in flight, counted in the statement's snapshot), then locked FOR UPDATE SKIP LOCKED with
+// `sent_at IS NULL` rechecked on the newest row version; within a group rows go out in the order they
+// became due (available_at, then outbox id: dispatch order for rows without delay), groups take turns (round robin by rank, fewest in flight first). With several relays
+// (a rolling deploy), two snapshots can disagree on which rows are a group's oldest (a dispatch
+// transaction with smaller ids committing between them), and each would see the full room: so a
+// fair pass first takes a transaction-level advisory lock per outbox (try, never wait). The relay
+// holding it selects with a snapshot taken after the previous holder committed; another relay skips
+// this pass and looks again shortly. Rows stay locked SKIP LOCKED-style against relays with
+// fairness off.
+import type { TxSql } from '../../../db/client.ts';
+import { DEFAULT_CAPPED_POLL_MS } from '../../../config/limits.ts';
+import type { actorContextSelect } from '../../../db/unit-of-work.ts';
+import type { RunScope } from '../store/run-store.ts';
+
+export { DEFAULT_CAPPED_POLL_MS };
+
+
+/** The MessageGroupId of platform runs (a tenant's messages carry the tenant's uid). */
+export const PLATFORM_MESSAGE_GROUP = 'platform';
+
+export interface FairRow {
+  id: string;
+  run_id: string;
+  tenant_id?: string;
+  /** The tenant's public uid (tenant scope), for MessageGroupId. */
+  tenant_uid?: string;
+  queue: string;
+  envelope: unknown;
+  attempts: number;
+}
+
+/**
+ * The relay's row selection with fairness on: locks at most `batchSize` due pending rows of `scope`,
+ * no group beyond `cap` in flight. `context` is the relay's actor-context select, applied first.
+ */
+export async function selectFairRows(
+  tx: TxSql,
+  scope: RunScope,
+  cap: number,
+  batchSize: number,
+  context: ReturnType<typeof actorContextSelect>,
+): Promise<FairRow[] | null> {
+  // Returns null when another relay holds this outbox's fair pass (the lock is released at its commit).
+  // The in-flight count must walk its partial index with a plain index scan: every run leaves dead
+  // entries there (its status updates cannot be HOT), a plain scan marks them dead as it passes so the
+  // next pass skips them, and a bitmap scan (the planner's choice once the index has grown) never does,
+  // so each pass re-read every dead entry since the last vacuum (530 entries for 18 runs in flight).
+  const [lock] = await tx`SELECT pg_try_advisory_xact_lock(hashtextextended(${`svc.relay.fair.${scope}`}, 0)) AS ok,
+                                 set_config('enable_bitmapscan', 'off', true)`;
+  if (!lock?.ok) return null;
+  if (scope === 'tenant') {
+    return (await tx`
+      WITH RECURSIVE ctx AS MATERIALIZED (${context}),
+      grp AS (
+        (SELECT o.tenant_id, o.queue FROM outbox_messages o WHERE o.sent_at IS NULL ORDER BY o.tenant_id, o.queue LIMIT 1)
+        UNION ALL
+        SELECT n.tenant_id, n.queue FROM grp g CROSS JOIN LATERAL (
+          SELECT o.tenant_id, o.queue FROM outbox_messages o
+           WHERE o.sent_at IS NULL AND (o.tenant_id, o.queue) > (g.tenant_id, g.queue)
+           ORDER BY o.tenant_id, o.queue LIMIT 1) n),
+      room AS (
+        SELECT g.tenant_id, g.queue, f.in_flight, ${cap}::int - f.in_flight AS room
+          FROM grp g CROSS JOIN LATERAL (
+            SELECT count(*)::int AS in_flight FROM task_runs r
+             WHERE r.tenant_id = g.tenant_id AND r.queue = g.queue
+               AND (r.status IN ('running', 'retrying') OR (r.status = 'queued' AND r.updated_at > r.queued_at))
+               -- A run executed without its message (its row still pending) is not in flight. A scalar
+               -- subquery, not NOT EXISTS: an anti join lets the planner hash the whole backlog.
+               AND (SELECT p.sent_at IS NULL FROM outbox_messages p WHERE p.run_id = r.run_id) IS NOT TRUE) f),
+      -- The group's oldest due rows, in the order they became due (for rows dispatched without delay,
+      -- dispatch order), read from the front of sql/work/0021's index: only the rows this pass takes,
+      -- never the rows already sent (ordered by id alone, the planner walked the primary key past
+      -- them) nor the delayed ones (they sort after every due row).
+      cand AS (
+        SELECT c.id, c.rank, rm.in_flight FROM room rm CROSS JOIN LATERAL (
+          SELECT o.id, row_number() OVER (ORDER BY o.available_at, o.id) AS rank FROM outbox_messages o
+           WHERE o.tenant_id = rm.tenant_id AND o.queue = rm.queue AND o.sent_at IS NULL AND o.available_at <= clock_timestamp()
+           ORDER BY o.available_at, o.id LIMIT least(rm.room, ${batchSize}::int)) c
+         WHERE rm.room > 0),
+      pick AS MATERIALIZED (SELECT id, rank, in_flight FROM cand ORDER BY rank, in_flight, id LIMIT ${batchSize}::int),
+      -- The chosen ids as one array: the rows are then fetched by primary key (never a hash of the backlog).
+      chosen AS MATERIALIZED (SELECT array_agg(id ORDER BY rank, in_flight, id) AS ids FROM pick)
+      SELECT o.id::text AS id, o.run_id, o.tenant_id::text AS tenant_id,
+             (SELECT t.uid FROM tenants t WHERE t.id = o.tenant_id) AS tenant_uid, o.queue, o.envelope, o.attempts
+        FROM outbox_messages o
+       WHERE o.id = ANY ((SELECT ids FROM chosen)::bigint[]) AND o.sent_at IS NULL AND EXISTS (SELECT 1 FROM ctx)
+       ORDER BY array_position((SELECT ids FROM chosen), o.id)
+         FOR UPDATE OF o SKIP LOCKED`) as unknown as FairRow[];
+  }
+  return (await tx`
+    WITH RECURSIVE ctx AS MATERIALIZED (${context}),
+    grp AS (
+      (SELECT o.queue FROM platform_outbox_messages o WHERE o.sent_at IS NULL ORDER BY o.queue LIMIT 1)
+      UNION ALL
+      SELECT n.queue FROM grp g CROSS JOIN LATERAL (
+        SELECT o.queue FROM platform_outbox_messages o WHERE o.sent_at IS NULL AND o.queue > g.queue ORDER BY o.queue LIMIT 1) n),
+    room AS (
+      SELECT g.queue, f.in_flight, ${cap}::int - f.in_flight AS room
+        FROM grp g CROSS JOIN LATERAL (
+          SELECT count(*)::int AS in_flight FROM platform_task_runs r
+           WHERE r.queue = g.queue
+             AND (r.status IN ('running', 'retrying') OR (r.status = 'queued' AND r.updated_at > r.queued_at))
+             AND (SELECT p.sent_at IS NULL FROM platform_outbox_messages p WHERE p.run_id = r.run_id) IS NOT TRUE) f),
+    cand AS (
+      SELECT c.id, c.rank, rm.in_flight FROM room rm CROSS JOIN LATERAL (
+        SELECT o.id, row_number() OVER (ORDER BY o.available_at, o.id) AS rank FROM platform_outbox_messages o
+         WHERE o.queue = rm.queue AND o.sent_at IS NULL AND o.available_at <= clock_timestamp()
+         ORDER BY o.available_at, o.id LIMIT least(rm.room, ${batchSize}::int)) c
+       WHERE rm.room > 0),
+    pick AS MATERIALIZED (SELECT id, rank, in_flight FROM cand ORDER BY rank, in_flight, id LIMIT ${batchSize}::int),
+    chosen AS MATERIALIZED (SELECT array_agg(id ORDER BY rank, in_flight, id) AS ids FROM pick)
+    SELECT o.id::text AS id, o.run_id, o.queue, o.envelope, o.attempts
+      FROM platform_outbox_messages o
+     WHERE o.id = ANY ((SELECT ids FROM chosen)::bigint[]) AND o.sent_at IS NULL AND EXISTS (SELECT 1 FROM ctx)
+     ORDER BY array_position((SELECT ids FROM chosen), o.id)
+       FOR UPDATE OF o SKIP LOCKED`) as unknown as FairRow[];
+}
+
+/**
+ * Marks the runs whose messages went out as in flight (updated_at of a still-queued run), in the
+ * relay's transaction: they count against their group before another pass can see their rows sent.
+ */
+export async function markSent(tx: TxSql, scope: RunScope, runIds: readonly string[]): Promise<void> {
+  if (runIds.length === 0) return;
+  const table = scope === 'tenant' ? 'task_runs' : 'platform_task_runs';
+  await tx`UPDATE ${tx(table)} SET updated_at = clock_timestamp() WHERE run_id = ANY(${runIds as string[]}::uuid[]) AND status = 'queued'`;
+}
+
+/**
+ * Whether due rows still wait (after a pass that filled no batch): with fairness on they wait for room,
+ * which opens when runs finish, so the relay looks again within DEFAULT_CAPPED_POLL_MS.
+ */
+export async function dueRowsWaiting(tx: TxSql, scope: RunScope): Promise<boolean> {
+  const table = scope === 'tenant' ? 'outbox_messages' : 'platform_outbox_messages';
+  const rows = await tx`SELECT 1 FROM ${tx(table)} WHERE sent_at IS NULL AND available_at <= clock_timestamp() LIMIT 1`;
+  return rows.length > 0;
+}
+
+/** Per-group in-flight counts (the relay's own definition), for tests, benchmarks and operators. */
+export async function inFlightByGroup(tx: TxSql, scope: RunScope): Promise<Array<{ group: string; queue: string; inFlight: number }>> {
+  const rows =
+    scope === 'tenant'
+      ? await tx`SELECT r.tenant_id::text AS grp, r.queue, count(*)::int AS n FROM task_runs r
+          WHERE (r.status IN ('running', 'retrying') OR (r.status = 'queued' AND r.updated_at > r.queued_at))
+            AND (SELECT p.sent_at IS NULL FROM outbox_messages p WHERE p.run_id = r.run_id) IS NOT TRUE
+          GROUP BY 1, 2 ORDER BY 1, 2`
+      : await tx`SELECT 'platform' AS grp, r.queue, count(*)::int AS n FROM platform_task_runs r
+          WHERE (r.status IN ('running', 'retrying') OR (r.status = 'queued' AND r.updated_at > r.queued_at))
+            AND (SELECT p.sent_at IS NULL FROM platform_outbox_messages p WHERE p.run_id = r.run_id) IS NOT TRUE
+          GROUP BY 1, 2 ORDER BY 1, 2`;
+  return rows.map((r) => ({ group: r.grp as string, queue: r.queue as string, inFlight: r.n as number }));
+}

@@ -1,0 +1,792 @@
+// Writes of run rows and trail events, shared by dispatch/publish, the relay and the worker. Every
+// function takes the caller's transaction first: a transition and its trail event commit together.
+// Evicting the cached run status after commit is the caller's job (src/kv/run-status-cache.ts).
+import type { Sql, TxSql } from '../../../db/client.ts';
+import { COMMIT_WITHOUT_FLUSH } from '../../../db/commit-without-flush.ts';
+import type { QueueName } from '../../../queue/names.ts';
+import { CodedError } from '../../../errors/coded-error.ts';
+
+/** tenant: task_runs / task_run_events / outbox_messages; platform: the platform_* tables (platform and system tasks). */
+export type RunScope = 'tenant' | 'platform';
+export type RunStatus = 'queued' | 'running' | 'retrying' | 'succeeded' | 'failed' | 'skipped';
+export type RunTrigger = 'dispatch' | 'event' | 'redrive' | 'schedule';
+export type RunActorKind = 'user' | 'system' | 'scheduler';
+export type TrailEventName =
+  | 'queued' | 'sent' | 'received' | 'started' | 'progress' | 'retry_scheduled' | 'succeeded' | 'failed'
+  | 'skipped' | 'dead_lettered' | 'released_on_shutdown' | 'redriven' | 'rescued';
+
+export const FINAL_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(['succeeded', 'failed', 'skipped']);
+/** Statuses of a run that is still active (an overlapping scheduled run would be skipped). */
+export const ACTIVE_RUN_STATUSES: readonly RunStatus[] = ['queued', 'running', 'retrying'];
+
+export const RUN_TABLE = { tenant: 'task_runs', platform: 'platform_task_runs' } as const;
+const TRAIL_TABLE = { tenant: 'task_run_events', platform: 'platform_task_run_events' } as const;
+export const OUTBOX_TABLE = { tenant: 'outbox_messages', platform: 'platform_outbox_messages' } as const;
+
+export class RunScopeError extends CodedError<'RUN_SCOPE_INVALID'> {
+  constructor(message: string) {
+    super('RUN_SCOPE_INVALID', message);
+    this.name = 'RunScopeError';
+  }
+}
+
+/** Tenant rows need a tenant id, platform rows must not have one: a programming error otherwise. */
+function checkTenant(scope: RunScope, tenantId: string | null | undefined): string | null {
+  if (scope === 'tenant') {
+    if (!tenantId) throw new RunScopeError('a tenant run needs tenantId');
+    return tenantId;
+  }
+  if (tenantId) throw new RunScopeError('a platform run has no tenantId');
+  return null;
+}
+
+export interface NewRun {
+  runId: string;
+  /** Required for scope tenant, absent/null for platform. */
+  tenantId?: string | null;
+  name: string;
+  queue: QueueName;
+  trigger: RunTrigger;
+  actorKind: RunActorKind;
+  /** 1..128 characters, e.g. `user:42` or `maintenance-scheduler`. */
+  actorLabel: string;
+  correlationId: string;
+  causationId: string;
+}
+
+/** Inserts the run as `queued`. A user run also needs insertUserActor, a scheduler run insertScheduleOrigin (checked at COMMIT). */
+export async function insertRun(tx: TxSql, scope: RunScope, run: NewRun): Promise<void> {
+  const tenantId = checkTenant(scope, run.tenantId);
+  // queued_at and updated_at take ONE reading of the clock (two column defaults would read it twice):
+  // a queued run whose updated_at is later than queued_at is one the relay has sent (the in-flight
+  // index of sql/work/0018_tenant-fairness.sql).
+  await tx`INSERT INTO ${tx(RUN_TABLE[scope])} (run_id, ${tenantId === null ? tx`` : tx`tenant_id,`} name, queue, trigger,
+      actor_kind, actor_label, correlation_id, causation_id, queued_at, updated_at)
+    SELECT ${run.runId}::uuid, ${tenantId === null ? tx`` : tx`${tenantId}::bigint,`} ${run.name}, ${run.queue}, ${run.trigger},
+      ${run.actorKind}, ${run.actorLabel}, ${run.correlationId}::uuid, ${run.causationId}::uuid, c.at, c.at
+      FROM (SELECT clock_timestamp() AS at) AS c`;
+}
+
+export interface UserActorRow {
+  runId: string;
+  tenantId: string;
+  userId: string;
+  membershipId: string;
+}
+
+export async function insertUserActor(tx: TxSql, actor: UserActorRow): Promise<void> {
+  await tx`INSERT INTO task_run_user_actors (run_id, tenant_id, user_id, membership_id)
+           VALUES (${actor.runId}, ${actor.tenantId}, ${actor.userId}, ${actor.membershipId})`;
+}
+
+export interface ScheduleOriginRow {
+  runId: string;
+  scheduleName: string;
+  /** 1..128 characters identifying the firing (e.g. the scheduler's execution id). */
+  executionId: string;
+  scheduledFor: Date | string;
+}
+
+/**
+ * Records which scheduled moment a scheduler run stands for. Returns false when that moment already has
+ * a run (one moment yields one run); the caller must then roll back, or the orphan run fails at COMMIT.
+ */
+export async function insertScheduleOrigin(tx: TxSql, origin: ScheduleOriginRow): Promise<boolean> {
+  const scheduledFor = origin.scheduledFor instanceof Date ? origin.scheduledFor.toISOString() : origin.scheduledFor;
+  const rows = await tx`INSERT INTO platform_task_run_schedule_origins (run_id, schedule_name, execution_id, scheduled_for)
+    VALUES (${origin.runId}, ${origin.scheduleName}, ${origin.executionId}, ${scheduledFor})
+    ON CONFLICT (schedule_name, scheduled_for) DO NOTHING RETURNING run_id`;
+  return rows.length === 1;
+}
+
+export interface TrailEventInput {
+  runId: string;
+  /** Required for scope tenant, absent/null for platform. */
+  tenantId?: string | null;
+  event: TrailEventName;
+  /** The run's attempt this event belongs to (0 before the first start). */
+  attempt: number;
+  /** The queue's receive count of the delivery, 0 when not from a delivery. */
+  receiveCount?: number;
+  queue: string;
+  /** 1..128 characters naming the process, e.g. `workers@host:1234`. */
+  workerInstance: string;
+  errorCode?: string;
+  errorType?: string;
+  /** JSON object, at most 2048 bytes serialized. */
+  detail?: Record<string, unknown>;
+  /**
+   * When the event happened, if not now: `run_finished` takes the run's finished_at (the final event
+   * of a run carries the instant its status became final), a timestamptz text an earlier instant (the
+   * `started` of a rolled-back attempt, recorded again at the instant it happened). Default: now.
+   */
+  occurredAt?: 'run_finished' | string;
+}
+
+/** Appends one event to the run's trail (task_run_events or platform_task_run_events). */
+export async function appendTrailEvent(tx: TxSql, scope: RunScope, event: TrailEventInput): Promise<void> {
+  await appendTrailEvents(tx, scope, [event]);
+}
+
+/** Appends several events: one statement (insertTrailEvents), or one per event that has its own occurred_at. */
+export async function appendTrailEvents(tx: TxSql, scope: RunScope, events: readonly TrailEventInput[]): Promise<void> {
+  if (events.length === 0) return;
+  if (events.some((e) => e.occurredAt !== undefined)) {
+    for (const e of events) await appendTrailEventAt(tx, scope, e);
+    return;
+  }
+  await insertTrailEvents(tx, scope, events);
+}
+
+/**
+ * Events that happen now (no occurred_at of their own), as ONE statement, returned unsent so a caller
+ * can pipeline it (the relay's `sent` events go out with its marks and COMMIT, in one write). The
+ * statement has one shape whatever the number of events (arrays unnested server-side, in order, so ids
+ * follow the input): postgres.js prepares it once per connection, where a VALUES list per count would be
+ * a new statement for each batch size, and a new statement costs a round trip to describe it before
+ * anything can be pipelined behind it. Call with at least one event.
+ */
+export function insertTrailEvents(tx: TxSql, scope: RunScope, events: ReadonlyArray<Omit<TrailEventInput, 'occurredAt'>>) {
+  const runIds = events.map((e) => e.runId);
+  const names = events.map((e) => e.event);
+  const attempts = events.map((e) => e.attempt);
+  const receives = events.map((e) => e.receiveCount ?? 0);
+  const queues = events.map((e) => e.queue);
+  const instances = events.map((e) => e.workerInstance);
+  const codes = events.map((e) => e.errorCode ?? '');
+  const types = events.map((e) => e.errorType ?? '');
+  const details = events.map((e) => JSON.stringify(e.detail ?? {}));
+  if (scope === 'tenant') {
+    const tenants = events.map((e) => checkTenant(scope, e.tenantId));
+    return tx`INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance, error_code, error_type, detail)
+      SELECT r, t, e, a, c, q, w, ec, et, d::jsonb
+        FROM unnest(${runIds}::uuid[], ${tenants as string[]}::bigint[], ${names}::text[], ${attempts}::int[], ${receives}::int[], ${queues}::text[],
+                    ${instances}::text[], ${codes}::text[], ${types}::text[], ${details}::text[])
+             WITH ORDINALITY AS u(r, t, e, a, c, q, w, ec, et, d, n) ORDER BY n`;
+  }
+  for (const e of events) checkTenant(scope, e.tenantId);
+  return tx`INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance, error_code, error_type, detail)
+    SELECT r, e, a, c, q, w, ec, et, d::jsonb
+      FROM unnest(${runIds}::uuid[], ${names}::text[], ${attempts}::int[], ${receives}::int[], ${queues}::text[],
+                  ${instances}::text[], ${codes}::text[], ${types}::text[], ${details}::text[])
+           WITH ORDINALITY AS u(r, e, a, c, q, w, ec, et, d, n) ORDER BY n`;
+}
+
+/** One event with its own occurred_at (see TrailEventInput.occurredAt). */
+async function appendTrailEventAt(tx: TxSql, scope: RunScope, e: TrailEventInput): Promise<void> {
+  const tenantId = checkTenant(scope, e.tenantId);
+  const at =
+    e.occurredAt === undefined
+      ? tx`clock_timestamp()`
+      : e.occurredAt === 'run_finished'
+        ? tx`(SELECT COALESCE(finished_at, clock_timestamp()) FROM ${tx(RUN_TABLE[scope])} WHERE run_id = ${e.runId})`
+        : // Sent as text: a timestamptz parameter goes through postgres.js's Date serializer, which
+          // rounds to the millisecond and could order this event before the one it follows.
+          tx`${e.occurredAt}::text::timestamptz`;
+  const detail = tx.json((e.detail ?? {}) as never);
+  if (tenantId === null) {
+    await tx`INSERT INTO ${tx(TRAIL_TABLE[scope])} (run_id, event, attempt, receive_count, queue, worker_instance, error_code, error_type, detail, occurred_at)
+             VALUES (${e.runId}, ${e.event}, ${e.attempt}, ${e.receiveCount ?? 0}, ${e.queue}, ${e.workerInstance}, ${e.errorCode ?? ''}, ${e.errorType ?? ''}, ${detail}, ${at})`;
+  } else {
+    await tx`INSERT INTO ${tx(TRAIL_TABLE[scope])} (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance, error_code, error_type, detail, occurred_at)
+             VALUES (${e.runId}, ${tenantId}, ${e.event}, ${e.attempt}, ${e.receiveCount ?? 0}, ${e.queue}, ${e.workerInstance}, ${e.errorCode ?? ''}, ${e.errorType ?? ''}, ${detail}, ${at})`;
+  }
+}
+
+export interface RunRow {
+  runId: string;
+  /** null for platform runs. */
+  tenantId: string | null;
+  name: string;
+  queue: QueueName;
+  trigger: RunTrigger;
+  actorKind: RunActorKind;
+  actorLabel: string;
+  correlationId: string;
+  causationId: string;
+  status: RunStatus;
+  attempts: number;
+  progress: number;
+  outcome: Record<string, unknown>;
+  queuedAt: Date;
+  startedAt: Date | null;
+  finishedAt: Date | null;
+  updatedAt: Date;
+}
+
+type RawRun = Record<string, unknown>;
+
+/** A run row as postgres.js returns it (snake_case columns) as a RunRow. */
+export function toRunRow(r: RawRun): RunRow {
+  return {
+    runId: r.run_id as string,
+    tenantId: (r.tenant_id as string | undefined) ?? null,
+    name: r.name as string,
+    queue: r.queue as QueueName,
+    trigger: r.trigger as RunTrigger,
+    actorKind: r.actor_kind as RunActorKind,
+    actorLabel: r.actor_label as string,
+    correlationId: r.correlation_id as string,
+    causationId: r.causation_id as string,
+    status: r.status as RunStatus,
+    attempts: r.attempts as number,
+    progress: r.progress as number,
+    outcome: r.outcome as Record<string, unknown>,
+    queuedAt: r.queued_at as Date,
+    startedAt: (r.started_at as Date | null) ?? null,
+    finishedAt: (r.finished_at as Date | null) ?? null,
+    updatedAt: r.updated_at as Date,
+  };
+}
+
+export interface RunKey {
+  runId: string;
+  /** Required for scope tenant (the read is confined to that tenant), absent/null for platform. */
+  tenantId?: string | null;
+}
+
+/** One trail event as read back. */
+export interface TrailEvent {
+  event: TrailEventName;
+  attempt: number;
+  receiveCount: number;
+  queue: string;
+  workerInstance: string;
+  errorCode: string | null;
+  errorType: string | null;
+  detail: Record<string, unknown>;
+  occurredAt: Date;
+}
+
+/** A run's whole trail in causal order: by `occurred_at`, then by id (R-RUN trail order). */
+export async function readTrail(sql: Sql | TxSql, scope: RunScope, runId: string): Promise<TrailEvent[]> {
+  const rows = await sql<Record<string, unknown>[]>`
+    SELECT event, attempt, receive_count, queue, worker_instance, error_code, error_type, detail, occurred_at
+      FROM ${sql(TRAIL_TABLE[scope])} WHERE run_id = ${runId} ORDER BY occurred_at, id`;
+  return rows.map((r) => ({
+    event: r.event as TrailEventName,
+    attempt: r.attempt as number,
+    receiveCount: r.receive_count as number,
+    queue: r.queue as string,
+    workerInstance: r.worker_instance as string,
+    errorCode: (r.error_code as string | null) ?? null,
+    errorType: (r.error_type as string | null) ?? null,
+    detail: r.detail as Record<string, unknown>,
+    occurredAt: r.occurred_at as Date,
+  }));
+}
+
+/** Reads one run; `forUpdate` locks the row until the transaction ends. */
+export async function readRun(tx: TxSql, scope: RunScope, key: RunKey, options: { forUpdate?: boolean } = {}): Promise<RunRow | null> {
+  const tenantId = checkTenant(scope, key.tenantId);
+  const rows = await tx`SELECT * FROM ${tx(RUN_TABLE[scope])} WHERE run_id = ${key.runId}
+    ${tenantId ? tx`AND tenant_id = ${tenantId}` : tx``} ${options.forUpdate ? tx`FOR UPDATE` : tx``}`;
+  return rows[0] ? toRunRow(rows[0]) : null;
+}
+
+export interface RunTransition extends RunKey {
+  to: RunStatus;
+  /** Only transition when the current status is one of these; otherwise nothing changes and null is returned. */
+  from?: readonly RunStatus[];
+  /** New attempts value, or 'increment'. Unchanged when omitted. */
+  attempts?: number | 'increment';
+  /** 0..100. Unchanged when omitted. */
+  progress?: number;
+  /** JSON object of at most 2048 bytes. Unchanged when omitted. */
+  outcome?: Record<string, unknown>;
+}
+
+/**
+ * Moves a run to `to`, stamping the database clock: updated_at always; started_at on the first move to
+ * running; finished_at when `to` is final (cleared otherwise, as the table requires). Returns the new
+ * row, or null when the run does not exist or its status is not in `from`.
+ */
+export async function transitionRun(tx: TxSql, scope: RunScope, t: RunTransition): Promise<RunRow | null> {
+  const tenantId = checkTenant(scope, t.tenantId);
+  const final = FINAL_RUN_STATUSES.has(t.to);
+  const attempts =
+    t.attempts === undefined ? tx`attempts` : t.attempts === 'increment' ? tx`attempts + 1` : tx`${t.attempts}::int`;
+  const rows = await tx`
+    UPDATE ${tx(RUN_TABLE[scope])} SET
+      status = ${t.to},
+      attempts = ${attempts},
+      progress = ${t.progress === undefined ? tx`progress` : tx`${t.progress}::smallint`},
+      outcome = ${t.outcome === undefined ? tx`outcome` : tx`${tx.json(t.outcome as never)}`},
+      started_at = ${t.to === 'running' ? tx`COALESCE(started_at, clock_timestamp())` : tx`started_at`},
+      finished_at = ${final ? tx`clock_timestamp()` : tx`NULL`},
+      updated_at = clock_timestamp()
+    WHERE run_id = ${t.runId}
+      ${tenantId ? tx`AND tenant_id = ${tenantId}` : tx``}
+      ${t.from ? tx`AND status = ANY(${t.from as string[]}::text[])` : tx``}
+    RETURNING *`;
+  return rows[0] ? toRunRow(rows[0]) : null;
+}
+
+/**
+ * Counts an attempt of a run whatever its status (attempts + 1, updated_at): a group member's attempt
+ * whose registration was deferred and whose run was settled by someone else before it was written
+ * (src/work/runtime/complete/settlement.ts recordMovedOnAttempt). Returns the run, or null when it does not exist
+ * or has succeeded.
+ */
+export async function countAttempt(tx: TxSql, scope: RunScope, key: RunKey): Promise<RunRow | null> {
+  const tenantId = checkTenant(scope, key.tenantId);
+  // Never a succeeded run: its success recorded its attempt (a group whose COMMIT reply was lost
+  // committed it; settlement cannot tell, and must not record a rolled-back start for it).
+  const rows = await tx`UPDATE ${tx(RUN_TABLE[scope])} SET attempts = attempts + 1, updated_at = clock_timestamp()
+    WHERE run_id = ${key.runId} ${tenantId ? tx`AND tenant_id = ${tenantId}` : tx``} AND status <> 'succeeded' RETURNING *`;
+  return rows[0] ? toRunRow(rows[0]) : null;
+}
+
+/** Records progress (0..100) of a running run without changing its status. Returns false when not running. */
+export async function setRunProgress(tx: TxSql, scope: RunScope, key: RunKey, progress: number): Promise<boolean> {
+  const tenantId = checkTenant(scope, key.tenantId);
+  const rows = await tx`UPDATE ${tx(RUN_TABLE[scope])} SET progress = ${progress}::smallint, updated_at = clock_timestamp()
+    WHERE run_id = ${key.runId} ${tenantId ? tx`AND tenant_id = ${tenantId}` : tx``} AND status = 'running'
+    RETURNING run_id`;
+  return rows.length === 1;
+}
+
+// ───────────── the worker's hot path: one statement per step instead of one per row ─────────────
+// Each statement below does what the general functions above do in several round trips (lock, read,
+// update, append the trail event), so a delivery costs a handful of round trips instead of ~18. The
+// trail event still commits with its transition: they are one statement in one transaction.
+
+/** app.tenant_id, app.user_id, app.process of the unit of work (see src/db/unit-of-work.ts). */
+export interface ActorSettings {
+  tenantId: string;
+  userId: string;
+  process: string;
+}
+
+export interface DeliveryStart extends RunKey {
+  receiveCount: number;
+  workerInstance: string;
+  /** The queue's id of the received message (recorded on a `sent` the delivery writes, see below). Default ''. */
+  messageId?: string;
+  /**
+   * The instant the delivery was received, when it is recorded later (a group member whose registration
+   * was deferred, src/work/runtime/execute/group-execution.ts): its `received` (and a `sent` it records) carry
+   * it, so they keep their place before the attempt's `started`. Default: the statement's clock.
+   */
+  receivedAt?: string | null;
+}
+
+/** detail of a `sent` event a delivery records for its still-pending outbox row. */
+const SENT_BY_DELIVERY = `jsonb_build_object('message_id', d.message_id, 'recorded_by', 'delivery')`;
+
+/**
+ * The outbox rows still pending for the runs this statement starts (CTEs `d` and `run`): a delivery
+ * proves its message was sent, so when the relay died between SendMessageBatch and its commit, the
+ * delivery marks the row sent (the relay does not send it again) and its `sent` event goes into the
+ * trail before `received`. The ctx CTE has already waited for a relay pass holding these rows.
+ */
+function sentByDelivery(sql: Sql, scope: RunScope) {
+  return sql`UPDATE ${sql(OUTBOX_TABLE[scope])} o SET sent_at = clock_timestamp()
+              WHERE o.run_id IN (SELECT run_id FROM run) AND o.sent_at IS NULL
+             RETURNING o.run_id, o.queue`;
+}
+
+/**
+ * Registration of a delivery that will execute, as ONE autocommitted statement (its own transaction):
+ * applies the actor context, moves a non-final run to `running` (attempts + 1, started_at on the first
+ * start) and appends `received` with the new attempt. Returns the updated run and, for a platform run,
+ * its scheduled moment; null when the run is missing or final (nothing was written: the caller takes
+ * the general path, which locks, reads and records those cases).
+ */
+export async function startDelivery(
+  sql: Sql,
+  scope: RunScope,
+  actor: ActorSettings,
+  d: DeliveryStart,
+): Promise<{ run: RunRow; scheduledFor: string | null } | null> {
+  const tenantId = checkTenant(scope, d.tenantId);
+  // The uncorrelated EXISTS is an init-plan: the settings are applied before the first row is updated,
+  // among them the commit without a flush (src/db/commit-without-flush.ts: the effect's commit flushes it).
+  // It also takes KEY SHARE on the run's outbox row while it is not marked sent, which waits while the
+  // relay holds that row FOR UPDATE: a message can arrive before the relay commits, and `received`
+  // must follow `sent` in the trail (ids are taken at insert). The wait rechecks `sent_at IS NULL` on
+  // the relay's committed row and lets it go; a row already marked sent when the statement starts (the
+  // usual case) is not locked at all, which spares a tuple lock and its WAL record per delivery. No
+  // outbox row (purged, redriven) means no wait.
+  const rows =
+    scope === 'tenant'
+      ? await sql`
+      WITH ctx AS MATERIALIZED (
+        SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
+               set_config('app.process', ${actor.process}, true) AS p, ${sql.unsafe(COMMIT_WITHOUT_FLUSH)} AS c,
+               (SELECT count(*) FROM (SELECT 1 FROM outbox_messages WHERE run_id = ${d.runId} AND sent_at IS NULL FOR KEY SHARE) ob) AS ob),
+      d AS (SELECT ${d.runId}::uuid AS run_id, ${d.receiveCount}::int AS receive_count, ${d.messageId ?? ''}::text AS message_id,
+                   COALESCE(${d.receivedAt ?? null}::text::timestamptz, clock_timestamp()) AS received_at),
+      run AS (
+        UPDATE task_runs SET status = 'running', attempts = attempts + 1,
+               started_at = COALESCE(started_at, ${d.receivedAt ?? null}::text::timestamptz, clock_timestamp()), finished_at = NULL, updated_at = clock_timestamp()
+         WHERE run_id = ${d.runId} AND tenant_id = ${tenantId} AND status IN ('queued', 'running', 'retrying')
+           AND EXISTS (SELECT 1 FROM ctx)
+        RETURNING *),
+      ob AS (${sentByDelivery(sql, 'tenant')}),
+      ev AS (
+        INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance, detail, occurred_at)
+        SELECT run_id, tenant_id, event, attempt, receive_count, queue, ${d.workerInstance}, detail, received_at FROM (
+          SELECT 0 AS ord, run.run_id, run.tenant_id, 'sent' AS event, 0 AS attempt, 0 AS receive_count, ob.queue, ${sql.unsafe(SENT_BY_DELIVERY)} AS detail, d.received_at
+            FROM ob JOIN run ON run.run_id = ob.run_id JOIN d ON d.run_id = ob.run_id
+          UNION ALL
+          SELECT 1, run.run_id, run.tenant_id, 'received', run.attempts, d.receive_count, run.queue, '{}'::jsonb, d.received_at FROM run JOIN d ON d.run_id = run.run_id
+        ) x ORDER BY ord)
+      SELECT run.*, NULL::text AS scheduled_for_at FROM run`
+      : await sql`
+      WITH ctx AS MATERIALIZED (
+        SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
+               set_config('app.process', ${actor.process}, true) AS p, ${sql.unsafe(COMMIT_WITHOUT_FLUSH)} AS c,
+               (SELECT count(*) FROM (SELECT 1 FROM platform_outbox_messages WHERE run_id = ${d.runId} AND sent_at IS NULL FOR KEY SHARE) ob) AS ob),
+      d AS (SELECT ${d.runId}::uuid AS run_id, ${d.receiveCount}::int AS receive_count, ${d.messageId ?? ''}::text AS message_id,
+                   COALESCE(${d.receivedAt ?? null}::text::timestamptz, clock_timestamp()) AS received_at),
+      run AS (
+        UPDATE platform_task_runs SET status = 'running', attempts = attempts + 1,
+               started_at = COALESCE(started_at, ${d.receivedAt ?? null}::text::timestamptz, clock_timestamp()), finished_at = NULL, updated_at = clock_timestamp()
+         WHERE run_id = ${d.runId} AND status IN ('queued', 'running', 'retrying')
+           AND EXISTS (SELECT 1 FROM ctx)
+        RETURNING *),
+      ob AS (${sentByDelivery(sql, 'platform')}),
+      ev AS (
+        INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance, detail, occurred_at)
+        SELECT run_id, event, attempt, receive_count, queue, ${d.workerInstance}, detail, received_at FROM (
+          SELECT 0 AS ord, run.run_id, 'sent' AS event, 0 AS attempt, 0 AS receive_count, ob.queue, ${sql.unsafe(SENT_BY_DELIVERY)} AS detail, d.received_at
+            FROM ob JOIN run ON run.run_id = ob.run_id JOIN d ON d.run_id = ob.run_id
+          UNION ALL
+          SELECT 1, run.run_id, 'received', run.attempts, d.receive_count, run.queue, '{}'::jsonb, d.received_at FROM run JOIN d ON d.run_id = run.run_id
+        ) x ORDER BY ord)
+      SELECT run.*, (SELECT to_char(o.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+                       FROM platform_task_run_schedule_origins o WHERE o.run_id = run.run_id) AS scheduled_for_at
+        FROM run`;
+  const row = rows[0];
+  if (!row) return null;
+  return { run: toRunRow(row), scheduledFor: (row.scheduled_for_at as string | null) ?? null };
+}
+
+/**
+ * startDelivery for several deliveries that share a scope, tenant and actor, as ONE autocommitted
+ * statement: each run still moves with its own `received` event in the same commit. Returns the
+ * started runs by run id; a run missing or final is absent from the map (nothing was written for it).
+ * The run ids must be distinct.
+ */
+export async function startDeliveries(
+  sql: Sql,
+  scope: RunScope,
+  actor: ActorSettings,
+  tenantId: string | null,
+  workerInstance: string,
+  deliveries: ReadonlyArray<{ runId: string; receiveCount: number; messageId?: string; receivedAt?: string | null }>,
+): Promise<Map<string, { run: RunRow; scheduledFor: string | null }>> {
+  const tenant = checkTenant(scope, tenantId);
+  const ids = deliveries.map((d) => d.runId);
+  // As startDelivery: ctx also waits for the relay's commit of these runs' outbox rows.
+  const counts = deliveries.map((d) => d.receiveCount);
+  const messageIds = deliveries.map((d) => d.messageId ?? '');
+  const receivedAts = deliveries.map((d) => d.receivedAt ?? null);
+  const rows =
+    scope === 'tenant'
+      ? await sql`
+      WITH ctx AS MATERIALIZED (
+        SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
+               set_config('app.process', ${actor.process}, true) AS p, ${sql.unsafe(COMMIT_WITHOUT_FLUSH)} AS c,
+               (SELECT count(*) FROM (SELECT 1 FROM outbox_messages WHERE run_id = ANY(${ids}::uuid[]) AND sent_at IS NULL FOR KEY SHARE) ob) AS ob),
+      d AS (SELECT run_id, receive_count, message_id, COALESCE(received_at::timestamptz, clock_timestamp()) AS received_at
+              FROM unnest(${ids}::uuid[], ${counts}::int[], ${messageIds}::text[], ${receivedAts}::text[]) AS d(run_id, receive_count, message_id, received_at)),
+      run AS (
+        UPDATE task_runs t SET status = 'running', attempts = t.attempts + 1,
+               started_at = COALESCE(t.started_at, d.received_at), finished_at = NULL, updated_at = clock_timestamp()
+          FROM d
+         WHERE t.run_id = d.run_id AND t.tenant_id = ${tenant} AND t.status IN ('queued', 'running', 'retrying')
+           AND EXISTS (SELECT 1 FROM ctx)
+        RETURNING t.*, d.receive_count AS delivery_receive_count, d.received_at AS delivery_received_at),
+      ob AS (${sentByDelivery(sql, 'tenant')}),
+      ev AS (
+        INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance, detail, occurred_at)
+        SELECT run_id, tenant_id, event, attempt, receive_count, queue, ${workerInstance}, detail, received_at FROM (
+          SELECT 0 AS ord, run.run_id, run.tenant_id, 'sent' AS event, 0 AS attempt, 0 AS receive_count, ob.queue, ${sql.unsafe(SENT_BY_DELIVERY)} AS detail, d.received_at
+            FROM ob JOIN run ON run.run_id = ob.run_id JOIN d ON d.run_id = ob.run_id
+          UNION ALL
+          SELECT 1, run_id, tenant_id, 'received', attempts, delivery_receive_count, queue, '{}'::jsonb, delivery_received_at FROM run
+        ) x ORDER BY ord, run_id)
+      SELECT run.*, NULL::text AS scheduled_for_at FROM run`
+      : await sql`
+      WITH ctx AS MATERIALIZED (
+        SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
+               set_config('app.process', ${actor.process}, true) AS p, ${sql.unsafe(COMMIT_WITHOUT_FLUSH)} AS c,
+               (SELECT count(*) FROM (SELECT 1 FROM platform_outbox_messages WHERE run_id = ANY(${ids}::uuid[]) AND sent_at IS NULL FOR KEY SHARE) ob) AS ob),
+      d AS (SELECT run_id, receive_count, message_id, COALESCE(received_at::timestamptz, clock_timestamp()) AS received_at
+              FROM unnest(${ids}::uuid[], ${counts}::int[], ${messageIds}::text[], ${receivedAts}::text[]) AS d(run_id, receive_count, message_id, received_at)),
+      run AS (
+        UPDATE platform_task_runs t SET status = 'running', attempts = t.attempts + 1,
+               started_at = COALESCE(t.started_at, d.received_at), finished_at = NULL, updated_at = clock_timestamp()
+          FROM d
+         WHERE t.run_id = d.run_id AND t.status IN ('queued', 'running', 'retrying')
+           AND EXISTS (SELECT 1 FROM ctx)
+        RETURNING t.*, d.receive_count AS delivery_receive_count, d.received_at AS delivery_received_at),
+      ob AS (${sentByDelivery(sql, 'platform')}),
+      ev AS (
+        INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance, detail, occurred_at)
+        SELECT run_id, event, attempt, receive_count, queue, ${workerInstance}, detail, received_at FROM (
+          SELECT 0 AS ord, run.run_id, 'sent' AS event, 0 AS attempt, 0 AS receive_count, ob.queue, ${sql.unsafe(SENT_BY_DELIVERY)} AS detail, d.received_at
+            FROM ob JOIN run ON run.run_id = ob.run_id JOIN d ON d.run_id = ob.run_id
+          UNION ALL
+          SELECT 1, run_id, 'received', attempts, delivery_receive_count, queue, '{}'::jsonb, delivery_received_at FROM run
+        ) x ORDER BY ord, run_id)
+      SELECT run.*, (SELECT to_char(o.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+                       FROM platform_task_run_schedule_origins o WHERE o.run_id = run.run_id) AS scheduled_for_at
+        FROM run`;
+  return new Map(rows.map((row) => [row.run_id as string, { run: toRunRow(row), scheduledFor: (row.scheduled_for_at as string | null) ?? null }]));
+}
+
+export interface DeliveryFinish extends RunKey {
+  attempt: number;
+  receiveCount: number;
+  queue: string;
+  workerInstance: string;
+  /** JSON object of at most 2048 bytes. */
+  outcome: Record<string, unknown>;
+  /** The claimed idempotency key, marked `completed` with the outcome in the same statement. */
+  ledger: { key: Buffer; retentionMs: number };
+}
+
+/**
+ * The end of a successful execution inside the effect transaction, as ONE statement: marks the ledger
+ * key `completed` with the outcome (as completeKey), moves the run to `succeeded` (outcome, progress
+ * 100, finished_at) and appends `succeeded` (as transitionRun + appendTrailEvent). Returns false when
+ * the run row is gone; fails (aborting the transaction) when the run is no longer `running`.
+ */
+export async function finishDelivery(tx: TxSql, scope: RunScope, f: DeliveryFinish): Promise<boolean> {
+  const tenantId = checkTenant(scope, f.tenantId);
+  const outcome = tx.json(f.outcome as never);
+  const retention = f.ledger.retentionMs / 1000;
+  // running → succeeded only. A run that left `running` meanwhile (an early failure of a duplicate
+  // delivery failed it) must not be overwritten, and this effect must not commit: the statement then
+  // fails on purpose (a cast of a non-constant text, so nothing is folded at plan time), which aborts
+  // the transaction, and the COMMIT sent behind it rolls back.
+  const notRunning = tx`('run ' || r.run_id::text || ' is no longer running: its finish is refused')::int`;
+  const rows =
+    scope === 'tenant'
+      ? await tx`
+      WITH at AS MATERIALIZED (SELECT clock_timestamp() AS t),
+      k AS (
+        UPDATE idempotency_keys SET status = 'completed', outcome = ${outcome},
+               expires_at = clock_timestamp() + make_interval(secs => ${retention}), updated_at = clock_timestamp()
+         WHERE idempotency_key = ${f.ledger.key} AND tenant_id = ${tenantId}),
+      run AS (
+        UPDATE task_runs SET status = 'succeeded', progress = 100::smallint, outcome = ${outcome},
+               finished_at = (SELECT t FROM at), updated_at = clock_timestamp()
+         WHERE run_id = ${f.runId} AND tenant_id = ${tenantId} AND status = 'running'
+        RETURNING run_id, tenant_id),
+      ev AS (
+        INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance, occurred_at)
+        SELECT run_id, tenant_id, 'succeeded', ${f.attempt}, ${f.receiveCount}, ${f.queue}, ${f.workerInstance}, (SELECT t FROM at) FROM run)
+      SELECT 1 AS done FROM run
+      UNION ALL
+      SELECT ${notRunning} FROM task_runs r WHERE r.run_id = ${f.runId} AND r.tenant_id = ${tenantId} AND NOT EXISTS (SELECT 1 FROM run)`
+      : await tx`
+      WITH at AS MATERIALIZED (SELECT clock_timestamp() AS t),
+      k AS (
+        UPDATE platform_idempotency_keys SET status = 'completed', outcome = ${outcome},
+               expires_at = clock_timestamp() + make_interval(secs => ${retention}), updated_at = clock_timestamp()
+         WHERE idempotency_key = ${f.ledger.key}),
+      run AS (
+        UPDATE platform_task_runs SET status = 'succeeded', progress = 100::smallint, outcome = ${outcome},
+               finished_at = (SELECT t FROM at), updated_at = clock_timestamp()
+         WHERE run_id = ${f.runId} AND status = 'running'
+        RETURNING run_id),
+      ev AS (
+        INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance, occurred_at)
+        SELECT run_id, 'succeeded', ${f.attempt}, ${f.receiveCount}, ${f.queue}, ${f.workerInstance}, (SELECT t FROM at) FROM run)
+      SELECT 1 AS done FROM run
+      UNION ALL
+      SELECT ${notRunning} FROM platform_task_runs r WHERE r.run_id = ${f.runId} AND NOT EXISTS (SELECT 1 FROM run)`;
+  return rows.length === 1;
+}
+
+/** One member of finishDeliveries: a DeliveryFinish of the group, with its `started` instant when it is written only now. */
+export interface GroupFinish extends Omit<DeliveryFinish, 'tenantId' | 'ledger' | 'queue' | 'workerInstance'> {
+  key: Buffer;
+  fingerprint: Buffer;
+  /** The claim's instant: `started` is written with this occurred_at (a fresh claim of the group's opening); null: already written. */
+  startedAt: string | null;
+  /**
+   * Set when the member wrote nothing in the transaction, its key was claimed fresh by it and its run
+   * row is not locked yet: the claim row's address (FreshClaim.row). If the run is no longer `running`
+   * (a cancel landed after its handler), the member is left out and that claim row deleted, instead of
+   * the whole statement failing.
+   */
+  leaveClaim: string | null;
+  /**
+   * Set when the member's registration was deferred to this statement (group-execution.ts): the
+   * instant it was received. The run then moves from `queued`, `running` or `retrying` (attempts + 1,
+   * started_at on its first start) and its `received` row is written before `started`, at that instant
+   * (its outbox row is marked sent already: a member whose row was pending registers on its own first,
+   * src/work/runtime/execute/group-opening.ts). null: registered already, the run must be `running`.
+   */
+  receivedAt: string | null;
+  /**
+   * With `receivedAt`: the run's status when the group opened. The run must still have it: a delivery
+   * that moved it meanwhile (an early failure of a duplicate, which cannot see the group) wins, and this
+   * member's attempt rolls back, as it would had it registered first.
+   */
+  seenStatus: RunStatus | null;
+}
+
+/**
+ * finishDelivery for the members of a group commit (one tenant or platform, one unit, one worker):
+ * ONE statement moves every run `running` → `succeeded`, marks its key `completed` and appends its
+ * `started` (at its claim's instant, when not written yet) and `succeeded`. A member whose run row the
+ * caller locked must still be `running`; if one is not, the statement fails on purpose (as
+ * finishDelivery's) and the transaction aborts. A member with a `leaveClaim` is left out when its run
+ * moved on (its fresh claim deleted, as a rollback of its attempt would): returns the run ids left out.
+ * The update of a run row locks it, so a cancel that lands later waits for the commit and finds the run
+ * succeeded.
+ *
+ * No step depends on the planner's estimate of a table's size: the runs are updated through
+ * `run_id = ANY(array)`, the keys are marked through their unique index (an upsert that always
+ * conflicts with the claim), a left-out claim is deleted by its address, and only when there is one
+ * (a one-time filter). A join on the ledger was
+ * planned as a sequential scan by a generic plan made while the ledger of a new deployment was small,
+ * and kept until the next ANALYZE (20,000 rows read per group, measured).
+ */
+export async function finishDeliveries(
+  tx: TxSql,
+  scope: RunScope,
+  group: { tenantId: string | null; workerInstance: string; retentionMs: number },
+  members: readonly GroupFinish[],
+): Promise<Set<string>> {
+  const tenantId = checkTenant(scope, group.tenantId);
+  const retention = group.retentionMs / 1000;
+  const ids = members.map((m) => m.runId);
+  const keys = members.map((m) => m.key.toString('hex'));
+  const prints = members.map((m) => m.fingerprint.toString('hex'));
+  const outcomes = members.map((m) => JSON.stringify(m.outcome));
+  const attempts = members.map((m) => m.attempt);
+  const receives = members.map((m) => m.receiveCount);
+  const started = members.map((m) => m.startedAt);
+  const leave = members.map((m) => m.leaveClaim);
+  const receivedAts = members.map((m) => m.receivedAt);
+  const seenStatuses = members.map((m) => m.seenStatus);
+  const notRunning = tx`CASE WHEN m.leave_claim IS NOT NULL THEN 0 ELSE ('run ' || m.run_id::text || ' is no longer running: its finish is refused')::int END`;
+  const input = tx`
+      at AS MATERIALIZED (SELECT clock_timestamp() AS t),
+      m AS MATERIALIZED (
+        SELECT run_id, key_hex, print_hex, outcome, attempt, receive_count, started_at, leave_claim::tid AS leave_claim,
+               received_at::timestamptz AS received_at, seen_status, ord
+          FROM unnest(${ids}::uuid[], ${keys}::text[], ${prints}::text[], ${outcomes}::text[], ${attempts}::int[], ${receives}::int[], ${started}::text[], ${leave}::text[],
+                      ${receivedAts}::text[], ${seenStatuses}::text[])
+               WITH ORDINALITY AS u(run_id, key_hex, print_hex, outcome, attempt, receive_count, started_at, leave_claim, received_at, seen_status, ord))`;
+  // The left-out members' claim rows (an init-plan). Their DELETE is gated on the array not being empty:
+  // a condition on an init-plan alone is a one-time filter, so in the usual case (nobody left out) the
+  // ledger is not read at all, whichever scan the planner picked for it.
+  const goneRows = tx`ARRAY(SELECT m.leave_claim FROM m WHERE m.leave_claim IS NOT NULL AND NOT EXISTS (SELECT 1 FROM run WHERE run.run_id = m.run_id))`;
+  // A registered member's run must be `running`; a deferred one's must be as the group's opening saw it.
+  const stillActive = tx`(CASE WHEN m.received_at IS NULL THEN r.status = 'running' ELSE r.status = m.seen_status END)`;
+  // Per member, in order: `received` when its registration was deferred here (at the instant of the
+  // receive), `started` when not written yet (at its claim's), `succeeded` (at this statement's).
+  const eventRows = tx`(VALUES (1, 'received'), (2, 'started'), (3, 'succeeded')) AS e(n, event)`;
+  const eventColumns = tx`e.event, m.attempt, m.receive_count, run.queue, ${group.workerInstance},
+               CASE e.event WHEN 'received' THEN m.received_at WHEN 'started' THEN m.started_at::timestamptz ELSE (SELECT t FROM at) END`;
+  const eventWanted = tx`CASE e.event WHEN 'received' THEN m.received_at IS NOT NULL WHEN 'started' THEN m.started_at IS NOT NULL ELSE true END`;
+  let left: { run_id: string }[];
+  if (scope === 'tenant') {
+    left = await tx<{ run_id: string }[]>`
+      WITH ${input},
+      run AS (
+        UPDATE task_runs r SET status = 'succeeded', progress = 100::smallint, outcome = m.outcome::jsonb,
+               attempts = r.attempts + (m.received_at IS NOT NULL)::int, started_at = COALESCE(r.started_at, m.received_at),
+               finished_at = (SELECT t FROM at), updated_at = clock_timestamp()
+          FROM m
+         WHERE r.run_id = ANY(${ids}::uuid[]) AND r.run_id = m.run_id AND r.tenant_id = ${tenantId} AND ${stillActive}
+        RETURNING r.run_id, r.queue),
+      k AS (
+        INSERT INTO idempotency_keys (tenant_id, idempotency_key, request_fingerprint, status, outcome, expires_at)
+        SELECT ${tenantId}, decode(m.key_hex, 'hex'), decode(m.print_hex, 'hex'), 'completed', m.outcome::jsonb,
+               clock_timestamp() + make_interval(secs => ${retention})
+          FROM run JOIN m USING (run_id)
+        ON CONFLICT (tenant_id, idempotency_key) DO UPDATE
+           SET status = 'completed', outcome = EXCLUDED.outcome, expires_at = EXCLUDED.expires_at, updated_at = clock_timestamp()),
+      gone AS (
+        DELETE FROM idempotency_keys WHERE cardinality(${goneRows}) > 0 AND ctid = ANY(${goneRows}) AND tenant_id = ${tenantId}),
+      ev AS (
+        INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance, occurred_at)
+        SELECT m.run_id, ${tenantId}, ${eventColumns}
+          FROM run JOIN m USING (run_id) CROSS JOIN ${eventRows}
+         WHERE ${eventWanted}
+         ORDER BY m.ord, e.n)
+      SELECT m.run_id::text AS run_id, ${notRunning} AS refused FROM m WHERE NOT EXISTS (SELECT 1 FROM run WHERE run.run_id = m.run_id)`;
+  } else {
+    left = await tx<{ run_id: string }[]>`
+      WITH ${input},
+      run AS (
+        UPDATE platform_task_runs r SET status = 'succeeded', progress = 100::smallint, outcome = m.outcome::jsonb,
+               attempts = r.attempts + (m.received_at IS NOT NULL)::int, started_at = COALESCE(r.started_at, m.received_at),
+               finished_at = (SELECT t FROM at), updated_at = clock_timestamp()
+          FROM m
+         WHERE r.run_id = ANY(${ids}::uuid[]) AND r.run_id = m.run_id AND ${stillActive}
+        RETURNING r.run_id, r.queue),
+      k AS (
+        INSERT INTO platform_idempotency_keys (idempotency_key, request_fingerprint, status, outcome, expires_at)
+        SELECT decode(m.key_hex, 'hex'), decode(m.print_hex, 'hex'), 'completed', m.outcome::jsonb,
+               clock_timestamp() + make_interval(secs => ${retention})
+          FROM run JOIN m USING (run_id)
+        ON CONFLICT (idempotency_key) DO UPDATE
+           SET status = 'completed', outcome = EXCLUDED.outcome, expires_at = EXCLUDED.expires_at, updated_at = clock_timestamp()),
+      gone AS (
+        DELETE FROM platform_idempotency_keys WHERE cardinality(${goneRows}) > 0 AND ctid = ANY(${goneRows})),
+      ev AS (
+        INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance, occurred_at)
+        SELECT m.run_id, ${eventColumns}
+          FROM run JOIN m USING (run_id) CROSS JOIN ${eventRows}
+         WHERE ${eventWanted}
+         ORDER BY m.ord, e.n)
+      SELECT m.run_id::text AS run_id, ${notRunning} AS refused FROM m WHERE NOT EXISTS (SELECT 1 FROM run WHERE run.run_id = m.run_id)`;
+  }
+  return new Set(left.map((r) => r.run_id));
+}
+
+/**
+ * Locks a run row of a group member after its handler (FOR NO KEY UPDATE) and tells whether it is still
+ * `running` (`seenStatus`: a member whose registration the group's finish writes: whether its run still
+ * has the status the group's opening saw).
+ */
+export async function lockRunningRun(tx: TxSql, scope: RunScope, key: RunKey, seenStatus: RunStatus | null = null): Promise<boolean> {
+  const tenantId = checkTenant(scope, key.tenantId);
+  const [row] = await tx<{ status: string }[]>`
+    SELECT status FROM ${tx(RUN_TABLE[scope])} WHERE run_id = ${key.runId} ${tenantId ? tx`AND tenant_id = ${tenantId}` : tx``} FOR NO KEY UPDATE`;
+  return row?.status === (seenStatus ?? 'running');
+}
+
+/** One run the rescuer sends again (src/work/runtime/maintain/rescuer.ts). */
+export interface RunRescue extends RunKey {
+  queue: string;
+  /** The run's attempts (the `rescued` event belongs to its current attempt). */
+  attempt: number;
+  /** Why: the state it was found in, how long it had waited, which rescue this is. */
+  detail: Record<string, unknown>;
+  /** Not sent before this instant (timestamptz text: a retry's due); default now. */
+  notBefore?: string | null;
+}
+
+/**
+ * Sends runs again through their outbox rows, in the caller's transaction (which holds the run rows
+ * locked): each row goes back to pending (sent_at NULL, due now or at a retry's due), the run's updated_at is stamped and
+ * `rescued` is appended. A run whose row is pending no longer counts against its tenant's fairness
+ * cap (src/work/runtime/produce/tenant-inflight.ts counts only runs whose row is sent) until the relay sends it again.
+ * Exactly-once is still the ledger's: a duplicate delivery of a run that did complete replays.
+ */
+export async function resendRuns(tx: TxSql, scope: RunScope, rescues: readonly RunRescue[], workerInstance: string): Promise<void> {
+  if (rescues.length === 0) return;
+  const ids = rescues.map((r) => r.runId);
+  const notBefore = rescues.map((r) => r.notBefore ?? null);
+  await tx`UPDATE ${tx(OUTBOX_TABLE[scope])} o SET sent_at = NULL, available_at = greatest(clock_timestamp(), u.not_before::timestamptz)
+             FROM unnest(${ids}::uuid[], ${notBefore}::text[]) AS u(run_id, not_before)
+            WHERE o.run_id = u.run_id AND o.sent_at IS NOT NULL`;
+  await tx`UPDATE ${tx(RUN_TABLE[scope])} SET updated_at = clock_timestamp()
+            WHERE run_id = ANY(${ids}::uuid[]) AND status IN ('queued', 'running', 'retrying')`;
+  await insertTrailEvents(
+    tx,
+    scope,
+    rescues.map((r) => ({ runId: r.runId, tenantId: r.tenantId ?? null, event: 'rescued' as const, attempt: r.attempt, queue: r.queue, workerInstance, detail: r.detail })),
+  );
+}
