@@ -9,7 +9,7 @@ type QueueName = 'critical' | 'default' | 'bulk' | 'maintenance';
 type RunStatus = 'queued' | 'running' | 'retrying' | 'succeeded' | 'failed' | 'skipped';
 type TrailEvent =
   | 'queued' | 'sent' | 'received' | 'started' | 'progress' | 'retry_scheduled' | 'succeeded' | 'failed'
-  | 'skipped' | 'dead_lettered' | 'released_on_shutdown' | 'redriven' | 'rescued';
+  | 'skipped' | 'dead_lettered' | 'released_on_shutdown' | 'redriven';
 
 const outboxColumns = () => ({
   id: identityId(),

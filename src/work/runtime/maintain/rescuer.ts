@@ -2,14 +2,14 @@
 // relay and, every interval, finds the active runs with no live delivery (src/work/runtime/store/stranded-runs.ts:
 // queued and sent, running or retrying, with nothing done for longer than any live delivery takes)
 // and sends each one again through its outbox row (back to pending; the relay sends it), with a
-// `rescued` event saying why, in one transaction. Exactly-once is still decided by the ledger: a
+// `queued` event whose detail says why (`rescue`, `reason`), in one transaction. Exactly-once is still decided by the ledger: a
 // rescued duplicate of a run that did complete replays. A run rescued `maxRescues` times that is lost
 // again ends `failed` (RESCUE_LIMIT) instead; a run whose outbox row is gone (payload unknown) ends
 // `failed` (RESCUE_PAYLOAD_GONE).
 //
 // Several relays (a rolling deploy) may rescue at once: a run is locked FOR NO KEY UPDATE SKIP LOCKED
 // and judged again after the lock, so a run another rescuer just sent again (its row pending, its
-// `rescued` event new) is left alone. A run a delivery is registering is skipped until the next pass.
+// rescue's `queued` event new) is left alone. A run a delivery is registering is skipped until the next pass.
 // Each pass examines at most `scanLimit` active runs per outbox (a keyset cursor carries on where a
 // full scan stopped) and rescues at most `batchSize`.
 //

@@ -13,7 +13,7 @@ export type RunTrigger = 'dispatch' | 'event' | 'redrive' | 'schedule';
 export type RunActorKind = 'user' | 'system' | 'scheduler';
 export type TrailEventName =
   | 'queued' | 'sent' | 'received' | 'started' | 'progress' | 'retry_scheduled' | 'succeeded' | 'failed'
-  | 'skipped' | 'dead_lettered' | 'released_on_shutdown' | 'redriven' | 'rescued';
+  | 'skipped' | 'dead_lettered' | 'released_on_shutdown' | 'redriven';
 
 export const FINAL_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(['succeeded', 'failed', 'skipped']);
 /** Statuses of a run that is still active (an overlapping scheduled run would be skipped). */
@@ -760,7 +760,7 @@ export async function lockRunningRun(tx: TxSql, scope: RunScope, key: RunKey, se
 /** One run the rescuer sends again (src/work/runtime/maintain/rescuer.ts). */
 export interface RunRescue extends RunKey {
   queue: string;
-  /** The run's attempts (the `rescued` event belongs to its current attempt). */
+  /** The run's attempts (the rescue's `queued` event belongs to its current attempt). */
   attempt: number;
   /** Why: the state it was found in, how long it had waited, which rescue this is. */
   detail: Record<string, unknown>;
@@ -771,7 +771,7 @@ export interface RunRescue extends RunKey {
 /**
  * Sends runs again through their outbox rows, in the caller's transaction (which holds the run rows
  * locked): each row goes back to pending (sent_at NULL, due now or at a retry's due), the run's updated_at is stamped and
- * `rescued` is appended. A run whose row is pending no longer counts against its tenant's fairness
+ * a `queued` event with `detail.rescue` is appended (the trail keeps the spec's twelve values: the run is queued again). A run whose row is pending no longer counts against its tenant's fairness
  * cap (src/work/runtime/produce/tenant-inflight.ts counts only runs whose row is sent) until the relay sends it again.
  * Exactly-once is still the ledger's: a duplicate delivery of a run that did complete replays.
  */
@@ -787,6 +787,6 @@ export async function resendRuns(tx: TxSql, scope: RunScope, rescues: readonly R
   await insertTrailEvents(
     tx,
     scope,
-    rescues.map((r) => ({ runId: r.runId, tenantId: r.tenantId ?? null, event: 'rescued' as const, attempt: r.attempt, queue: r.queue, workerInstance, detail: r.detail })),
+    rescues.map((r) => ({ runId: r.runId, tenantId: r.tenantId ?? null, event: 'queued' as const, attempt: r.attempt, queue: r.queue, workerInstance, detail: r.detail })),
   );
 }

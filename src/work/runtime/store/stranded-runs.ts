@@ -60,7 +60,7 @@ export interface StrandedRun {
   waitedSeconds: number;
   /** The run's last progress, ISO 8601 UTC. */
   since: string;
-  /** `rescued` events on its trail so far. */
+  /** Rescues so far: `queued` events of the rescuer on its trail (their detail has `rescue`). */
   rescues: number;
   /** A retrying run's retry due (timestamptz text), else null: a rescue does not send it before then. */
   retryDue: string | null;
@@ -139,7 +139,7 @@ export async function findStrandedRuns(tx: Sql | TxSql, scope: RunScope, windows
       SELECT j.run_id::text AS run_id, j.tenant_id, j.tenant, j.name, j.queue, j.status, j.attempts, j.has_outbox, j.lost, j.since,
              extract(epoch FROM clock_timestamp() - j.since)::float8 AS waited_s,
              to_char(j.since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS since_text, j.retry_due::text AS retry_due,
-             (SELECT count(*)::int FROM ${tx(TRAIL_TABLE[scope])} e WHERE e.run_id = j.run_id AND e.event = 'rescued') AS rescues
+             (SELECT count(*)::int FROM ${tx(TRAIL_TABLE[scope])} e WHERE e.run_id = j.run_id AND e.event = 'queued' AND e.detail ? 'rescue') AS rescues
         FROM j
        WHERE j.due_by < clock_timestamp() OR j.lost) o ON true
      ORDER BY o.since, o.run_id`;
