@@ -9,17 +9,32 @@ import { createHash } from 'node:crypto';
 import type { Sql } from '../db/client.ts';
 
 const identities = new WeakMap<Sql, Promise<string>>();
+const known = new WeakMap<Sql, string>();
 
 /** Reads the database's identity once per connection pool (a failed read is retried by the next caller). */
 export function databaseIdentityOf(sql: Sql): Promise<string> {
-  const known = identities.get(sql);
-  if (known) return known;
+  const pending = identities.get(sql);
+  if (pending) return pending;
   const reading = readDatabaseIdentity(sql);
   identities.set(sql, reading);
-  reading.catch(() => {
-    if (identities.get(sql) === reading) identities.delete(sql);
-  });
+  reading.then(
+    (identity) => known.set(sql, identity),
+    () => {
+      if (identities.get(sql) === reading) identities.delete(sql);
+    },
+  );
   return reading;
+}
+
+/**
+ * The identity if it has been read already, else undefined (and a read is started in the background).
+ * For the delivery path, which must not wait on the database for a Redis key: without the identity a
+ * delivery simply takes no gate and the database decides, as when Redis is down.
+ */
+export function knownDatabaseIdentity(sql: Sql): string | undefined {
+  const identity = known.get(sql);
+  if (identity === undefined) databaseIdentityOf(sql).catch(() => {});
+  return identity;
 }
 
 /** 16 hex characters of SHA-256 over the cluster (or server address) and the database's oid and name. */

@@ -4,7 +4,7 @@
 import { maxReceivesOf } from '../complete/backoff.ts';
 import { randomUUID } from 'node:crypto';
 import { RUNTIME_MAX_RECEIVES } from '../../../config/limits.ts';
-import { databaseIdentityOf } from '../../../kv/database-identity.ts';
+import { knownDatabaseIdentity } from '../../../kv/database-identity.ts';
 import { parseEnvelope, type Envelope } from '../produce/envelope.ts';
 import { boundStage } from '../../../db/stage-deadline.ts';
 import { acquireGate, confirmCompletedGate, releaseGate, fingerprintOf, gateKeyOf, idempotencyKeyOf, type GateState } from '../store/idempotency.ts';
@@ -83,7 +83,10 @@ export async function checkDelivery(deps: RunnerDeps, delivery: Delivery, port: 
         const source = unit.idempotencyKey ? unit.idempotencyKey(payload as never) : envelope.run_id;
         c.key = idempotencyKeyOf(unit.name, source);
         c.fingerprint = fingerprintOf(envelope.payload);
-        c.gateKey = gateKeyOf(await databaseIdentityOf(deps.sql), scope, tenantId, c.key);
+        // The gate's key names the database; until its identity is known (read at boot, in the
+        // background) a delivery takes no gate and the database decides: no wait on the database here.
+        const database = knownDatabaseIdentity(deps.sql);
+        c.gateKey = database === undefined ? undefined : gateKeyOf(database, scope, tenantId, c.key);
       } catch (error) {
         early = classifyFailure(error);
       }
