@@ -1,13 +1,14 @@
 // Who may use the operator console. It reads runs across tenants, so:
 // - on a host other than loopback it refuses to start without SVC_CONSOLE_TOKEN (at least 32 characters);
-// - the token is presented once (login form) and kept as an HttpOnly, SameSite=Strict cookie holding a
-//   value DERIVED from it (HMAC), so the cookie store never holds the token itself;
+// - the token is presented once (login form, throttled per client address: console-login-throttle.ts)
+//   and earns a session (console-sessions.ts): an HttpOnly, SameSite=Strict cookie holding a random
+//   session id with an expiry, revoked server-side at logout, so the cookie store never holds the token;
 // - every comparison is constant-time (fixed-length digests through timingSafeEqual);
 // - every write (POST) needs the token (cookie) AND an Origin header equal to one of the console's own
 //   origins; without a configured token the console is read-only;
 // - every request must name one of the console's own hosts (Host header), so a DNS-rebinding page
 //   cannot read it through the browser.
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import net from 'node:net';
 import { CodedError } from '../errors/coded-error.ts';
 
@@ -16,7 +17,7 @@ export const CONSOLE_TOKEN_MIN_LENGTH = 32;
 /** Name of the console's session cookie. */
 export const CONSOLE_COOKIE = 'svc_console';
 
-export type ConsoleAccessCode = 'CONSOLE_TOKEN_REQUIRED' | 'CONSOLE_TOKEN_TOO_SHORT';
+export type ConsoleAccessCode = 'CONSOLE_TOKEN_REQUIRED' | 'CONSOLE_TOKEN_TOO_SHORT' | 'CONSOLE_OPERATOR_INVALID';
 export class ConsoleAccessError extends CodedError<ConsoleAccessCode> {}
 
 export function isLoopbackHost(host: string): boolean {
@@ -40,6 +41,25 @@ export function checkConsoleAccess(host: string, token: string | undefined): voi
   }
 }
 
+/** Longest operator name the login form accepts. */
+export const CONSOLE_OPERATOR_MAX_LENGTH = 64;
+const OPERATOR_NAME = /^[\p{L}\p{N}][\p{L}\p{N} ._@+'-]*$/u;
+
+/**
+ * The name an operator gives at login, recorded on every redrive and cancel: 1 to 64 letters, digits,
+ * spaces and . _ @ + ' - (an email address fits), starting with a letter or digit; trimmed.
+ */
+export function checkOperatorName(raw: unknown): string {
+  const name = typeof raw === 'string' ? raw.trim() : '';
+  if (name.length === 0 || name.length > CONSOLE_OPERATOR_MAX_LENGTH || !OPERATOR_NAME.test(name)) {
+    throw new ConsoleAccessError(
+      'CONSOLE_OPERATOR_INVALID',
+      `give your name (1 to ${CONSOLE_OPERATOR_MAX_LENGTH} letters, digits, spaces or . _ @ + ' -): it is recorded on every redrive and cancel`,
+    );
+  }
+  return name;
+}
+
 const digest = (value: string) => createHash('sha256').update(value, 'utf8').digest();
 
 /** Constant-time equality of two strings of any length (their SHA-256 digests are compared). */
@@ -52,10 +72,6 @@ export interface ConsoleGate {
   readonly writable: boolean;
   /** True when the presented token is the configured one (constant time). */
   tokenMatches(presented: string): boolean;
-  /** The cookie value a correct token earns. */
-  sessionValue(): string;
-  /** True when the cookie value is the session value (constant time). */
-  sessionMatches(cookieValue: string | undefined): boolean;
   /** True when the request's Host header names this console. */
   hostAllowed(hostHeader: string | undefined): boolean;
   /** True when a write's Origin header is exactly one of this console's origins. */
@@ -77,12 +93,9 @@ export function consoleGate(options: { token: string | undefined; host: string; 
     origins.add(o.toLowerCase());
     hosts.add(new URL(o).host.toLowerCase());
   }
-  const session = token === undefined ? '' : createHmac('sha256', token).update('svc-console-session').digest('hex');
   return {
     writable: token !== undefined,
     tokenMatches: (presented) => token !== undefined && sameSecret(presented, token),
-    sessionValue: () => session,
-    sessionMatches: (value) => token !== undefined && value !== undefined && sameSecret(value, session),
     hostAllowed: (host) => host !== undefined && hosts.has(host.toLowerCase()),
     originAllowed: (origin) => origin !== undefined && origins.has(origin.toLowerCase()),
   };

@@ -7,7 +7,7 @@ import { checkConsoleAccess, consoleGate } from '../console/console-access.ts';
 import { consoleSchema } from '../console/console-config.ts';
 import { buildConsole } from '../console/console-server.ts';
 import { createLogger } from '../logging/logger.ts';
-import { openOperateConnections } from './operate-connections.ts';
+import { loadKeySource, openOperateConnections } from './operate-connections.ts';
 import { stopSignal } from './stop-signal.ts';
 
 export async function run(args: string[]): Promise<number> {
@@ -29,10 +29,26 @@ export async function run(args: string[]): Promise<number> {
       port: config.SVC_CONSOLE_PORT,
       extraOrigins: config.SVC_CONSOLE_ORIGINS,
     });
-    const app = await buildConsole({ sql: c.sql, redis: c.redis, sqs: c.sqs, gate, operator: config.SVC_CONSOLE_OPERATOR, logger });
+    // Only a writable console redrives, so only it needs the units' business keys.
+    const keySource = gate.writable ? await loadKeySource() : undefined;
+    const app = await buildConsole({
+      sql: c.sql,
+      redis: c.redis,
+      sqs: c.sqs,
+      gate,
+      operator: config.SVC_CONSOLE_OPERATOR,
+      keySource,
+      sessionTtlSeconds: config.SVC_CONSOLE_SESSION_TTL_SECONDS,
+      loginMaxFailures: config.SVC_CONSOLE_LOGIN_MAX_FAILURES,
+      loginWindowSeconds: config.SVC_CONSOLE_LOGIN_WINDOW_SECONDS,
+      logger,
+    });
     try {
       await app.listen({ host: config.SVC_CONSOLE_HOST, port: config.SVC_CONSOLE_PORT });
-      logger.info({ host: config.SVC_CONSOLE_HOST, port: config.SVC_CONSOLE_PORT, writable: gate.writable, queueDepths: withSqs }, 'console listening');
+      logger.info(
+        { host: config.SVC_CONSOLE_HOST, port: config.SVC_CONSOLE_PORT, writable: gate.writable, queueDepths: withSqs, sessionTtlSeconds: config.SVC_CONSOLE_SESSION_TTL_SECONDS },
+        'console listening',
+      );
       await stopping;
     } finally {
       await app.close();

@@ -1,15 +1,20 @@
 // The console's access rules and bad input over real HTTP: the token is presented once and kept in
 // an HttpOnly cookie; writes need that cookie AND an exact Origin; another Host is refused; a read-only
 // console (no token) refuses writes; unknown routes, bad filters, bad run ids and bad tokens get a
-// page with a stable code, never a 500 or a stack; the token never reaches the log.
+// page with a stable code, never a 500 or a stack; the token never reaches the log. Failed logins are
+// throttled per client address; a session expires and logout revokes it server-side; every action
+// names the operator who logged in and needs a confirmation; every response says nosniff.
 import { spawn } from 'node:child_process';
 import http from 'node:http';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkConsoleAccess, consoleGate, isLoopbackHost, sameSecret } from '../../src/console/console-access.ts';
+import { checkConsoleAccess, checkOperatorName, consoleGate, isLoopbackHost, sameSecret } from '../../src/console/console-access.ts';
+import { loginThrottle } from '../../src/console/console-login-throttle.ts';
+import { sessionStore } from '../../src/console/console-sessions.ts';
 import { freePort, waitForPort } from '../../src/kv/redis-server.ts';
 import { CONSOLE_TEST_TOKEN, startTestConsole, type TestConsole } from '../fixtures/console-server.ts';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 let h: WorkHarness;
 let c: TestConsole;
@@ -33,17 +38,31 @@ afterAll(async () => {
 
 const form = (fields: Record<string, string>) => new URLSearchParams(fields).toString();
 
-async function login(console: TestConsole): Promise<string> {
+async function login(console: TestConsole, name = 'alice', maxAge = 28800): Promise<string> {
   const response = await fetch(`${console.url}/login`, {
     method: 'POST',
     redirect: 'manual',
     headers: { 'content-type': 'application/x-www-form-urlencoded', origin: console.url },
-    body: form({ token: CONSOLE_TEST_TOKEN }),
+    body: form({ token: CONSOLE_TEST_TOKEN, name }),
   });
   expect(response.status).toBe(303);
   const cookie = response.headers.get('set-cookie') ?? '';
-  expect(cookie).toMatch(/^svc_console=[0-9a-f]{64}; Path=\/; HttpOnly; SameSite=Strict$/);
+  expect(cookie).toMatch(new RegExp(`^svc_console=[0-9a-f]{64}; Path=/; Max-Age=${maxAge}; HttpOnly; SameSite=Strict$`));
   return cookie.split(';')[0]!;
+}
+
+/** A request from another loopback address (the whole 127/8 is local on Linux): another client. */
+function fromAddress(localAddress: string, url: string, init: { method: string; headers: Record<string, string>; body?: string }): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+  return new Promise((resolve, reject) => {
+    const u = new URL(url);
+    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: init.method, headers: { ...init.headers, host: u.host }, localAddress }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+    });
+    req.on('error', reject);
+    req.end(init.body);
+  });
 }
 
 async function expectRefusal(response: Response, status: number, code: string): Promise<void> {
@@ -66,7 +85,7 @@ describe('console access', () => {
     const wrong = await fetch(`${c.url}/login`, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded', origin: c.url },
-      body: form({ token: CONSOLE_TEST_TOKEN.slice(0, -1) + '!' }),
+      body: form({ token: CONSOLE_TEST_TOKEN.slice(0, -1) + '!', name: 'alice' }),
     });
     await expectRefusal(wrong, 401, 'CONSOLE_TOKEN_INVALID');
     const cookie = await login(c);
@@ -111,7 +130,11 @@ describe('console access', () => {
     await expectRefusal(await fetch(`${c.url}/runs/not-a-uuid`, { headers: { cookie } }), 400, 'RUN_ID_INVALID');
     await expectRefusal(await fetch(`${c.url}/runs/00000000-0000-4000-8000-000000000009`, { headers: { cookie } }), 404, 'RUN_NOT_FOUND');
     await expectRefusal(
-      await fetch(`${c.url}/runs/00000000-0000-4000-8000-000000000009/cancel`, { method: 'POST', headers: { cookie, origin: c.url } }),
+      await fetch(`${c.url}/runs/00000000-0000-4000-8000-000000000009/cancel`, {
+        method: 'POST',
+        headers: { cookie, origin: c.url, 'content-type': 'application/x-www-form-urlencoded' },
+        body: form({ confirm: 'yes' }),
+      }),
       404,
       'RUN_NOT_FOUND',
     );
@@ -133,9 +156,111 @@ describe('console access', () => {
 
   it('the token never appears in the log', async () => {
     await login(c);
-    await fetch(`${c.url}/login`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: c.url }, body: form({ token: 'x'.repeat(40) }) });
+    await fetch(`${c.url}/login`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: c.url }, body: form({ token: 'x'.repeat(40), name: 'alice' }) });
     expect(c.logs().length).toBeGreaterThan(0);
     expect(c.logs()).not.toContain(CONSOLE_TEST_TOKEN);
+  });
+});
+
+describe('console login throttling, sessions and actions', () => {
+  const loginForm = (token: string, name = 'alice') => ({ method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: '' }, body: form({ token, name }) });
+
+  it('after 5 failed logins in the window an address gets 429 with Retry-After (en and pt), even with the right token; other addresses are not affected; failures are logged without the token', async () => {
+    const t = await startTestConsole(h, { loginWindowSeconds: 3 });
+    try {
+      const post = (token: string, lang = 'en') =>
+        fetch(`${t.url}/login`, { ...loginForm(token), headers: { 'content-type': 'application/x-www-form-urlencoded', origin: t.url, 'accept-language': lang } });
+      const wrong = 'wrong-token-but-long-enough-0123456789-SECRETISH';
+      for (let i = 0; i < 5; i++) expect((await post(wrong)).status).toBe(401);
+      const throttled = await post(wrong);
+      expect(throttled.status).toBe(429);
+      expect(Number(throttled.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      expect(Number(throttled.headers.get('retry-after'))).toBeLessThanOrEqual(3);
+      expect(await throttled.text()).toMatch(/CONSOLE_LOGIN_THROTTLED.*Too many failed logins/s);
+      const pt = await post(wrong, 'pt-BR');
+      expect(pt.status).toBe(429);
+      expect(await pt.text()).toContain('Muitas tentativas de login');
+      // The right token does not get through while throttled: guessing stays blocked, whatever the guess.
+      expect((await post(CONSOLE_TEST_TOKEN)).status).toBe(429);
+      // Another client address logs in at once.
+      const other = await fromAddress('127.0.0.2', `${t.url}/login`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: t.url }, body: form({ token: CONSOLE_TEST_TOKEN, name: 'bob' }) });
+      expect(other.status).toBe(303);
+      // The window passes: the right token works again.
+      await waitFor(async () => (await fetch(`${t.url}/login`, { ...loginForm(CONSOLE_TEST_TOKEN), redirect: 'manual', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: t.url } })).status === 303, 10_000, { stepMs: 250, what: 'throttle window over' });
+      const logs = t.logs();
+      expect(logs).toMatch(/"client":"127\.0\.0\.1".*"failures":5.*console login failed/);
+      expect(logs).toContain('console login throttled');
+      expect(logs).not.toContain(wrong);
+      expect(logs).not.toContain(CONSOLE_TEST_TOKEN);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('logout revokes the session server-side: the old cookie is refused afterwards', async () => {
+    const cookie = await login(c);
+    expect((await fetch(`${c.url}/`, { headers: { cookie } })).status).toBe(200);
+    const out = await fetch(`${c.url}/logout`, { method: 'POST', redirect: 'manual', headers: { cookie, origin: c.url } });
+    expect(out.status).toBe(303);
+    const replay = await fetch(`${c.url}/`, { redirect: 'manual', headers: { cookie } });
+    expect(replay.status).toBe(303);
+    expect(replay.headers.get('location')).toBe('/login');
+    await expectRefusal(await fetch(`${c.url}/runs/${failed}/redrive`, { method: 'POST', headers: { cookie, origin: c.url, 'content-type': 'application/x-www-form-urlencoded' }, body: form({ confirm: 'yes' }) }), 401, 'CONSOLE_LOGIN_REQUIRED');
+  });
+
+  it('a session expires after its lifetime (Max-Age on the cookie, and refused server-side)', async () => {
+    const t = await startTestConsole(h, { sessionTtlSeconds: 1 });
+    try {
+      const cookie = await login(t, 'alice', 1);
+      expect((await fetch(`${t.url}/`, { headers: { cookie } })).status).toBe(200);
+      await waitFor(async () => (await fetch(`${t.url}/`, { redirect: 'manual', headers: { cookie } })).status === 303, 10_000, { stepMs: 200, what: 'session expired' });
+      await expectRefusal(await fetch(`${t.url}/runs/${failed}/cancel`, { method: 'POST', headers: { cookie, origin: t.url, 'content-type': 'application/x-www-form-urlencoded' }, body: form({ confirm: 'yes' }) }), 401, 'CONSOLE_LOGIN_REQUIRED');
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('the operator name given at login is validated and recorded on cancel (with its reason) and redrive; both need a confirmation', async () => {
+    for (const name of ['', '<script>', 'x'.repeat(65)]) {
+      await expectRefusal(await fetch(`${c.url}/login`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: c.url }, body: form({ token: CONSOLE_TEST_TOKEN, name }) }), 400, 'CONSOLE_OPERATOR_INVALID');
+    }
+    const cookie = await login(c, 'Maria Silva');
+    const write = (path: string, fields: Record<string, string>) =>
+      fetch(`${c.url}${path}`, { method: 'POST', redirect: 'manual', headers: { cookie, origin: c.url, 'content-type': 'application/x-www-form-urlencoded' }, body: form(fields) });
+    const queued = (await h.dispatch('fixture.effect', { key: 'access-cancel' })).runId;
+    // One click is not enough: without the confirmation nothing is written.
+    await expectRefusal(await write(`/runs/${queued}/cancel`, { reason: 'duplicate order' }), 400, 'CONSOLE_CONFIRMATION_REQUIRED');
+    expect((await h.run(queued))!.status).toBe('queued');
+    const confirmPage = await fetch(`${c.url}/runs/${queued}/cancel`, { headers: { cookie } });
+    expect(confirmPage.status).toBe(200);
+    expect(await confirmPage.text()).toMatch(/name="reason"[\s\S]*name="confirm" value="yes"/);
+    expect((await write(`/runs/${queued}/cancel`, { reason: 'duplicate order', confirm: 'yes' })).status).toBe(303);
+    const cancelled = (await h.trail(queued)).find((e) => e.event === 'failed')!;
+    expect(cancelled.detail).toMatchObject({ cancelled_by: 'console:Maria Silva', reason: 'duplicate order' });
+    await expectRefusal(await write(`/runs/${failed}/redrive`, {}), 400, 'CONSOLE_CONFIRMATION_REQUIRED');
+    const redrive = await write(`/runs/${failed}/redrive`, { confirm: 'yes' });
+    expect(redrive.status).toBe(303);
+    const [row] = await h.sql<{ actor_label: string }[]>`SELECT actor_label FROM platform_task_runs WHERE causation_id = ${failed} AND trigger = 'redrive'`;
+    expect(row!.actor_label).toBe('redrive:console:Maria Silva');
+    // A reason longer than the cancel operation takes is refused with its code, nothing written.
+    const another = (await h.dispatch('fixture.effect', { key: 'access-cancel-2' })).runId;
+    await expectRefusal(await write(`/runs/${another}/cancel`, { reason: 'r'.repeat(501), confirm: 'yes' }), 400, 'RUN_FILTER_INVALID');
+    expect((await h.run(another))!.status).toBe('queued');
+  });
+
+  it('every response says X-Content-Type-Options: nosniff (pages, redirects, refusals)', async () => {
+    const cookie = await login(c);
+    const responses = [
+      await fetch(`${c.url}/`, { redirect: 'manual' }),
+      await fetch(`${c.url}/`, { headers: { cookie } }),
+      await fetch(`${c.url}/login`),
+      await fetch(`${c.url}/nothing`, { headers: { cookie } }),
+      await fetch(`${c.url}/runs/${failed}/redrive`, { method: 'POST', headers: { cookie } }),
+      await fetch(`${c.url}/logout`, { method: 'POST', redirect: 'manual', headers: { cookie, origin: c.url } }),
+      await fetch(`${readOnly.url}/`),
+    ];
+    expect(responses.map((r) => r.status)).toEqual([303, 200, 200, 404, 403, 303, 200]);
+    for (const r of responses) expect(r.headers.get('x-content-type-options')).toBe('nosniff');
   });
 });
 
@@ -156,8 +281,41 @@ describe('console access rules', () => {
     const gate = consoleGate({ token: 'b'.repeat(32), host: '127.0.0.1', port: 3001 });
     expect(gate.originAllowed('http://localhost:3001')).toBe(true);
     expect(gate.originAllowed('http://localhost:3002')).toBe(false);
-    expect(gate.sessionMatches(gate.sessionValue())).toBe(true);
-    expect(gate.sessionMatches('b'.repeat(32))).toBe(false);
+    expect(gate.tokenMatches('b'.repeat(32))).toBe(true);
+    expect(gate.tokenMatches('b'.repeat(31))).toBe(false);
+  });
+
+  it('the throttle counts failures per address within a sliding window; sessions expire and revoke by clock', () => {
+    let now = 1_000_000;
+    const t = loginThrottle({ maxFailures: 3, windowSeconds: 60, now: () => now });
+    for (let i = 1; i <= 3; i++) {
+      expect(t.retryAfter('a')).toBe(0);
+      expect(t.failed('a')).toBe(i);
+      now += 10_000;
+    }
+    // Failures at 0, 10 and 20 s; now 30 s: the first leaves the window at 60 s.
+    expect(t.retryAfter('a')).toBe(30);
+    expect(t.retryAfter('b')).toBe(0);
+    now += 30_000;
+    expect(t.retryAfter('a')).toBe(0);
+    t.failed('a');
+    t.succeeded('a');
+    expect(t.retryAfter('a')).toBe(0);
+
+    const s = sessionStore({ ttlSeconds: 10, now: () => now });
+    const id = s.create('alice');
+    expect(id).toMatch(/^[0-9a-f]{64}$/);
+    expect(s.find(id)).toMatchObject({ operator: 'alice' });
+    expect(s.find(id.replace(/.$/, (ch) => (ch === '0' ? '1' : '0')))).toBeNull();
+    now += 10_000;
+    expect(s.find(id)).toBeNull();
+    const other = s.create('bob');
+    s.revoke(other);
+    expect(s.find(other)).toBeNull();
+
+    expect(checkOperatorName('  maria.silva@example.com ')).toBe('maria.silva@example.com');
+    expect(checkOperatorName("João D'Ávila")).toBe("João D'Ávila");
+    for (const bad of ['', ' ', '-lead', 'a\nb', 'x'.repeat(65), 42]) expect(() => checkOperatorName(bad)).toThrow(expect.objectContaining({ code: 'CONSOLE_OPERATOR_INVALID' }));
   });
 
   it('svc console serves the runs as a process and stops on SIGTERM', async () => {
@@ -179,7 +337,7 @@ describe('console access rules', () => {
         method: 'POST',
         redirect: 'manual',
         headers: { 'content-type': 'application/x-www-form-urlencoded', origin: url },
-        body: form({ token: CONSOLE_TEST_TOKEN }),
+        body: form({ token: CONSOLE_TEST_TOKEN, name: 'ops' }),
       });
       const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0]!;
       const list = await fetch(`${url}/?status=failed`, { headers: { cookie } });
