@@ -10,6 +10,8 @@ import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Sql } from '../db/client.ts';
 import { DEFAULT_VISIBILITY_SECONDS, dlqUrl, queueUrl, type QueueName } from '../queue/names.ts';
+import { observeRegisteredUnits } from '../observe/delivery-metrics.ts';
+import { watchReceives } from '../queue/receive-watch.ts';
 import type { BackoffOptions } from './backoff.ts';
 import { createQueueConsumer, type QueueConsumer } from './consumer.ts';
 import { defaultInstanceLabel } from './dispatch.ts';
@@ -165,9 +167,13 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
     groups: GroupCommits.forUnits(consumed, AbortSignal.any([stopping.signal, release.signal])),
   };
 
+  observeRegisteredUnits(o.units.keys()); // metric labels: other unit names are 'unregistered' (src/observe)
+  // A consumed queue that does not exist makes the process not ready (src/queue/receive-watch.ts).
+  const receiveWatches = new Map(o.queues.map((queue) => [queue, watchReceives(o.sqs)] as const));
+  const missingQueues = () => o.queues.filter((queue) => receiveWatches.get(queue)!.missing);
   const consumers: QueueConsumer[] = o.queues.map((queue) =>
     createQueueConsumer({
-      sqs: o.sqs,
+      sqs: receiveWatches.get(queue)!.client,
       queue,
       queueUrl: queueUrl(o.queueUrlPrefix, queue),
       dlqUrl: dlqUrl(o.queueUrlPrefix, queue),
@@ -193,13 +199,16 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
   let relay: Relay | undefined;
   let scheduler: LocalScheduler | undefined;
 
-  const state = (): HealthState => ({
-    ready,
-    draining,
-    latestMigration: o.latestMigration ?? null,
-    reason: ready ? null : reason,
-    redis: redisHealth ? (redisHealth.up ? 'up' : 'down') : 'none',
-  });
+  const state = (): HealthState => {
+    const missing = ready ? missingQueues() : [];
+    return {
+      ready: ready && missing.length === 0,
+      draining,
+      latestMigration: o.latestMigration ?? null,
+      reason: ready ? (missing.length > 0 ? `the queue does not exist: ${missing.join(', ')} (receive answered QueueDoesNotExist)` : null) : reason,
+      redis: redisHealth ? (redisHealth.up ? 'up' : 'down') : 'none',
+    };
+  };
   let health: HealthServer | undefined;
   if (o.healthPort !== undefined && o.healthPort !== null) {
     health = await startHealthServer({ port: o.healthPort, host: o.healthHost, state });
