@@ -29,7 +29,6 @@ export function watchReceives(sqs: SQSClient): ReceiveWatch {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   (client as { send: (...args: any[]) => Promise<unknown> }).send = async (command: any, ...rest: any[]) => {
     const name: unknown = command?.constructor?.name;
-    // eslint-disable-next-line @typescript-eslint/no-unsafe-argument
     const answer = (sqs.send as (...args: any[]) => Promise<unknown>).call(sqs, command, ...rest);
     if (name !== 'ReceiveMessageCommand') return answer;
     try {
