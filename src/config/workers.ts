@@ -111,6 +111,8 @@ export const workersSchema = z
     SVC_SQS_LOCAL_CREDENTIALS: booleanFlag.default(false),
     /** How long one SendMessageBatch, ReceiveMessage, DeleteMessageBatch or ChangeMessageVisibility waits for its answer past its long poll, ms, 100 to 600000. Default 10000. */
     SVC_SQS_REQUEST_TIMEOUT_MS: integer(100, 600_000).default(DEFAULT_SQS_REQUEST_TIMEOUT_MS),
+    /** `false` sends every SQS call through the SDK instead of the direct fast path (src/queue/direct-calls.ts). Default true. */
+    SVC_SQS_DIRECT_CALLS: booleanFlag.default(true),
     /** Long-polling wait in seconds, 1 to 20. Default 20. */
     SVC_SQS_WAIT_SECONDS: integer(SQS_WAIT_SECONDS_MIN, SQS_WAIT_SECONDS_MAX).default(DEFAULT_SQS_WAIT_SECONDS),
     /** Stop budget in ms; the drain gets this minus 5000 and must exceed the long-polling wait. Default 30000. */

@@ -19,6 +19,7 @@ import { createSqsClient } from '../queue/client.ts';
 import { provisionQueues } from '../queue/provision.ts';
 import { CodedError } from '../errors/coded-error.ts';
 import { processAlive, processStartTime } from '../db/cluster-lease.ts';
+import { writeDevStackState } from '../config/dev-stack.ts';
 
 /** Development bootstrap operator, used only when the variables are unset (documented in the README). */
 export const DEV_BOOTSTRAP = {
@@ -315,6 +316,9 @@ export async function run(args: string[]): Promise<number> {
     await provisionQueues(client, sqs.queueUrlPrefix);
     client.destroy();
     log(`SQS-protocol server (in memory) on ${sqs.endpoint} with queues critical, default, bulk, maintenance and their dead-letter queues`);
+    // `svc dlq`, `svc runs`, `svc queues` find this server from here when no SVC_SQS_* is set (src/config/dev-stack.ts).
+    const removeStackState = writeDevStackState(env.SVC_DATA_DIR, { ...sqsEnv, REDIS_URL: redis.url });
+    cleanups.push(async () => removeStackState());
     checkStop();
 
     const childEnv: NodeJS.ProcessEnv = {

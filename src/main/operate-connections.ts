@@ -9,6 +9,7 @@ import { createSql, type Sql } from '../db/client.ts';
 import { resolveDatabase } from '../db/connect.ts';
 import { createRedis, type Redis } from '../kv/client.ts';
 import { createSqsClient } from '../queue/client.ts';
+import { withDevStackFallback } from '../config/dev-stack.ts';
 import { loadUnits } from '../work/catalog.ts';
 import { unitKeySource, type KeySource } from '../work/operate/redrive-run.ts';
 
@@ -23,6 +24,7 @@ const operateEnv = z.object({
   SVC_SQS_ENDPOINT: z.url({ error: 'must be an http(s) URL' }).optional(),
   SVC_SQS_QUEUE_URL_PREFIX: z.url({ error: 'must be an http(s) URL ending with /' }).optional(),
   SVC_SQS_LOCAL_CREDENTIALS: booleanFlag.default(false),
+  SVC_SQS_DIRECT_CALLS: booleanFlag.default(true),
 });
 
 export interface OperateConnections {
@@ -35,15 +37,17 @@ export interface OperateConnections {
 }
 
 export async function openOperateConnections(command: string, options: { sqs: boolean }): Promise<OperateConnections> {
-  const env = parseEnv(command, operateEnv, process.env);
+  // Under npm start, the running stack's queues when no SVC_SQS_* is set (src/config/dev-stack.ts).
+  const source = options.sqs ? withDevStackFallback(process.env, (line) => console.error(`svc: note: ${line}`)) : process.env;
+  const env = parseEnv(command, operateEnv, source);
   let sqs: OperateConnections['sqs'];
   if (options.sqs) {
     const prefix = env.SVC_SQS_QUEUE_URL_PREFIX ?? (env.SVC_SQS_ENDPOINT ? `${env.SVC_SQS_ENDPOINT.replace(/\/+$/, '')}/000000000000/` : undefined);
     if (!prefix) {
-      parseEnv(command, operateEnv.refine(() => false, { path: ['SVC_SQS_QUEUE_URL_PREFIX'], error: 'is required (the queue name is appended to it) unless SVC_SQS_ENDPOINT is set' }), process.env);
+      parseEnv(command, operateEnv.refine(() => false, { path: ['SVC_SQS_QUEUE_URL_PREFIX'], error: 'is required (the queue name is appended to it) unless SVC_SQS_ENDPOINT is set (or npm start runs on SVC_DATA_DIR)' }), source);
     }
     sqs = {
-      client: createSqsClient({ region: env.SVC_SQS_REGION, endpoint: env.SVC_SQS_ENDPOINT, localCredentials: env.SVC_SQS_LOCAL_CREDENTIALS }),
+      client: createSqsClient({ region: env.SVC_SQS_REGION, endpoint: env.SVC_SQS_ENDPOINT, localCredentials: env.SVC_SQS_LOCAL_CREDENTIALS, directCalls: env.SVC_SQS_DIRECT_CALLS }),
       queueUrlPrefix: prefix!,
     };
   }

@@ -2,6 +2,7 @@
 // SVC_SQS_* variables name (cloud SQS, or a local server), with the visibility timeouts, the redrive
 // policy and the retention the runtime relies on; brings existing queues to that shape. Run it once per
 // environment before the workers start, and again after an upgrade (it is idempotent).
+import { withDevStackFallback } from '../config/dev-stack.ts';
 import { queuesConfig } from '../config/queues.ts';
 import { createSqsClient } from '../queue/client.ts';
 import { DLQ_RETENTION_SECONDS, provisionQueues, QUEUE_RETENTION_SECONDS } from '../queue/provision.ts';
@@ -18,7 +19,8 @@ export async function run(args: string[]): Promise<number> {
     (help ? console.log : console.error)(help ? USAGE : `svc queues: unknown arguments '${args.join(' ').slice(0, 64)}'\n${USAGE}`);
     return help && sub ? 0 : help ? 1 : 2;
   }
-  const config = queuesConfig(process.env);
+  // Under npm start, the running stack's queues when no SVC_SQS_* is set (src/config/dev-stack.ts).
+  const config = queuesConfig(withDevStackFallback(process.env, (line) => console.error(`svc: note: ${line}`)));
   const client = createSqsClient({ region: config.SVC_SQS_REGION, endpoint: config.SVC_SQS_ENDPOINT, localCredentials: config.SVC_SQS_LOCAL_CREDENTIALS });
   try {
     const queues = await provisionQueues(client, config.SVC_SQS_QUEUE_URL_PREFIX, config.visibilitySeconds);

@@ -16,7 +16,7 @@ const HTTP_SECONDS_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25
 
 export const runsFinished = new Counter({
   name: 'svc_runs_finished_total',
-  help: 'Runs that reached a final status (succeeded, failed), by unit, queue and status.',
+  help: 'Runs that reached a final status (succeeded, failed, cancelled by an operator), by unit, queue and status.',
   labelNames: ['unit', 'queue', 'status'] as const,
   registers: [metricsRegistry],
 });
@@ -60,35 +60,37 @@ export const deliveryStageTimeouts = new Counter({
   registers: [metricsRegistry],
 });
 
+// The relay's metrics are exported only by a process that relays (exportRelayMetrics): a worker or
+// API process that does not relay would otherwise show a backlog of 0 and a relay that sends nothing.
 export const outboxPending = new Gauge({
   name: 'svc_outbox_pending',
   help: 'Outbox rows not yet sent (both outboxes), sampled by the relay.',
-  registers: [metricsRegistry],
+  registers: [],
 });
 
 export const outboxOldestPending = new Gauge({
   name: 'svc_outbox_oldest_pending_seconds',
   help: 'Age in seconds of the oldest unsent outbox row (0 when none), sampled by the relay.',
-  registers: [metricsRegistry],
+  registers: [],
 });
 
 export const relaySent = new Counter({
   name: 'svc_relay_sent_total',
   help: 'Outbox messages the relay sent to their queue.',
-  registers: [metricsRegistry],
+  registers: [],
 });
 
 export const relaySendFailures = new Counter({
   name: 'svc_relay_send_failures_total',
   help: 'Outbox messages the relay failed to send (they stay pending and are retried).',
-  registers: [metricsRegistry],
+  registers: [],
 });
 
 export const queueMessages = new Gauge({
   name: 'svc_queue_messages',
   help: 'Messages per queue and state (visible, in_flight, dead_letter), sampled from the SQS API by the relay.',
   labelNames: ['queue', 'state'] as const,
-  registers: [metricsRegistry],
+  registers: [],
 });
 
 export const runsRescued = new Counter({
@@ -110,6 +112,22 @@ export const runsOverdueOldest = new Gauge({
   help: 'Seconds the oldest overdue run has waited since its last progress (0 when none), sampled by the rescuer.',
   registers: [metricsRegistry],
 });
+export const queueDepthReadErrors = new Counter({
+  name: 'svc_queue_depth_read_errors_total',
+  help: 'Failed reads of a queue\'s depth (GetQueueAttributes); meanwhile its svc_queue_messages series are removed, not frozen.',
+  labelNames: ['queue'] as const,
+  registers: [],
+});
+
+const RELAY_METRICS = [outboxPending, outboxOldestPending, relaySent, relaySendFailures, queueMessages, queueDepthReadErrors];
+let relayMetricsExported = false;
+
+/** Adds the relay's metrics to this process' registry; called where the relay works (idempotent). */
+export function exportRelayMetrics(): void {
+  if (relayMetricsExported) return;
+  relayMetricsExported = true;
+  for (const metric of RELAY_METRICS) metricsRegistry.registerMetric(metric);
+}
 
 export const redisFallbacks = new Counter({
   name: 'svc_redis_fallbacks_total',

@@ -41,7 +41,8 @@ export function startRelaySendSpans(queue: string, envelopes: readonly unknown[]
 
 /**
  * Runs one delivery inside a `deliver <unit>` consumer span continuing the envelope's trace (its
- * `traceparent`, read from the body the consumer parsed); the span carries the result.
+ * `traceparent`, read from the body the consumer parsed); the span carries the result, and an error
+ * status when the delivery failed the run (result `failed`).
  */
 export function traceDelivery<R extends string>(queue: string, unit: string | undefined, traceparent: unknown, deliver: () => Promise<R>): Promise<R> {
   return inSpan(
@@ -50,6 +51,8 @@ export function traceDelivery<R extends string>(queue: string, unit: string | un
     async (span) => {
       const result = await deliver();
       span.setAttribute('svc.delivery.result', result);
+      // The run failed for good (its message dead-lettered): an error, though deliver() returned.
+      if (result === 'failed') span.setStatus({ code: SpanStatusCode.ERROR, message: 'run failed: message dead-lettered' });
       return result;
     },
     { parent: contextFromTraceparent(typeof traceparent === 'string' ? traceparent : undefined), kind: SpanKind.CONSUMER },

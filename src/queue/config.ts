@@ -7,7 +7,7 @@ import type { SqsSettings } from './client.ts';
 /** The part of the workers' configuration that locates and authenticates the queues. */
 export type SqsConfig = Pick<
   WorkersConfig,
-  'SVC_SQS_REGION' | 'SVC_SQS_QUEUE_URL_PREFIX' | 'SVC_SQS_ENDPOINT' | 'SVC_SQS_LOCAL_CREDENTIALS' | 'SVC_SQS_REQUEST_TIMEOUT_MS'
+  'SVC_SQS_REGION' | 'SVC_SQS_QUEUE_URL_PREFIX' | 'SVC_SQS_ENDPOINT' | 'SVC_SQS_LOCAL_CREDENTIALS' | 'SVC_SQS_REQUEST_TIMEOUT_MS' | 'SVC_SQS_DIRECT_CALLS'
 >;
 
 export function sqsSettings(config: SqsConfig): SqsSettings {
@@ -17,5 +17,6 @@ export function sqsSettings(config: SqsConfig): SqsSettings {
     endpoint: config.SVC_SQS_ENDPOINT,
     localCredentials: config.SVC_SQS_LOCAL_CREDENTIALS,
     requestTimeoutMs: config.SVC_SQS_REQUEST_TIMEOUT_MS,
+    directCalls: config.SVC_SQS_DIRECT_CALLS,
   };
 }

@@ -11,6 +11,7 @@ import { createSql, type Sql } from '../../src/db/client.ts';
 import { freshRedisUrl, services } from '../support/services.ts';
 import { waitFor } from '../support/wait-for.ts';
 import { pidsWhere } from '../support/process-list.ts';
+import { runNodeProcess } from '../support/node-process.ts';
 
 const root = path.resolve(import.meta.dirname, '..', '..');
 
@@ -182,9 +183,19 @@ describe('npm start (svc dev)', () => {
     expect(before.migrations).toBe(journal.entries.length);
     expect(before.grants).toBe(1);
 
+    // The operator commands find this stack's queues by themselves (its random SQS port is in
+    // <SVC_DATA_DIR>/dev-stack.json): no SVC_SQS_* variable is set here.
+    const dlq = await runNodeProcess([path.join(root, 'src/main/cli.ts'), 'dlq', 'list', '--queue', 'critical'], {
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, SVC_DATA_DIR: dataDir, SVC_EMBEDDED_PG_PORT: String(pgPort), REDIS_URL: env1.REDIS_URL },
+      timeoutMs: 60_000,
+    });
+    expect(dlq.stderr).toContain('using the queues of the npm start stack');
+    expect(dlq.code, dlq.stderr).toBe(0);
+
     ctrlC(first);
     expect(await first.exit, first.output.join('')).toBe(0);
     expect(postgresRunningOn(pgData), first.output.join('')).toBe(false);
+    expect(fs.existsSync(path.join(dataDir, 'dev-stack.json'))).toBe(false);
 
     // Second run on the same data with a private redis-server, stopped by a double Ctrl-C.
     const env2 = { ...(await baseEnv(pgPort)), SVC_DEV_PRIVATE_REDIS: 'true' };

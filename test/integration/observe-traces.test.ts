@@ -83,6 +83,20 @@ describe('traces', () => {
     expect(ancestors(settlement, exporter.getFinishedSpans()).map((s) => s.name)).toContain('dispatch fixture.effect');
   });
 
+  it('the deliver span of a delivery that failed its run (dead-lettered) has an error status; a succeeded one does not', async () => {
+    const failed = await h.dispatch('fixture.effect', { key: 'traced-deliver-failed', fail: 'permanent' });
+    const ok = await h.dispatch('fixture.effect', { key: 'traced-deliver-ok' });
+    await h.relay();
+    await h.waitForStatus(failed.runId, ['failed']);
+    await h.waitForStatus(ok.runId, ['succeeded']);
+    const deliverOf = (envelope: { traceparent?: string }) =>
+      waitForSpan((s) => s.name === 'deliver fixture.effect' && s.spanContext().traceId === envelope.traceparent!.split('-')[1]);
+    const failedDeliver = await deliverOf(failed.envelope);
+    expect(failedDeliver.attributes['svc.delivery.result']).toBe('failed');
+    expect(failedDeliver.status.code).toBe(2); // SpanStatusCode.ERROR
+    expect((await deliverOf(ok.envelope)).status.code).not.toBe(2);
+  });
+
   it('an HTTP request continues the caller\'s traceparent in a server span named by its route template', async () => {
     const f = await httpFixture();
     try {

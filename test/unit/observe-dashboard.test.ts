@@ -3,8 +3,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
-import { describe, expect, it } from 'vitest';
-import { metricsRegistry } from '../../src/observe/metrics.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { exportRelayMetrics, metricsRegistry } from '../../src/observe/metrics.ts';
 
 const root = path.resolve(import.meta.dirname, '..', '..');
 const read = (file: string) => fs.readFileSync(path.join(root, file), 'utf8');
@@ -25,6 +25,9 @@ const ISSUE_METRICS = [
 ];
 
 describe('metrics, dashboard and scraping', () => {
+  // The registry of a process that relays: the relay's metrics are exported only there.
+  beforeAll(() => exportRelayMetrics());
+
   it('the registry defines every metric the issue names', async () => {
     const names = (await metricsRegistry.getMetricsAsJSON()).map((m) => m.name);
     for (const name of ISSUE_METRICS) expect(names).toContain(name);

@@ -39,7 +39,7 @@ describe('queue names', () => {
 describe('SQS configuration', () => {
   const queues = { QUEUES: 'default' };
 
-  it('R-CFG-03 R-CFG-04 reads region, prefix, endpoint, the local-credentials flag and the request timeout', () => {
+  it('R-CFG-03 R-CFG-04 reads region, prefix, endpoint, the local-credentials flag, the request timeout and the direct-calls switch', () => {
     const config = workersConfig({
       ...queues,
       SVC_SQS_REGION: 'eu-west-1',
@@ -47,6 +47,7 @@ describe('SQS configuration', () => {
       SVC_SQS_ENDPOINT: 'http://127.0.0.1:9324',
       SVC_SQS_LOCAL_CREDENTIALS: 'true',
       SVC_SQS_REQUEST_TIMEOUT_MS: '2500',
+      SVC_SQS_DIRECT_CALLS: 'false',
     });
     expect(sqsSettings(config)).toEqual({
       region: 'eu-west-1',
@@ -54,11 +55,13 @@ describe('SQS configuration', () => {
       endpoint: 'http://127.0.0.1:9324',
       localCredentials: true,
       requestTimeoutMs: 2500,
+      directCalls: false,
     });
     const cloud = sqsSettings(workersConfig({ ...queues, SVC_SQS_QUEUE_URL_PREFIX: 'https://sqs.us-east-1.amazonaws.com/1/' }));
     expect(cloud.localCredentials).toBe(false);
     expect(cloud.region).toBe('us-east-1');
     expect(cloud.requestTimeoutMs).toBe(10_000);
+    expect(cloud.directCalls).toBe(true);
     expect(() => workersConfig({ ...queues, SVC_SQS_QUEUE_URL_PREFIX: 'https://sqs.us-east-1.amazonaws.com/1/', SVC_SQS_REQUEST_TIMEOUT_MS: '50' })).toThrow(/SVC_SQS_REQUEST_TIMEOUT_MS/);
     expect(() => workersConfig(queues)).toThrow(/SVC_SQS_QUEUE_URL_PREFIX/);
     expect(() => workersConfig({ ...queues, SVC_SQS_QUEUE_URL_PREFIX: 'not a url' })).toThrow(/SVC_SQS_QUEUE_URL_PREFIX/);

@@ -10,6 +10,8 @@ import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Sql } from '../../db/client.ts';
 import { DEFAULT_VISIBILITY_SECONDS, dlqUrl, queueUrl, type QueueName } from '../../queue/names.ts';
+import { observeRegisteredUnits } from '../../observe/delivery-metrics.ts';
+import { watchReceives } from '../../queue/receive-watch.ts';
 import type { BackoffOptions } from './complete/backoff.ts';
 import { createQueueConsumer, type QueueConsumer } from './consume/consumer.ts';
 import { defaultInstanceLabel } from './produce/dispatch.ts';
@@ -185,9 +187,13 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
 
   // The deadlines of the deliveries' waits: a miss makes the process not ready (state below) for a while.
   const stages = new StageWatch(o.stageTimeoutMs ?? DEFAULT_STAGE_TIMEOUT_MS);
+  observeRegisteredUnits(o.units.keys()); // metric labels: other unit names are 'unregistered' (src/observe)
+  // A consumed queue that does not exist makes the process not ready (src/queue/receive-watch.ts).
+  const receiveWatches = new Map(o.queues.map((queue) => [queue, watchReceives(o.sqs)] as const));
+  const missingQueues = () => o.queues.filter((queue) => receiveWatches.get(queue)!.missing);
   const consumers: QueueConsumer[] = o.queues.map((queue) =>
     createQueueConsumer({
-      sqs: o.sqs,
+      sqs: receiveWatches.get(queue)!.client,
       queue,
       queueUrl: queueUrl(o.queueUrlPrefix, queue),
       dlqUrl: dlqUrl(o.queueUrlPrefix, queue),
@@ -219,13 +225,21 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
 
   const STUCK_REASON = 'a delivery stage did not finish within SVC_STAGE_TIMEOUT_MS: the database may be unreachable';
   const state = (): HealthState => {
-    // A stage past its deadline (stage-watch.ts) makes the process not ready until the database answers again.
-    const live = ready && stages.stuck === 0;
+    // A stage past its deadline (stage-watch.ts) makes the process not ready until the database answers
+    // again; so does a consumed queue that does not exist (src/queue/receive-watch.ts).
+    const missing = ready ? missingQueues() : [];
+    const live = ready && stages.stuck === 0 && missing.length === 0;
     return {
       ready: live,
       draining,
       latestMigration: o.latestMigration ?? null,
-      reason: live ? null : ready ? STUCK_REASON : reason,
+      reason: live
+        ? null
+        : !ready
+          ? reason
+          : missing.length > 0
+            ? `the queue does not exist: ${missing.join(', ')} (receive answered QueueDoesNotExist)`
+            : STUCK_REASON,
       redis: redisHealth ? (redisHealth.up ? 'up' : 'down') : 'none',
     };
   };

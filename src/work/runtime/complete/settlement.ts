@@ -3,7 +3,7 @@
 // fails the run and dead-letters its message, a release on shutdown puts the run back in the queue,
 // and a delivery that did not execute is settled by what its registration found. A settlement never
 // overrides another delivery's (RunMovedOn).
-import { recordRunFinished } from '../../../observe/delivery-metrics.ts';
+import { recordRunFinished, recordRunMetFinal } from '../../../observe/delivery-metrics.ts';
 import { inUnitOfWork } from '../../../db/unit-of-work.ts';
 import type { TxSql } from '../../../db/client.ts';
 import { backoffSeconds, clampToReceipt, retryDelaySeconds } from './backoff.ts';
@@ -124,6 +124,7 @@ export async function settleRegistration(c: DeliveryContext, registration: Regis
         await deadLetter(c, registration.run, f);
       }
       await port.ack();
+      recordRunMetFinal(registration.run); // svc_runs_finished_total{status="cancelled"} (src/observe)
       return 'settled';
     }
     case 'held':
@@ -301,6 +302,7 @@ export async function settleMovedOn(c: DeliveryContext, retryInSeconds: number):
   c.log.warn({ status: run?.status }, 'the run left running under this delivery: its own settlement stands');
   if (!run || FINAL_RUN_STATUSES.has(run.status)) {
     await c.port.ack();
+    if (run) recordRunMetFinal(run); // svc_runs_finished_total{status="cancelled"} (src/observe)
     return 'settled';
   }
   await c.port.retryAfter(retryInSeconds);

@@ -505,7 +505,7 @@ export function startRelay(options: RelayOptions): Relay {
   });
 
   // svc_outbox_pending, svc_outbox_oldest_pending_seconds, svc_queue_messages (src/observe).
-  const backlog = startBacklogSampler({ sql, sqs, queueUrlPrefix, intervalMs: options.backlogSampleIntervalMs, onError: (error) => log.debug({ err: error }, 'backlog sample failed') });
+  const backlog = startBacklogSampler({ sql, sqs, queueUrlPrefix, intervalMs: options.backlogSampleIntervalMs, log });
 
   let stopping = false;
   let interrupt: (() => void) | undefined;
