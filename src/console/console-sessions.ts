@@ -38,7 +38,10 @@ export function sessionStore(options: { ttlSeconds?: number; now?: () => number 
     const t = now();
     for (const [key, s] of sessions) if (s.expiresAt <= t) sessions.delete(key);
     // Insertion order is creation order: the first keys are the oldest.
-    while (sessions.size >= MAX_SESSIONS) sessions.delete(sessions.keys().next().value!);
+    while (sessions.size >= MAX_SESSIONS) {
+      const oldest = sessions.keys().next().value!;
+      sessions.delete(oldest);
+    }
   };
   return {
     ttlSeconds,

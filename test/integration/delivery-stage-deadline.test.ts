@@ -70,6 +70,8 @@ describe('a delivery whose database wait never settles', () => {
     visibilityChanges.length = 0;
     const logsFrom = h.logs().length;
     workerSql = createSql(proxy.url, { max: 8 });
+    const [boot] = await h.sql<{ at: string }[]>`SELECT clock_timestamp()::text AS at`;
+    const bootAt = boot!.at;
     workers = await h.startWorkers({
       queues: ['default'],
       sql: workerSql,
@@ -91,6 +93,14 @@ describe('a delivery whose database wait never settles', () => {
       }
     })();
     if (warm) await Promise.all(Array.from({ length: 8 }, () => workerSql`SELECT pg_sleep(0.05)`));
+    else {
+      // The workers read the database's identity at boot, on a connection of their pool: ended here, so
+      // the pool is empty again and the delivery's reserve has to open a connection through the stall.
+      const ended = async () =>
+        (await h.sql`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                      WHERE datname = current_database() AND backend_start > ${bootAt}::timestamptz AND pid <> pg_backend_pid()`).length;
+      await waitFor(async () => (await ended()) === 0, 10_000, { what: "the workers' boot connection ended" });
+    }
     const before = await metric(stages[0]!);
     const key = `stall-${randomUUID()}`;
     const { runId } = await h.dispatch(effectTask.name, { key });

@@ -355,9 +355,11 @@ describe('bulk tools do what the operator asked', () => {
     fault.broken = true;
     const { runId: failed } = await h.dispatch('fixture.broken_until_fixed', { key: 'ctl-\u009b2J\u2029\u001b]0;x\u0007' });
     await h.waitForStatus(failed, ['failed']);
-    const [table, json, shown, shownJson] = await svcAll(h, [
-      ['dlq', 'list', '--queue', 'default'],
-      ['dlq', 'list', '--queue', 'default', '--json'],
+    // One list after the other: a list hides what it reads until it releases it (SQS has no peek), so two
+    // lists at once may each see part of the queue.
+    const table = await svc(h, ['dlq', 'list', '--queue', 'default']);
+    const json = await svc(h, ['dlq', 'list', '--queue', 'default', '--json']);
+    const [shown, shownJson] = await svcAll(h, [
       ['runs', 'show', failed],
       ['runs', 'show', failed, '--json'],
     ]);

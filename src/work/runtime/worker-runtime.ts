@@ -22,7 +22,7 @@ import { DEFAULT_RESCUE_MARGIN_MS, queueStartInstant, startRescuer, type Rescuer
 import { GroupCommits, StartCoalescer, type RunnerDeps } from './consume/runner.ts';
 import { startLocalScheduler, type LocalScheduler } from './maintain/scheduler.ts';
 import { schemaHolds } from './schema-gate.ts';
-import { knownDatabaseIdentity } from '../../kv/database-identity.ts';
+import { databaseIdentityOf } from '../../kv/database-identity.ts';
 import { SlotLimit } from './consume/slot-limit.ts';
 import { StageWatch } from './consume/stage-watch.ts';
 import { DEFAULT_STAGE_TIMEOUT_MS } from '../../config/limits.ts';
@@ -267,9 +267,17 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
       }
     }
     if (stopped) return;
-    // The Redis gate's keys name the database: its identity is read now, in the background (a delivery
-    // before it is known takes no gate, src/kv/database-identity.ts).
-    knownDatabaseIdentity(o.sql);
+    // The Redis gate's keys name the database: its identity is read before the first receive, for at
+    // most a stage deadline (a delivery before it is known takes no gate, src/kv/database-identity.ts).
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, o.stageTimeoutMs ?? DEFAULT_STAGE_TIMEOUT_MS);
+      const done = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      databaseIdentityOf(o.sql).then(done, done);
+    });
+    if (stopped) return;
     for (const c of consumers) c.start();
     // The rescuer is on wherever the relay runs, unless turned off (rescue: null). With a queue server
     // that started empty, the instant before the relay's first send marks what was lost.
