@@ -12,9 +12,9 @@ WORKDIR /app
 ENV NODE_ENV=production
 
 # Production dependencies only, exactly as locked, with the project's fixes to them (patches/, applied
-# by patch-package as `npm ci` does through the postinstall script; see the README's "Patched
-# dependencies"). The dev dependencies are installed too, so patch-package is the one the lock file
-# pins (nothing is fetched outside it), then pruned before any image copies node_modules. Scripts stay
+# by patch-package as `npm ci` does through the postinstall script; see docs/patches.md). The dev
+# dependencies are installed too, so patch-package is the one the lock file pins (nothing is fetched
+# outside it), then pruned before any image copies node_modules. Scripts stay
 # off: the `node` dev dependency would download a Node binary.
 FROM base AS deps
 COPY package.json package-lock.json ./

@@ -193,7 +193,7 @@ export async function main(args: string[]): Promise<number> {
         const result = await steady(adapter, ctx, o.rate, o.seconds, o.warmupSeconds, round, roundOptions);
         const gc = { harness: harnessGc.take(), workers: await adapter.workersGcPauses() };
         record(result);
-        // Where the round's runs spent their time (README "Benchmarks"), with the same warm-up skipped.
+        // Where the round's runs spent their time (docs/performance.md), with the same warm-up skipped.
         const c = await adapter.steadyChain(result.warmup ?? 0);
         log(
           `STEADY_CHAIN round=${round} runs=${c.runs} queued_ms=${num(c.queuedMs, 2)} sent_ms=${num(c.sentMs, 2)} ` +
@@ -209,7 +209,7 @@ export async function main(args: string[]): Promise<number> {
 
       // Two clients on the same server, alternated by round: the service's own (direct calls, what
       // baseline_ratio divides by) and the plain AWS SDK client the issue's first figures were taken with
-      // (printed for comparison only; README "Benchmarks").
+      // (printed for comparison only; docs/performance.md).
       const settings = { region: 'us-east-1', endpoint: svc.sqs!.endpoint, localCredentials: true };
       const clients: Array<{ name: string; sqs: SQSClient; rates: number[] }> = [
         { name: 'direct', sqs: createSqsClient(settings), rates: baselines },

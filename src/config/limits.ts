@@ -109,7 +109,7 @@ export const GROUP_COMMIT_MAX_RUNS = 40;
  * A group commit member's registration (`running`, attempts + 1, `received`) goes into the group's
  * finish, one statement and one commit with its effect; a member whose handler runs longer than this,
  * or reports progress, is registered on its own first, so a poller sees its run `running` meanwhile
- * (README "What a poller sees"). Short enough that a poller misses `running` only for runs this short.
+ * (docs/group-commit.md, "What a poller sees"). Short enough that a poller misses `running` only for runs this short.
  */
 export const RUNNING_VISIBLE_AFTER_MS = 100;
 /** Run `outcome` and trail `detail`: JSON objects of at most 2048 bytes. */

@@ -15,8 +15,8 @@
 // back, and what is left is the state of a crash just before it: a row still pending whose message went
 // out (the delivery records the send itself, or the relay sends a second message, which finds the run
 // executing or finished), or a run not yet `running` whose message comes back and runs again under the
-// same attempt number. A reader may have seen the state that was taken back. README ("What a database
-// crash can take back") and test/integration/worker-database-crash.test.ts.
+// same attempt number. A reader may have seen the state that was taken back. docs/guarantees.md ("What a
+// database crash can take back") and test/integration/worker-database-crash.test.ts.
 //
 // Measured (bench/results/hot-path-levers-2026-11-24.md, twelfth session): at 200 runs/s the flushes of
 // these commits queued behind each other and behind the effects'; without them the steady p50 fell by

@@ -107,7 +107,7 @@ interface CommonOptions<S extends z.ZodType> {
   queue: UnitQueue;
   /** Simultaneous executions of this unit per worker process. Default 1. */
   concurrency?: number;
-  /** Of those, at most this many for one tenant (fair share; see README "Fairness between tenants"). Default none. */
+  /** Of those, at most this many for one tenant (fair share; see docs/fairness.md). Default none. */
   tenantConcurrency?: number;
   /** Execution deadline in seconds; past it the handler is aborted (transient failure). Default 60. */
   timeoutSeconds?: number;
@@ -125,7 +125,7 @@ interface CommonOptions<S extends z.ZodType> {
   /**
    * Runs of this unit (same tenant) that reach execution together share one effect transaction and one
    * commit, each handler in its own savepoint, one after another: for handlers that finish in
-   * milliseconds (README "Group commit"). Such a group takes one slot of `concurrency`, and the workers
+   * milliseconds (docs/group-commit.md). Such a group takes one slot of `concurrency`, and the workers
    * hold up to GROUP_COMMIT_MAX_RUNS (40) messages per slot. Default false.
    */
   groupCommit?: boolean;

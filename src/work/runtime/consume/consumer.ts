@@ -42,7 +42,7 @@
 //   it) until its own entry is deleted, and its ack rejects when that entry failed. A crash inside the
 //   linger only brings the message back after its visibility timeout, where the ledger replays it.
 // - a group commit gives its members' slots back earlier, once their handlers have returned
-//   (`handlerReturned`, README "Group commit"); they stay in flight until deleted, as above.
+//   (`handlerReturned`, docs/group-commit.md); they stay in flight until deleted, as above.
 import {
   ChangeMessageVisibilityCommand,
   DeleteMessageBatchCommand,
