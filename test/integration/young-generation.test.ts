@@ -1,10 +1,13 @@
-// What a finished statement or an answered command leaves behind (issue 18). A steady 200 runs/s
+// What a finished statement or an answered command leaves behind. A steady 200 runs/s
 // promoted about 37 KB per run to the workers' old generation: postgres.js kept two arrow functions on
 // each Query, ioredis on each Command (and a getter on each Pipeline), and with them every finished one
 // outlived young-generation collections (scavenges), to be copied and kept until a full collection.
 // patches/postgres+3.4.9.patch and patches/ioredis+6.0.0.patch share those functions instead. The
 // fixture watches 50 operations among 750 through WeakRefs and asks for three scavenges: unpatched, all
-// 50 survive them (measured); patched, none but possibly the last one still referenced survives.
+// 50 survive them (measured); patched, none but possibly the last one still referenced survives on a
+// quiet machine, and a few on a loaded one (4 seen while two busy processes held both cores: operations
+// still in flight when a scavenge came). The bound, a fifth of those watched, fails only without the
+// patch.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -31,12 +34,12 @@ describe('finished statements and answered commands', () => {
   it('a postgres.js query dies young once it has been answered and dropped', async () => {
     const result = await survivors('postgres', db.url);
     expect(result.watched).toBe(50);
-    expect(result.survived, JSON.stringify(result)).toBeLessThanOrEqual(1);
+    expect(result.survived, JSON.stringify(result)).toBeLessThanOrEqual(10);
   });
 
   it('an ioredis command (auto-pipelined, with its timeout) dies young once it has been answered and dropped', async () => {
     const result = await survivors('redis', await freshRedisUrl());
     expect(result.watched).toBe(50);
-    expect(result.survived, JSON.stringify(result)).toBeLessThanOrEqual(1);
+    expect(result.survived, JSON.stringify(result)).toBeLessThanOrEqual(10);
   });
 });
