@@ -1,13 +1,16 @@
 // testUnit: a unit author runs a handler once against a real database transaction with a real run row,
 // without SQS, Redis or the relay; the README's worked example is the first test here.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RUN_JSON_MAX_BYTES } from '../../src/config/limits.ts';
 import { DispatchError } from '../../src/work/runtime/produce/dispatch.ts';
-import { testUnit } from '../../src/work/testing.ts';
+import { deliverAgain, testUnit } from '../../src/work/testing.ts';
 import { defineTask } from '../../src/work/define/unit.ts';
 import { NotFoundFailure } from '../../src/work/define/unit-errors.ts';
 import { loginNotificationEmail } from '../../units/identity/login-notification-email.handler.ts';
 import { refusal } from '../support/refusal.ts';
+import { waitFor } from '../support/wait-for.ts';
 import type { TestDatabase } from '../support/services.ts';
 import { createTenant, workDatabase } from './work-tables-support.ts';
 
@@ -35,6 +38,44 @@ const writeNote = defineTask({
     if (p.fail === 'missing') throw new NotFoundFailure('the note book does not exist');
     if (p.fail === 'transient') throw new Error('the search service is down');
     return { written: p.body.length };
+  },
+});
+
+// An outcome over the run's limit: the worker refuses it after the handler returned.
+const oversized = defineTask({
+  name: 'notes.oversized',
+  queue: 'default',
+  payload: z.object({}),
+  async handler() {
+    return { text: 'x'.repeat(RUN_JSON_MAX_BYTES + 100) };
+  },
+});
+
+// Ignores run.signal past its 1 s timeout, then writes on the run.transaction it kept.
+let lateWrite: unknown;
+const lateWriter = defineTask({
+  name: 'notes.late',
+  queue: 'default',
+  timeoutSeconds: 1,
+  payload: z.object({ body: z.string() }),
+  async handler(p, run) {
+    await sleep(1_500); // a slow call that does not honour the signal
+    lateWrite = await run.transaction`INSERT INTO notes (run_id, body) VALUES (${run.runId}, ${p.body})`.then(
+      () => 'written',
+      (error: unknown) => error,
+    );
+  },
+});
+
+// Always fails: transiently, or for good; its own backoff without jitter, so the delay is known.
+const flaky = defineTask({
+  name: 'notes.flaky',
+  queue: 'default',
+  payload: z.object({ permanent: z.boolean() }),
+  retry: { backoff: { baseMs: 2_000, capMs: 60_000, jitter: 'none' } },
+  async handler(p) {
+    if (p.permanent) throw new NotFoundFailure('the note book is gone');
+    throw new Error('the search service is down');
   },
 });
 
@@ -87,5 +128,56 @@ describe('testUnit', () => {
     expect((noTenant as DispatchError).code).toBe('RUN_CONTEXT_MISMATCH');
     const [after] = await db.sql`SELECT count(*)::int AS n FROM task_runs`;
     expect(after!.n).toBe(before!.n);
+  });
+
+  it('an outcome over the run limit fails the run as the worker does (VALIDATION_FAILED, dead-lettered), not at the CHECK', async () => {
+    const r = await testUnit(oversized, {}, { sql: db.sql, tenant });
+    expect(r.outcome).toBeNull();
+    expect(r.error).toMatchObject({ code: 'VALIDATION_FAILED', type: 'ValidationFailure', permanent: true });
+    expect(r.error!.message).toContain(`outcome over ${RUN_JSON_MAX_BYTES} bytes`);
+    expect(r.run.status).toBe('failed');
+    expect(r.run.outcome).toMatchObject({ error: { code: 'VALIDATION_FAILED' } });
+    expect(r.delivery).toBe('dead_lettered');
+    expect(r.deadLetter).toMatchObject({ runId: r.run.runId, unit: 'notes.oversized', errorCode: 'VALIDATION_FAILED', receiveCount: 1 });
+    expect(r.trail.map((t) => t.event).slice(-2)).toEqual(['failed', 'dead_lettered']);
+  });
+
+  it('a handler that writes on run.transaction after its timeout is refused (RUN_TRANSACTION_CLOSED): nothing reaches the database', async () => {
+    lateWrite = undefined;
+    const r = await testUnit(lateWriter, { body: 'too late' }, { sql: db.sql, tenant });
+    expect(r.error).toMatchObject({ code: 'UNIT_TIMED_OUT', permanent: false });
+    expect(r.run.status).toBe('retrying');
+    expect(r.delivery).toBe('retry');
+    await waitFor(() => lateWrite !== undefined, 10_000, { what: 'the late write' });
+    expect(lateWrite).toMatchObject({ code: 'RUN_TRANSACTION_CLOSED' });
+    expect(await db.sql`SELECT 1 FROM notes WHERE run_id = ${r.run.runId}`).toHaveLength(0);
+  });
+
+  it("a transient failure schedules the retry with the unit's backoff; delivered again it is attempt 2; on the last receive it fails and is dead-lettered", async () => {
+    const first = await testUnit(flaky, { permanent: false }, { sql: db.sql, tenant });
+    expect(first.error).toMatchObject({ code: 'UNIT_FAILED', permanent: false });
+    expect(first).toMatchObject({ delivery: 'retry', retryInSeconds: 2, deadLetter: null });
+    expect(first.run).toMatchObject({ status: 'retrying', attempts: 1 });
+    expect(first.trail.at(-1)).toMatchObject({ event: 'retry_scheduled', receiveCount: 1, detail: { retryInSeconds: 2 } });
+
+    const second = await deliverAgain(flaky, first, { sql: db.sql, tenant });
+    expect(second).toMatchObject({ delivery: 'retry', retryInSeconds: 4 });
+    expect(second.run).toMatchObject({ runId: first.run.runId, status: 'retrying', attempts: 2 });
+    expect(second.trail.at(-1)).toMatchObject({ event: 'retry_scheduled', attempt: 2, receiveCount: 2 });
+
+    const last = await deliverAgain(flaky, second, { sql: db.sql, tenant, receiveCount: 5 });
+    expect(last.error).toMatchObject({ code: 'UNIT_FAILED', permanent: false });
+    expect(last).toMatchObject({ delivery: 'dead_lettered', retryInSeconds: null, deadLetter: { errorCode: 'UNIT_FAILED', receiveCount: 5 } });
+    expect(last.run).toMatchObject({ status: 'failed', attempts: 3 });
+    expect(last.trail.find((t) => t.event === 'failed')).toMatchObject({ receiveCount: 5, detail: { receivesExhausted: true } });
+  });
+
+  it('a permanent failure fails the run and dead-letters its message on the first receive; a fifth receive of a fresh run takes the same path', async () => {
+    const permanent = await testUnit(flaky, { permanent: true }, { sql: db.sql, tenant });
+    expect(permanent).toMatchObject({ delivery: 'dead_lettered', deadLetter: { errorCode: 'NOT_FOUND', receiveCount: 1 } });
+    expect(permanent.run.status).toBe('failed');
+    const fifth = await testUnit(flaky, { permanent: false }, { sql: db.sql, tenant, receiveCount: 5 });
+    expect(fifth).toMatchObject({ delivery: 'dead_lettered', deadLetter: { errorCode: 'UNIT_FAILED', receiveCount: 5 } });
+    expect(fifth.run).toMatchObject({ status: 'failed', attempts: 1 });
   });
 });
