@@ -79,6 +79,28 @@ const flaky = defineTask({
   },
 });
 
+// A groupCommit unit runs through the worker's group commit (one member here).
+const groupedNote = defineTask({
+  name: 'notes.grouped',
+  queue: 'default',
+  groupCommit: true,
+  payload: z.object({ body: z.string() }),
+  async handler(p, run) {
+    await run.transaction`INSERT INTO notes (run_id, body) VALUES (${run.runId}, ${p.body})`;
+    return { ok: true };
+  },
+});
+
+// Waits on its signal: only a release (or its timeout) ends it.
+const patient = defineTask({
+  name: 'notes.patient',
+  queue: 'default',
+  payload: z.object({}),
+  async handler(_p, run) {
+    await new Promise((resolve) => run.signal.addEventListener('abort', resolve, { once: true }));
+  },
+});
+
 describe('testUnit', () => {
   it('README example: runs identity.login_notification_email once and returns its outcome, the succeeded run and its trail', async () => {
     const { outcome, error, run, trail } = await testUnit(
@@ -89,13 +111,15 @@ describe('testUnit', () => {
     expect(error).toBeNull();
     expect(outcome).toEqual({ notified: true });
     expect(run).toMatchObject({ name: 'identity.login_notification_email', status: 'succeeded', attempts: 1, tenantId: tenant, outcome: { notified: true } });
-    expect(trail.map((t) => t.event)).toEqual(['queued', 'received', 'started', 'succeeded']);
+    // `sent`: the delivery records the send of its own message (the relay did not run).
+    expect(trail.map((t) => t.event)).toEqual(['queued', 'sent', 'received', 'started', 'succeeded']);
   });
 
   it('the effect, progress and a follow-up commit with the run; the follow-up is caused by it and carries its correlation id', async () => {
     const result = await testUnit(writeNote, { body: 'hello' }, { sql: db.sql, tenant });
     expect(result.outcome).toEqual({ written: 5 });
-    expect(result.trail.map((t) => t.event)).toEqual(['queued', 'received', 'started', 'progress', 'succeeded']);
+    expect(result.trail.map((t) => t.event)).toEqual(['queued', 'sent', 'received', 'started', 'progress', 'succeeded']);
+    expect(result).toMatchObject({ delivery: 'acked', retryInSeconds: null, deadLetter: null, result: 'succeeded' });
     const [note] = await db.sql`SELECT body FROM notes WHERE run_id = ${result.run.runId}`;
     expect(note!.body).toBe('hello');
     const [child] = await db.sql`SELECT name, status, causation_id, correlation_id FROM task_runs WHERE causation_id = ${result.run.runId}`;
@@ -108,7 +132,17 @@ describe('testUnit', () => {
     expect(permanent.outcome).toBeNull();
     expect(permanent.error).toMatchObject({ code: 'NOT_FOUND', type: 'NotFoundFailure', permanent: true });
     expect(permanent.run.status).toBe('failed');
-    expect(permanent.trail.map((t) => [t.event, t.errorCode])).toEqual([['queued', ''], ['received', ''], ['progress', ''], ['failed', 'NOT_FOUND']]);
+    // As the worker: the rolled-back attempt's `started` is kept on the trail, and the message is dead-lettered.
+    expect(permanent.trail.map((t) => [t.event, t.errorCode])).toEqual([
+      ['queued', ''],
+      ['sent', ''],
+      ['received', ''],
+      ['started', ''],
+      ['progress', ''],
+      ['failed', 'NOT_FOUND'],
+      ['dead_lettered', 'NOT_FOUND'],
+    ]);
+    expect(permanent.trail.find((t) => t.event === 'started')!.detail).toMatchObject({ effect: 'rolled_back' });
     const transient = await testUnit(writeNote, { body: 'later', fail: 'transient' }, { sql: db.sql, tenant });
     expect(transient.error).toMatchObject({ code: 'UNIT_FAILED', type: 'Error', permanent: false });
     expect(transient.run.status).toBe('retrying');
@@ -179,5 +213,20 @@ describe('testUnit', () => {
     const fifth = await testUnit(flaky, { permanent: false }, { sql: db.sql, tenant, receiveCount: 5 });
     expect(fifth).toMatchObject({ delivery: 'dead_lettered', deadLetter: { errorCode: 'UNIT_FAILED', receiveCount: 5 } });
     expect(fifth.run).toMatchObject({ status: 'failed', attempts: 1 });
+  });
+
+  it("a groupCommit unit commits through the worker's group commit; a release on shutdown puts the run back in the queue", async () => {
+    const grouped = await testUnit(groupedNote, { body: 'grouped' }, { sql: db.sql, tenant });
+    expect(grouped).toMatchObject({ outcome: { ok: true }, error: null, delivery: 'acked', result: 'succeeded' });
+    expect(await db.sql`SELECT body FROM notes WHERE run_id = ${grouped.run.runId}`).toEqual([{ body: 'grouped' }]);
+
+    const release = new AbortController();
+    const releasing = testUnit(patient, {}, { sql: db.sql, tenant, releaseSignal: release.signal });
+    await waitFor(async () => (await db.sql`SELECT 1 FROM task_runs WHERE name = 'notes.patient' AND status = 'running'`).length > 0, 10_000, { what: 'the run running' });
+    release.abort();
+    const released = await releasing;
+    expect(released).toMatchObject({ delivery: 'retry', retryInSeconds: 0, error: null, result: 'released' });
+    expect(released.run.status).toBe('queued');
+    expect(released.trail.at(-1)!.event).toBe('released_on_shutdown');
   });
 });
