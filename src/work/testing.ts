@@ -1,27 +1,33 @@
 // The unit author's test helper (public module: import it from 'src/work/testing.ts'):
 //
-//   const { outcome, error, run, trail } = await testUnit(sendInvoice, { invoiceId: '7' }, { sql, tenant });
+//   const { outcome, error, run, trail, delivery } = await testUnit(sendInvoice, { invoiceId: '7' }, { sql, tenant });
 //
-// runs the handler once against a real database, without SQS, Redis or the relay: the payload is
-// dispatched as any dispatch would (a real queued run, its `queued` event and outbox row), the attempt
-// is registered (`running`, `received`), then the handler runs in the effect transaction with the
-// same UnitRun a worker builds (run.transaction, run.progress, run.dispatch, run.publish, run.signal,
-// the unit's timeout). Success commits the effect with `started` and `succeeded`; a failure rolls the
-// effect back and settles the run as the worker would on the unit's last allowed receive when it is
-// permanent (`failed`) and as a scheduled retry otherwise (`retrying`), and returns the classified
-// error (unit-errors.ts classifyFailure) instead of throwing. Nothing is sent: the outbox rows stay
-// pending, and there is no idempotency ledger or Redis gate (those are the runtime's, not the unit's).
-import type { Sql, TxSql } from '../db/client.ts';
-import { inUnitOfWork, type Actor } from '../db/unit-of-work.ts';
-import { retryDelaySeconds } from './runtime/complete/backoff.ts';
-import { createDispatcher, targetOfUnit } from './runtime/produce/dispatch.ts';
-import { createFollowUps } from './runtime/produce/follow-up.ts';
-import { appendTrailEvent, readRun, readTrail, setRunProgress, transitionRun, type RunRow, type RunScope, type TrailEvent, type TrailEventName } from './runtime/store/run-store.ts';
-import { classifyFailure, UnitTimedOut, ValidationFailure } from './define/unit-errors.ts';
-import type { DispatchedRun, UnitOutcome, UnitRun, WorkUnit } from './define/unit.ts';
+// dispatches the payload as any dispatch would (a real queued run, its `queued` event and outbox row),
+// then hands the run's message to the worker's own runner (runtime/consume/runner.ts runDelivery) through
+// an in-memory DeliveryPort instead of SQS: the checks, the registration, the effect transaction with its
+// guarded run.transaction and the unit's timeout, the outcome's size check and the settlement are the
+// worker's, so a unit passes its test exactly when it passes in the worker. The port records what the
+// worker did with the message (deleted, retried after a delay, dead-lettered, given back) and testUnit
+// returns it beside the run. Nothing is sent: the outbox rows of follow-ups stay pending; the run's own
+// is marked sent by its delivery (`sent` on the trail), as a worker does for a message it received.
+// No Redis unless one is given (the ledger alone decides, as in a worker while Redis is down).
+//
+// `deliverAgain(unit, previous, options)` delivers the same message once more: the worker's retry of it
+// (attempt + 1, receive count + 1).
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import pino, { type Logger } from 'pino';
 import type { z } from 'zod';
-import pino from 'pino';
-import { raceAbort } from './runtime/execute/race-abort.ts';
+import type { Sql, TxSql } from '../db/client.ts';
+import type { QueueName } from '../queue/names.ts';
+import { inUnitOfWork, type Actor } from '../db/unit-of-work.ts';
+import type { BackoffOptions } from './runtime/complete/backoff.ts';
+import { GroupCommits, runDelivery, StartCoalescer, type DeadLetterContext, type DeliveryPort, type DeliveryResult, type RunnerDeps } from './runtime/consume/runner.ts';
+import { createDispatcher, targetOfUnit } from './runtime/produce/dispatch.ts';
+import { envelopeBody } from './runtime/produce/envelope.ts';
+import { readRun, readTrail, type RunRow, type RunScope, type TrailEvent } from './runtime/store/run-store.ts';
+import type { classifyFailure } from './define/unit-errors.ts';
+import type { DispatchedRun, UnitOutcome, WorkUnit } from './define/unit.ts';
 
 export interface TestUnitOptions {
   sql: Sql;
@@ -29,10 +35,28 @@ export interface TestUnitOptions {
   tenant?: string;
   /** Who dispatches the run; default a system process (`test-unit`) bound to `tenant`. */
   actor?: Actor;
-  /** Units `run.publish` reaches (the subscribers among them); default the unit alone. */
+  /** Units `run.dispatch` and `run.publish` reach (the subscribers among them); default the unit alone. */
   units?: Iterable<WorkUnit>;
   /** Names the process in trail rows; default `test-unit`. */
   instance?: string;
+  /** ApproximateReceiveCount of the delivery; default 1 (deliverAgain: the previous one + 1). The last allowed receive takes the permanent path. */
+  receiveCount?: number;
+  /** Receives before the permanent path (SVC_MAX_RECEIVES; the unit's retry.maxReceives may lower it); default 5. */
+  maxReceives?: number;
+  /** The workers' backoff (SVC_BACKOFF_*) under the unit's own retry policy; default base 2000 ms, cap 300000 ms, full jitter. */
+  backoff?: BackoffOptions;
+  /** Redis for the idempotency gate and the result cache; default none (the database ledger alone decides). */
+  redis?: Redis;
+  /** Idempotency lease margin over the unit timeout, ms (SVC_IDEMPOTENCY_LEASE_MARGIN_MS); default 30000. */
+  leaseMarginMs?: number;
+  /** Retention of a finished idempotency key, ms (SVC_IDEMPOTENCY_RETENTION_MS); default 7 days. */
+  retentionMs?: number;
+  /** Aborting it releases the running handler as a worker's drain window ending does; default never. */
+  releaseSignal?: AbortSignal;
+  /** How often the running handler's run is checked for an operator's cancel, ms; default 20000. */
+  cancelCheckIntervalMs?: number;
+  /** Logger of the delivery and of run.logger; default silent. */
+  logger?: Logger;
 }
 
 /** A failure as the runtime classifies it. */
@@ -41,43 +65,68 @@ export type ClassifiedFailure = ReturnType<typeof classifyFailure>;
 /** A trail event of the run, in causal order. */
 export type TrailRow = TrailEvent;
 
+/** One call the runner made on the message, in order. */
+export type PortCall =
+  | { call: 'ack' }
+  | { call: 'retryAfter'; seconds: number }
+  | { call: 'giveBack' }
+  | { call: 'deadLetter'; context: DeadLetterContext }
+  | { call: 'keepFor'; seconds: number };
+
+/**
+ * What became of the message: deleted (`acked`), visible again after `retryInSeconds` (`retry`: a
+ * scheduled retry, a held key, a release on shutdown), back at once without spending the receive
+ * (`given_back`), copied to the dead-letter queue and deleted (`dead_lettered`).
+ */
+export type MessageDisposition = 'acked' | 'retry' | 'given_back' | 'dead_lettered';
+
+/** The message as delivered, to deliver it again. */
+export interface TestMessage {
+  body: string;
+  receiveCount: number;
+}
+
 export interface TestUnitResult {
-  /** The handler's outcome as stored on the run; null when it failed. */
+  /** The handler's outcome as stored on the run; null unless the run succeeded. */
   outcome: UnitOutcome | null;
-  /** The classified failure; null on success. */
+  /** The failure of this delivery as the worker recorded it (trail `failed` or `retry_scheduled`); null when none. */
   error: ClassifiedFailure | null;
-  /** The run row after the attempt. */
+  /** The run row after the delivery. */
   run: RunRow;
   /** The run's trail in order. */
   trail: TrailRow[];
-  /** Follow-up runs the handler dispatched or published (committed with its effect on success). */
+  /** Follow-up runs the run committed (dispatched or published by its handler). */
   followUps: DispatchedRun[];
+  /** What the worker did with the message. */
+  delivery: MessageDisposition;
+  /** The delay of the message's return when `delivery` is `retry`, seconds; null otherwise. */
+  retryInSeconds: number | null;
+  /** What was sent to the dead-letter queue with the message; null when it was not. */
+  deadLetter: DeadLetterContext | null;
+  /** Every call the runner made on the message, in order. */
+  portCalls: PortCall[];
+  /** The runner's own result (runtime/execute/context.ts DeliveryResult). */
+  result: DeliveryResult;
+  /** The message as delivered (deliverAgain sends it again). */
+  message: TestMessage;
 }
 
-/** Handlers log through run.logger; in a unit test those lines go nowhere. */
+/** Handlers log through run.logger; in a unit test those lines go nowhere unless a logger is given. */
 const silentLogger = pino({ level: 'silent' });
 
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
+function tenantOf(options: TestUnitOptions): string | null {
+  if (options.actor) return options.actor.kind === 'scheduler' ? null : (options.actor.tenantId ?? null);
+  return options.tenant ?? null;
 }
 
-/** Runs `unit`'s handler once on `payload` against the database of `options.sql`; see the file header. */
-export async function testUnit<S extends z.ZodType>(
-  unit: WorkUnit & { payload: S },
-  payload: z.input<S>,
-  options: TestUnitOptions,
-): Promise<TestUnitResult> {
-  const { sql } = options;
+/** Dispatches `payload` to `unit` for real, then delivers its message once through the worker's runner; see the file header. */
+export async function testUnit<S extends z.ZodType>(unit: WorkUnit & { payload: S }, payload: z.input<S>, options: TestUnitOptions): Promise<TestUnitResult> {
   const instance = options.instance ?? 'test-unit';
-  const tenantId = options.actor ? (options.actor.kind === 'scheduler' ? null : (options.actor.tenantId ?? null)) : (options.tenant ?? null);
+  const tenantId = tenantOf(options);
   const actor: Actor = options.actor ?? { kind: 'system', tenantId, label: 'test-unit' };
-  const scope: RunScope = tenantId === null ? 'platform' : 'tenant';
-  const units = new Map([...(options.units ?? [unit])].map((u) => [u.name, u]));
-  units.set(unit.name, unit);
-
-  // 1. Dispatch, exactly as the API or a use case would (the payload is checked here: a bad one throws).
-  const dispatched = await inUnitOfWork(sql, actor, async (tx) => {
-    // A subscriber under test gets its run through a publish that reaches it alone.
+  // Exactly as the API or a use case would (the payload is checked here: a bad one throws). A
+  // subscriber under test gets its run through a publish that reaches it alone.
+  const dispatched = await inUnitOfWork(options.sql, actor, async (tx) => {
     const dispatcher = createDispatcher({
       resolve: (name) => (name === unit.name && unit.kind === 'task' ? targetOfUnit(unit) : undefined),
       subscribers: () => (unit.kind === 'subscriber' ? [targetOfUnit(unit)] : []),
@@ -87,96 +136,102 @@ export async function testUnit<S extends z.ZodType>(
     const [run] = await dispatcher.publishEvent(tx, unit.event.type, unit.event.version, payload, { actor });
     return run!;
   });
-  const runId = dispatched.runId;
-  const key = { runId, tenantId };
-  // The worker's own actor for every later statement: the worker process, bound to the run's tenant.
+  // The body the relay sends for this outbox row.
+  return deliverOnce(unit, { body: envelopeBody(dispatched.envelope), receiveCount: options.receiveCount ?? 1 }, dispatched, options);
+}
+
+/**
+ * Delivers the message of an earlier testUnit (or deliverAgain) once more, as the queue does after a
+ * retry's delay or a visibility timeout: receive count + 1 unless `options.receiveCount` says.
+ */
+export async function deliverAgain(unit: WorkUnit, previous: Pick<TestUnitResult, 'message' | 'run'>, options: TestUnitOptions): Promise<TestUnitResult> {
+  const receiveCount = options.receiveCount ?? previous.message.receiveCount + 1;
+  return deliverOnce(unit, { body: previous.message.body, receiveCount }, previous.run, options);
+}
+
+async function deliverOnce(unit: WorkUnit, message: TestMessage, key: { runId: string; tenantId: string | null }, options: TestUnitOptions): Promise<TestUnitResult> {
+  const { sql } = options;
+  const units = new Map([...(options.units ?? [unit])].map((u) => [u.name, u]));
+  units.set(unit.name, unit);
+  const never = new AbortController().signal;
+  // The worker's runner dependencies, as worker-runtime.ts builds them for one process.
+  const deps: RunnerDeps = {
+    sql,
+    redis: options.redis,
+    units,
+    workerInstance: options.instance ?? 'test-unit',
+    logger: options.logger ?? silentLogger,
+    leaseMarginMs: options.leaseMarginMs ?? 30_000,
+    retentionMs: options.retentionMs ?? 7 * 86_400_000,
+    backoff: options.backoff ?? {},
+    maxReceives: options.maxReceives,
+    releaseSignal: options.releaseSignal,
+    cancelCheckIntervalMs: options.cancelCheckIntervalMs,
+    starts: new StartCoalescer(sql),
+    groups: GroupCommits.forUnits(units.values(), options.releaseSignal ?? never),
+  };
+  const portCalls: PortCall[] = [];
+  const port: DeliveryPort = {
+    ack: async () => void portCalls.push({ call: 'ack' }),
+    retryAfter: async (seconds) => void portCalls.push({ call: 'retryAfter', seconds }),
+    giveBack: async () => void portCalls.push({ call: 'giveBack' }),
+    deadLetter: async (context) => void portCalls.push({ call: 'deadLetter', context }),
+    keepFor: (seconds) => void portCalls.push({ call: 'keepFor', seconds }),
+  };
+  const result = await runDelivery(deps, { messageId: randomUUID(), body: message.body, receiveCount: message.receiveCount, receivedAtMs: performance.now() }, port);
+
+  const { runId, tenantId } = key;
+  const scope: RunScope = tenantId === null ? 'platform' : 'tenant';
+  // Read as the worker reads it: the worker process, bound to the run's tenant.
   const workerActor: Actor = { kind: 'system', tenantId, label: `worker:${unit.name}`.slice(0, 128) };
-  const trail = (tx: TxSql, event: TrailEventName, extra: { errorCode?: string; errorType?: string; detail?: Record<string, unknown> } = {}) =>
-    appendTrailEvent(tx, scope, { runId, tenantId, event, attempt: 1, receiveCount: 1, queue: unit.queue, workerInstance: instance, ...extra });
-
-  // 2. Registration, in its own transaction as in the worker (progress() commits beside the effect).
-  const running = await inUnitOfWork(sql, workerActor, async (tx) => {
-    const row = await transitionRun(tx, scope, { ...key, to: 'running', from: ['queued'], attempts: 'increment' });
-    await trail(tx, 'received');
-    return row!;
-  });
-
-  // 3. The effect transaction: handler, then `succeeded` with the outcome, one commit.
-  const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(new UnitTimedOut(unit.name, unit.timeoutSeconds)), unit.timeoutSeconds * 1000);
-  let followUpRuns: DispatchedRun[] = [];
-  try {
-    const outcome = await inUnitOfWork(sql, workerActor, async (tx) => {
-      await tx`SELECT set_config('statement_timeout', ${String(unit.timeoutSeconds * 1000)}, true)`;
-      await trail(tx, 'started');
-      const parsed = unit.payload.safeParse(dispatched.envelope.payload);
-      if (!parsed.success) throw new ValidationFailure(`payload of '${unit.name}' is invalid: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(payload)'} ${i.message}`).join('; ')}`);
-      const followUps = createFollowUps({ tx, runId, correlationId: running.correlationId, tenantId, units, instance });
-      const recorded: DispatchedRun[] = [];
-      const runObject: UnitRun = {
-        runId,
-        name: unit.name,
-        attempt: 1,
-        scheduledFor: null,
-        tenantId,
-        correlationId: running.correlationId,
-        async now() {
-          const [row] = await sql<{ ms: number }[]>`SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS ms`;
-          return new Date(row!.ms);
-        },
-        logger: silentLogger,
-        async progress(percent) {
-          if (!Number.isFinite(percent) || percent < 0 || percent > 100) throw new ValidationFailure(`progress must be a number from 0 to 100, got ${String(percent)}`);
-          const value = Math.round(percent);
-          await inUnitOfWork(sql, workerActor, async (ptx) => {
-            if (await setRunProgress(ptx, scope, key, value)) await appendTrailEvent(ptx, scope, { runId, tenantId, event: 'progress', attempt: 1, receiveCount: 1, queue: unit.queue, workerInstance: instance, detail: { percent: value } });
-          });
-        },
-        transaction: tx,
-        signal: controller.signal,
-        async dispatch(u, p, o) {
-          const run = await followUps.api.dispatch(u, p, o);
-          recorded.push(run);
-          return run;
-        },
-        async publish(e, p, o) {
-          const runs = await followUps.api.publish(e, p, o);
-          recorded.push(...runs);
-          return runs;
-        },
-      };
-      const returned = await raceAbort(Promise.resolve().then(() => unit.handler(parsed.data as never, runObject)), controller.signal);
-      const result = returned === undefined ? {} : returned;
-      if (!isPlainObject(result)) throw new ValidationFailure(`handler of '${unit.name}' must return a JSON object or nothing`);
-      const done = await transitionRun(tx, scope, { ...key, to: 'succeeded', from: ['running'], outcome: result, progress: 100 });
-      if (!done) throw new ValidationFailure(`run ${runId} left running while its handler ran`);
-      await trail(tx, 'succeeded');
-      followUpRuns = recorded;
-      return result as UnitOutcome;
-    });
-    return { outcome, error: null, run: (await readRunOf(sql, scope, workerActor, key))!, trail: await readTrail(sql, scope, runId), followUps: followUpRuns };
-  } catch (thrown) {
-    const cause = controller.signal.aborted ? controller.signal.reason : thrown;
-    const error = classifyFailure(cause);
-    // 4. Settlement of the rolled-back attempt, as the worker records it.
-    await inUnitOfWork(sql, workerActor, async (tx) => {
-      const errorFields = { errorCode: error.code, errorType: error.type };
-      if (error.permanent) {
-        await transitionRun(tx, scope, { ...key, to: 'failed', from: ['running'] });
-        await trail(tx, 'failed', { ...errorFields, detail: { message: error.message.slice(0, 1000), permanent: true } });
-      } else {
-        const retryInSeconds = retryDelaySeconds(unit, 1, {});
-        await transitionRun(tx, scope, { ...key, to: 'retrying', from: ['running'] });
-        await trail(tx, 'retry_scheduled', { ...errorFields, detail: { message: error.message.slice(0, 1000), retryInSeconds } });
-      }
-    });
-    return { outcome: null, error, run: (await readRunOf(sql, scope, workerActor, key))!, trail: await readTrail(sql, scope, runId), followUps: [] };
-  } finally {
-    clearTimeout(timer);
-  }
+  const { run, followUps } = await inUnitOfWork(sql, workerActor, async (tx) => ({
+    run: (await readRun(tx, scope, { runId, tenantId }))!,
+    followUps: await committedFollowUps(tx, runId),
+  }));
+  const trail = await readTrail(sql, scope, runId);
+  const dead = portCalls.findLast((c) => c.call === 'deadLetter');
+  const last = portCalls.findLast((c) => c.call !== 'keepFor');
+  const delivery: MessageDisposition = dead ? 'dead_lettered' : last?.call === 'retryAfter' ? 'retry' : last?.call === 'giveBack' ? 'given_back' : 'acked';
+  return {
+    outcome: run.status === 'succeeded' ? run.outcome : null,
+    error: result === 'retrying' || result === 'failed' ? failureOf(trail, message.receiveCount) : null,
+    run,
+    trail,
+    followUps,
+    delivery,
+    retryInSeconds: delivery === 'retry' && last?.call === 'retryAfter' ? last.seconds : null,
+    deadLetter: dead?.call === 'deadLetter' ? dead.context : null,
+    portCalls,
+    result,
+    message,
+  };
 }
 
-async function readRunOf(sql: Sql, scope: RunScope, actor: Actor, key: { runId: string; tenantId: string | null }): Promise<RunRow | null> {
-  return inUnitOfWork(sql, actor, (tx) => readRun(tx, scope, key));
+/** The failure this receive recorded on the trail (the settlement writes what classifyFailure found). */
+function failureOf(trail: readonly TrailRow[], receiveCount: number): ClassifiedFailure | null {
+  const row = trail.findLast((t) => (t.event === 'failed' || t.event === 'retry_scheduled') && t.errorCode && t.receiveCount === receiveCount);
+  if (!row) return null;
+  return {
+    code: row.errorCode!,
+    type: row.errorType ?? '',
+    message: typeof row.detail.message === 'string' ? row.detail.message : '',
+    permanent: row.event === 'failed' && row.detail.permanent === true,
+  };
 }
 
+/** The runs caused by `runId` (its handler's dispatches and publishes, committed with its effect), in dispatch order. */
+async function committedFollowUps(tx: TxSql, runId: string): Promise<DispatchedRun[]> {
+  const rows = await tx<{ run_id: string; tenant_id: string | null; name: string; queue: QueueName; trigger: string }[]>`
+    SELECT run_id, tenant_id::text, name, queue, trigger, queued_at FROM task_runs WHERE causation_id = ${runId} AND run_id <> ${runId}
+    UNION ALL
+    SELECT run_id, NULL, name, queue, trigger, queued_at FROM platform_task_runs WHERE causation_id = ${runId} AND run_id <> ${runId}
+    ORDER BY queued_at, run_id`;
+  return rows.map((r) => ({
+    runId: r.run_id,
+    scope: r.tenant_id === null ? 'platform' : 'tenant',
+    tenantId: r.tenant_id,
+    name: r.name,
+    queue: r.queue,
+    kind: r.trigger === 'event' ? 'event' : 'task',
+  }));
+}

@@ -3,7 +3,7 @@
 // commit with the handler's effect or not at all (a failed or retried attempt leaves no follow-up
 // behind). The new runs are caused by the current run (causation_id) and carry its correlation id;
 // the context rules of any dispatch apply (a tenant run dispatches tenant tasks for its own tenant).
-// The runner (and testUnit) build these through createFollowUps and wake the relay after commit.
+// The runner builds these through createFollowUps (testUnit drives the same runner) and wakes the relay after commit.
 import type { TxSql } from '../../../db/client.ts';
 import type { Actor } from '../../../db/unit-of-work.ts';
 import { createDispatcher, DispatchError, targetOfUnit, type DispatchTarget } from './dispatch.ts';
