@@ -320,8 +320,17 @@ describe('relay', () => {
   it('R-OBX-07 R-OBX-03 a delayed row is not sent before available_at', async () => {
     relay({ sweepIntervalMs: 100 });
     const [runId] = await dispatchMany(1, { delaySeconds: 1.2, signal: redis });
-    await new Promise((r) => setTimeout(r, 700));
-    expect(await pendingCount()).toBe(1);
+    // Pending while it is not due, however many sweeps pass: checked until the database clock reaches
+    // available_at (the row's own instant, not a sleep of the test's).
+    await waitFor(
+      async () => {
+        const [row] = await sql`SELECT sent_at IS NULL AS pending, clock_timestamp() >= available_at AS due FROM outbox_messages WHERE run_id = ${runId!}`;
+        expect(row!.pending || row!.due).toBe(true);
+        return row!.due as boolean;
+      },
+      5_000,
+      { stepMs: 50, what: 'the delayed row due' },
+    );
     await waitFor(async () => (await pendingCount()) === 0, 3_000);
     const [o] = await sql`SELECT sent_at >= available_at AS after FROM outbox_messages WHERE run_id = ${runId!}`;
     expect(o!.after).toBe(true);

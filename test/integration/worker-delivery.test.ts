@@ -1,6 +1,9 @@
 // A delivery through the worker runtime on real PostgreSQL, Redis and SQS: the status transitions and
 // trail of a successful run, and exactly-once effects under duplicate deliveries.
+import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { queueUrl } from '../../src/queue/names.ts';
+import { waitFor } from '../support/wait-for.ts';
 import { databaseIdentityOf } from '../../src/kv/database-identity.ts';
 import { idempotencyGateKey } from '../../src/kv/keys.ts';
 import { idempotencyKeyOf } from '../../src/work/runtime/store/idempotency.ts';
@@ -131,7 +134,13 @@ describe('worker delivery', () => {
     const { runId } = await h.dispatch('fixture.effect', { key: 'heartbeat', sleepMs: 3_500 });
     await h.relay();
     await h.waitForStatus(runId, ['succeeded']);
-    await new Promise((r) => setTimeout(r, 500));
+    // Once the message is deleted (nothing visible or in flight), no second receive can come.
+    await waitFor(async () => {
+      const { Attributes: a } = await h.sqs.send(
+        new GetQueueAttributesCommand({ QueueUrl: queueUrl(h.queueUrlPrefix, 'default'), AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'] }),
+      );
+      return a?.ApproximateNumberOfMessages === '0' && a?.ApproximateNumberOfMessagesNotVisible === '0';
+    }, 10_000, { what: 'the message deleted' });
     const trail = await h.trail(runId);
     expect(trail.filter((t) => t.event === 'received')).toHaveLength(1);
     expect(await h.effects('heartbeat')).toBe(1);

@@ -2,6 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/kv/redis-server.ts';
 import { events, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 let h: WorkHarness;
 
@@ -21,10 +22,9 @@ describe('worker shutdown', () => {
     const { runId } = await h.dispatch('fixture.effect', { key: 'slow-shutdown', sleepMs: 20_000, sleepUntilAttempt: 1 });
     await h.relay();
     await h.waitForStatus(runId, ['running']);
-    await new Promise((r) => setTimeout(r, 200));
     const stopping = runtime.stop();
     // Stopping: not ready, draining, still alive.
-    await new Promise((r) => setTimeout(r, 100));
+    await waitFor(() => runtime.state().draining, 5_000, { what: 'the runtime draining' });
     expect(runtime.state()).toMatchObject({ ready: false, draining: true });
     const health = await get(runtime.healthPort!, '/healthz');
     expect(health).toMatchObject({ status: 200, body: { ready: false, draining: true } });
@@ -81,9 +81,7 @@ describe('worker shutdown', () => {
   it('R-WRK-09 an idle worker stops within 2 s of a stop, though its long poll waits 20 s: the receive under way is aborted', async () => {
     const runtime = await h.startWorkers({ queues: ['bulk'], waitSeconds: 20, drainMs: 25_000 });
     // Wait until a long poll is under way (the consumer polls as soon as it starts).
-    const deadline = Date.now() + 5_000;
-    while (!runtime.state().ready && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-    await new Promise((r) => setTimeout(r, 200));
+    await waitFor(() => runtime.state().ready && runtime.polling(), 5_000, { what: 'a long poll under way' });
     const t0 = Date.now();
     await runtime.stop();
     expect(Date.now() - t0).toBeLessThan(2_000);

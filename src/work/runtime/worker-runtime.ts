@@ -110,6 +110,8 @@ export interface WorkerRuntime {
   stop(): Promise<void>;
   /** Messages received and not yet settled, over all queues. */
   inFlight(): number;
+  /** True while a receive (a long poll) is under way on some consumed queue. */
+  polling(): boolean;
 }
 
 /**
@@ -337,6 +339,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
     healthPort: health?.port ?? null,
     consuming,
     inFlight,
+    polling: () => consumers.some((c) => c.polling),
     async stop() {
       if (stopped) return;
       stopped = true;
