@@ -162,7 +162,7 @@ async function transact<T>(
   if (deferrable) {
     deferrals.set(tx, (statement) => {
       if (!atTopLevel()) return false;
-      beforeCommit(statement);
+      void beforeCommit(statement); // held until COMMIT, which reports its failure
       return true;
     });
   }

@@ -152,7 +152,7 @@ export async function testUnit<S extends z.ZodType>(
       if (!done) throw new ValidationFailure(`run ${runId} left running while its handler ran`);
       await trail(tx, 'succeeded');
       followUpRuns = recorded;
-      return result as UnitOutcome;
+      return result;
     });
     return { outcome, error: null, run: (await readRunOf(sql, scope, workerActor, key))!, trail: await readTrail(sql, scope, runId), followUps: followUpRuns };
   } catch (thrown) {

@@ -57,7 +57,7 @@ function startChild(childUnits: ChildUnits): Promise<ChildProcess> {
   proc.once('exit', () => children.delete(proc));
   return new Promise((resolve, reject) => {
     proc.once('exit', (code, signal) => reject(new Error(`worker child exited early (${code ?? signal})`)));
-    proc.stdout!.on('data', (chunk: Buffer) => {
+    proc.stdout.on('data', (chunk: Buffer) => {
       if (chunk.toString().includes('consuming')) resolve(proc);
     });
   });

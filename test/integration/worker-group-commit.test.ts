@@ -444,7 +444,7 @@ describe('group commit', () => {
       expect((await causalProblems(h.sql, runId)).problems).toEqual([]);
       if (keys[i] === 'commitfail-g') {
         // ...the culprit, alone, is refused again: that attempt fails and its retry commits.
-        expect((await effectsOf(keys[i]!)).map((e) => e.attempt)).toEqual([2]);
+        expect((await effectsOf(keys[i])).map((e) => e.attempt)).toEqual([2]);
         expect(events(trail)).toEqual(['queued', 'received', 'started', 'retry_scheduled', 'received', 'started', 'succeeded']);
         continue;
       }

@@ -207,7 +207,7 @@ export function defineTask<S extends z.ZodType>(options: TaskOptions<S>): TaskUn
     idempotencyKey: (options.idempotencyKey as UnitBase['idempotencyKey']) ?? null,
     retry: options.retry ?? null,
     groupCommit: options.groupCommit ?? false,
-    handler: options.handler as UnitHandler<never>,
+    handler: options.handler,
   };
 }
 
@@ -226,7 +226,7 @@ export function defineSubscriber<S extends z.ZodType>(options: SubscriberOptions
     idempotencyKey: (options.idempotencyKey as UnitBase['idempotencyKey']) ?? null,
     retry: options.retry ?? null,
     groupCommit: options.groupCommit ?? false,
-    handler: options.handler as UnitHandler<never>,
+    handler: options.handler,
   };
 }
 

@@ -310,7 +310,8 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
   async function executeMember(tx: TxSql, s: Executing, savepoint: string): Promise<void> {
     const { c } = s.m;
     const { run, attempt, scheduledFor } = s.registration;
-    let opened: Promise<unknown> | null = null;
+    // Typed by assertion: openSavepoint sets it, and a plain `= null` would narrow it to null below.
+    let opened = null as Promise<unknown> | null;
     const openSavepoint = () => {
       opened = tx.unsafe(`SAVEPOINT ${savepoint}`);
       opened.catch(() => {}); // awaited below; sent in the same write as the statement that needed it

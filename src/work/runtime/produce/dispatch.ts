@@ -538,7 +538,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       };
       // A savepoint, so a moment that already has its run leaves the caller's transaction usable.
       const fired = await tx.savepoint(async (sp) => {
-        await insertRun(sp as unknown as TxSql, 'platform', {
+        await insertRun(sp, 'platform', {
           runId,
           name: target.name,
           queue: target.queue,
@@ -548,7 +548,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
           correlationId,
           causationId: correlationId,
         });
-        const inserted = await insertScheduleOrigin(sp as unknown as TxSql, {
+        const inserted = await insertScheduleOrigin(sp, {
           runId,
           scheduleName: options.scheduleName,
           executionId: options.executionId,
