@@ -1,4 +1,4 @@
-// `npm run bench -- fairness [--smoke]` (issue 17): one tenant's burst must not starve the others.
+// `npm run bench -- fairness [--smoke]`: one tenant's burst must not starve the others.
 // Tenant A dumps --runs runs at once (in transactions of 500 while the relay is paused: the burst waits
 // in the outbox), then the relay resumes and tenant B dispatches --rate runs/s (one per transaction,
 // wake signal after commit) for the whole drain. Measured: B's dispatch → started latency (payload

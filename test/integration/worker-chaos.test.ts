@@ -1,4 +1,4 @@
-// Chaos (issue 11, done-when): a burst of runs of a unit writing one effect row per run, while worker
+// Chaos: a burst of runs of a unit writing one effect row per run, while worker
 // processes are SIGKILLed and restarted and Redis is frozen (SIGSTOP) in the middle. Every run ends
 // final with exactly one effect, none is stuck, and every trail reads causally. Twice: for a unit with
 // a transaction per run, and for a `groupCommit` unit, whose slot runs up to 40 runs in one effect

@@ -1,4 +1,4 @@
-// What a finished statement or an answered command leaves behind (issue 18). A steady 200 runs/s
+// What a finished statement or an answered command leaves behind. A steady 200 runs/s
 // promoted about 37 KB per run to the workers' old generation: postgres.js kept two arrow functions on
 // each Query, ioredis on each Command (and a getter on each Pipeline), and with them every finished one
 // outlived young-generation collections (scavenges), to be copied and kept until a full collection.

@@ -326,10 +326,3 @@ export function retryProblems(retry: RetryPolicy | null | undefined): string[] {
   }
   return problems;
 }
-
-/** Simultaneous executions a process may hold for these units (the pool rule counts these). */
-export function slotsOf(units: Iterable<WorkUnit>): number {
-  let slots = 0;
-  for (const unit of units) slots += unit.concurrency;
-  return slots;
-}

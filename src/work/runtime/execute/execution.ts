@@ -64,7 +64,7 @@ export async function deliverAlone(
   let registration: Registration | undefined;
   let evicted: Promise<void> = Promise.resolve();
   let startedAt: string | null = null;
-  let followUpsSince: number | null = null; // run.dispatch/run.publish (issue 14): their rows commit with the effect
+  let followUpsSince: number | null = null; // run.dispatch/run.publish: their rows commit with the effect
   const needsLock = Boolean(c.key) && !early && gate.state !== 'held' && gate.state !== 'completed';
   try {
     // The opening statement goes out with BEGIN (src/db/pipelined-begin.ts). It is harmless outside a

@@ -42,18 +42,16 @@ import { DEFAULT_CAPPED_POLL_MS, dueRowsWaiting, markSent, PLATFORM_MESSAGE_GROU
 import { defaultInstanceLabel } from './dispatch.ts';
 import { appendTrailEvent, FINAL_RUN_STATUSES, insertTrailEvents, OUTBOX_TABLE, RUN_TABLE, transitionRun, type RunRow, type RunScope, type RunStatus, type TrailEventInput } from '../store/run-store.ts';
 import { failedOutcome } from '../complete/failure-outcome.ts';
-import { DEFAULT_OUTBOX_MAX_ATTEMPTS } from '../../../config/limits.ts';
+import { DEFAULT_OUTBOX_MAX_ATTEMPTS, DEFAULT_RELAY_SWEEP_INTERVAL_MS } from '../../../config/limits.ts';
 import { recordRunFinished } from '../../../observe/delivery-metrics.ts';
 import { evictRunStatus } from '../../../kv/run-status-cache.ts';
 import { envelopeBody } from './envelope.ts';
 
-/** Default pause between sweeps when no wake signal arrives. */
-export const DEFAULT_SWEEP_INTERVAL_MS = 5_000;
 /**
  * Default rows locked per outbox per pass (sent in calls of at most 10 messages / 256 KiB). A pass pays
  * its statements and its commit once, whatever its rows: in the work bench's burn-down, 500 instead of
- * 100 took throughput up by about a tenth at 7 % less CPU per run (bench/results/hot-path-levers-2026-11-25.md,
- * twenty-second session). A pass over a steady flow holds a few rows, as before.
+ * 100 took throughput up by about a tenth at 7 % less CPU per run (bench/results/hot-path-levers-2026-11-25.md).
+ * A pass over a steady flow holds a few rows, as before.
  */
 export const DEFAULT_RELAY_BATCH_SIZE = 500;
 /** Who the relay's units of work act as (app.process = relay). */
@@ -484,7 +482,7 @@ export interface Relay {
 
 export function startRelay(options: RelayOptions): Relay {
   const { sql, sqs, queueUrlPrefix } = options;
-  const sweepIntervalMs = options.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS;
+  const sweepIntervalMs = options.sweepIntervalMs ?? DEFAULT_RELAY_SWEEP_INTERVAL_MS;
   const log = options.log ?? silent;
   const passOptions: RelayPassOptions = {
     batchSize: options.batchSize ?? DEFAULT_RELAY_BATCH_SIZE,
