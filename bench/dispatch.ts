@@ -1,4 +1,4 @@
-// `npm run bench -- dispatch [--smoke] [--runs N] [--batch N] [--rounds N]` (issue 14): enqueue
+// `npm run bench -- dispatch [--smoke] [--runs N] [--batch N] [--rounds N]`: enqueue
 // throughput of the dispatch path alone, on one durable embedded PostgreSQL 18 database in one run:
 //   single: one dispatchTask call per run (run, user-actor-free system actor, `queued` event and
 //           outbox row written by that call), `batch` calls per transaction;
@@ -9,7 +9,7 @@
 //   MODE mode=<single|bulk> round=<r> runs=<n> seconds=<s> runs_per_s=<n>
 //   COUNT_MISMATCH ... (only when rows are missing: the benchmark then exits 1)
 // and last, exactly: SUMMARY single_runs_per_s=<n> bulk_runs_per_s=<n> ratio=<bulk/single>
-// (the median of the rounds). Targets (issue 14, reported against, not asserted): bulk ≥ 10,000 runs/s, ratio ≥ 8.
+// (the median of the rounds). Targets (reported against, not asserted): bulk ≥ 10,000 runs/s, ratio ≥ 8.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createSql, type Sql } from '../src/db/client.ts';

@@ -1,4 +1,4 @@
-// `npm run bench -- fairness [--smoke]` (issue 17): one tenant's burst must not starve the others.
+// `npm run bench -- fairness [--smoke]`: one tenant's burst must not starve the others.
 // Tenant A dumps --runs runs at once (in transactions of 500 while the relay is paused: the burst waits
 // in the outbox), then the relay resumes and tenant B dispatches --rate runs/s (one per transaction,
 // wake signal after commit) for the whole drain. Measured: B's dispatch → started latency (payload
@@ -21,7 +21,7 @@
 //   SUMMARY victim_p99_ms=<n> unfair_victim_p99_ms=<n> throughput_ratio=<fair/unfair> lost=<n> duplicated=<n>
 // Targets (reported against, not asserted): victim_p99_ms ≤ 250, throughput_ratio ≥ 0.9, nothing lost
 // or duplicated. Exit code 1 when anything is lost or duplicated.
-import { createSql, type Sql } from '../src/db/client.ts';
+import type { Sql } from '../src/db/client.ts';
 import { DEFAULT_TENANT_INFLIGHT_MAX } from '../src/config/workers.ts';
 import { startServices, type Services } from './peers/services.ts';
 import { CpuMeter } from './peers/cpu.ts';
@@ -259,7 +259,7 @@ export async function main(args: string[]): Promise<number> {
   log(`runs=${o.runs} rate=${o.rate}/s cap=${o.cap} concurrency=${o.concurrency} (workers process: unit concurrency, pool 2C+2)`);
   let services: Services | undefined;
   const results: ModeResult[] = [];
-  let cost = '';
+  let cost: string;
   try {
     services = await startServices({ sqs: true, log });
     const pgUrl = await services.createDatabase('bench_fairness');

@@ -133,7 +133,7 @@ export async function main(args: string[]): Promise<number> {
     });
     const exited = new Promise<number>((resolve) => child.once('exit', (code) => resolve(code ?? 1)));
     let serverCpu0 = cpuMs();
-    for await (const line of readline.createInterface({ input: child.stdout! })) {
+    for await (const line of readline.createInterface({ input: child.stdout })) {
       if (line.startsWith('BEGIN ')) {
         serverCpu0 = cpuMs();
         continue;

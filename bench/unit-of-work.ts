@@ -1,9 +1,9 @@
-// `npm run bench -- unit-of-work [--smoke] [--units N] [--rounds N]` (issue 18): what one unit of work
+// `npm run bench -- unit-of-work [--smoke] [--units N] [--rounds N]`: what one unit of work
 // costs, in the shape of the work bench's steady producer (one dispatchTask per transaction), on one
 // durable embedded PostgreSQL 18 database and ONE connection, so units run one after another and their
 // time is their latency. Two forms, alternated by round:
 //   begin:     postgres.js's sql.begin (BEGIN awaited on its own), the actor context sent with the
-//              work's first statement: the form inUnitOfWork had before the twenty-eighth session;
+//              work's first statement: the form inUnitOfWork had before it pipelined BEGIN;
 //   pipelined: inUnitOfWork as it is (src/db/pipelined-begin.ts inPipelinedTransaction): BEGIN, the
 //              guard, the context and the work's first statement in one write.
 // `pg_cpu_us_per_unit` is the CPU of the connection's PostgreSQL backend (/proc/<pid>/stat) over the

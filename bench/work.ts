@@ -1,4 +1,4 @@
-// `npm run bench -- work [--smoke]` (issue 5): the work runtime alone. Dispatch-to-succeeded throughput
+// `npm run bench -- work [--smoke]`: the work runtime alone. Dispatch-to-succeeded throughput
 // (runs/s) of a no-op tenant task and dispatch-to-started latency (p50, p99), with the relay inside
 // the workers process as SVC_RELAY=true deploys it (bench/peers/ours-process.ts), plus a raw baseline in the same run:
 // plain SendMessageBatch + ReceiveMessage/DeleteMessageBatch on the same SQS server, no database.
@@ -9,7 +9,7 @@
 //
 // Throughput is a burn-down (runs dispatched while the relay is paused, then drained: runs / (last
 // `succeeded` − first `started`)); latency comes from a steady producer dispatching one run per
-// transaction at a fixed rate, with the wake signal after each commit. Targets (issue 5, reported
+// transaction at a fixed rate, with the wake signal after each commit. Targets (reported
 // against, not asserted): ≥ 1,000 runs/s, p50 < 20 ms, p99 < 100 ms, nothing lost or duplicated.
 import {
   CreateQueueCommand,

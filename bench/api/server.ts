@@ -34,10 +34,20 @@ const port = (server: { server: import('node:http').Server }) => {
 };
 console.log(`READY route=${port(app)} bare=${port(bare)}`);
 
-process.once('SIGTERM', async () => {
-  await app.close();
-  await bare.close();
-  await sql.end({ timeout: 2 });
-  redis.disconnect();
-  process.exit(0);
+// A failed close still ends the process, with a non-zero status and the error on stderr, instead of
+// an unhandled rejection.
+process.once('SIGTERM', () => {
+  const close = async () => {
+    await app.close();
+    await bare.close();
+    await sql.end({ timeout: 2 });
+    redis.disconnect();
+  };
+  close().then(
+    () => process.exit(0),
+    (error: unknown) => {
+      console.error(error);
+      process.exit(1);
+    },
+  );
 });

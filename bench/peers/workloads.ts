@@ -61,13 +61,12 @@ async function drain(
   tally: RoundTally,
   deadline: number,
 ): Promise<{ completedAt: number; incomplete: number }> {
-  let incomplete = tally.size;
   // In-process handlers report their returns: no need to query the store until they all returned.
   if (adapter.workers === 'in-process') {
     while (tally.finished < tally.size && nowMs() < deadline) await sleep(5);
   }
   for (;;) {
-    incomplete = await adapter.incomplete(tally.round, tally.size);
+    const incomplete = await adapter.incomplete(tally.round, tally.size);
     if (incomplete === 0) return { completedAt: nowMs(), incomplete };
     if (nowMs() >= deadline) return { completedAt: Number.NaN, incomplete };
     // External systems are polled through their database: keep that load small (the exact completion

@@ -82,7 +82,7 @@ export async function assignBrokerStoreCode(tx: TxSql, input: AssignBrokerStoreC
     closedBrokerStoreCodeId = only!.id as string;
   }
 
-  let inserted;
+  let inserted: { id: unknown } | undefined;
   try {
     [inserted] = await tx`
       INSERT INTO broker_store_codes

@@ -33,7 +33,7 @@ function fileOf(dataDir: string | undefined): string {
 export function writeDevStackState(dataDir: string | undefined, env: Partial<Record<Filled, string>>): () => void {
   const file = fileOf(dataDir);
   const kept = Object.fromEntries(
-    FILLED.filter((k) => env[k] !== undefined && !(k === 'REDIS_URL' && /\/\/[^@/]*@/.test(env[k]!))).map((k) => [k, env[k]!]),
+    FILLED.filter((k) => env[k] !== undefined && !(k === 'REDIS_URL' && /\/\/[^@/]*@/.test(env[k]))).map((k) => [k, env[k]!]),
   );
   const state: DevStackState = { pid: process.pid, start: processStartTime(process.pid) ?? '', env: kept };
   fs.mkdirSync(path.dirname(file), { recursive: true });

@@ -18,10 +18,6 @@ export const RUNTIME_MAX_RECEIVES = 5;
 /** Receive count at which the queue's own redrive moves a message to its dead-letter queue (5 + 2 margin). */
 export const NATIVE_REDRIVE_MAX_RECEIVES = 7;
 
-/** One SendMessageBatch call carries at most this many messages... */
-export const RELAY_BATCH_MAX_MESSAGES = 10;
-/** ...and at most this many bytes in total (256 KiB). */
-export const RELAY_BATCH_MAX_BYTES = 256 * 1024;
 /**
  * Failed relay passes after which a row the queue refuses (a per-entry sender fault of SendMessageBatch,
  * or a message over the size limit) ends its run `failed` with OUTBOX_SEND_FAILED: such a refusal is
@@ -67,7 +63,7 @@ export const DEFAULT_RECEIVE_LINGER_MS = 10;
  * SVC_ACK_LINGER_MS: how long a settled message's delete waits for others to share its
  * DeleteMessageBatch call. 20 ms (against 2) took the steady round at 200 runs/s from 8.4 to 7.7 ms of
  * CPU per run and its p50 from 12.2 to 8.1 ms, because its slot is free meanwhile
- * (bench/results/hot-path-levers-2026-11-24.md, eighth session).
+ * (bench/results/hot-path-levers-2026-11-24.md).
  */
 export const DEFAULT_ACK_LINGER_MS = 20;
 /** Exponential backoff of transient failures, through visibility: base x 2^(attempt-1), capped. */
@@ -95,13 +91,11 @@ export function minimumPoolSize(slots: number): number {
   return 2 * slots + 2;
 }
 
-/** Task names: at most 64 characters. */
-export const TASK_NAME_MAX_LENGTH = 64;
 /**
  * Most runs in one group commit (a unit with `groupCommit`): four receives' worth. A group's statements
  * cost PostgreSQL mostly per statement, not per row: 20 runs per group instead of 10 cut the burn-down's
- * CPU per run by 13-15 % (twenty-second session), and 40 instead of 20 by a further 11-15 %, at 13-18 %
- * more runs/s (bench/results/hot-path-levers-2026-11-25.md, twenty-fifth session). Its handlers run one
+ * CPU per run by 13-15 %, and 40 instead of 20 by a further 11-15 %, at 13-18 % more runs/s
+ * (bench/results/hot-path-levers-2026-11-25.md). Its handlers run one
  * after another, which is why the unit option is for handlers that finish in milliseconds.
  */
 export const GROUP_COMMIT_MAX_RUNS = 40;
@@ -114,10 +108,6 @@ export const GROUP_COMMIT_MAX_RUNS = 40;
 export const RUNNING_VISIBLE_AFTER_MS = 100;
 /** Run `outcome` and trail `detail`: JSON objects of at most 2048 bytes. */
 export const RUN_JSON_MAX_BYTES = 2048;
-/** Idempotency `outcome`: JSON object of at most 4096 bytes. */
-export const IDEMPOTENCY_OUTCOME_MAX_BYTES = 4096;
-/** Idempotency key and request fingerprint digests: 32 bytes each. */
-export const IDEMPOTENCY_DIGEST_BYTES = 32;
 
 /** A session credential (Bearer token or cookie value) longer than this many bytes is refused with 401. */
 export const MAX_CREDENTIAL_BYTES = 1024;

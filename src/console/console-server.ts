@@ -13,7 +13,7 @@ import { CodedError } from '../errors/coded-error.ts';
 import { evictRunStatus } from '../kv/run-status-cache.ts';
 import { signalOutbox } from '../kv/wake.ts';
 import { readOutboxBacklog, readQueueDepths, type OutboxBacklog, type QueueDepth } from '../observe/backlog.ts';
-import { dlqUrl, isQueueName, type QueueName } from '../queue/names.ts';
+import { dlqUrl, isQueueName } from '../queue/names.ts';
 import { cancelRunNow } from '../work/operate/cancel-run.ts';
 import { listDeadLetters, redriveDeadLetters } from '../work/operate/dead-letter-queue.ts';
 import { listRuns, parseRunFilters, type RawRunFilters } from '../work/operate/list-runs.ts';
@@ -115,7 +115,7 @@ function html(reply: FastifyReply, status: number, body: string): FastifyReply {
 const forConsole = (message: string) => message.replace(/--([a-z-]+)/g, '$1');
 
 type Form = Record<string, unknown> | undefined;
-const field = (body: Form, name: string): string => (typeof body?.[name] === 'string' ? (body[name] as string) : '');
+const field = (body: Form, name: string): string => (typeof body?.[name] === 'string' ? body[name] : '');
 
 /** Run counts per queue and status, over tenant and platform runs. */
 async function statusCounts(sql: Sql): Promise<StatusCounts> {
@@ -390,7 +390,7 @@ export async function buildConsole(deps: ConsoleDeps): Promise<FastifyInstance> 
   const dlqTarget = (queue: string) => {
     if (!isQueueName(queue)) throw new ConsoleRefusal(404, 'NOT_FOUND', `there is no queue '${queue.slice(0, 64)}'`);
     if (!deps.sqs) throw new ConsoleRefusal(409, 'CONSOLE_SQS_UNAVAILABLE', 'the console has no SQS connection (set SVC_SQS_ENDPOINT or SVC_SQS_QUEUE_URL_PREFIX)');
-    return { queue: queue as QueueName, target: { sqs: deps.sqs.client, dlqUrl: dlqUrl(deps.sqs.queueUrlPrefix, queue as QueueName) } };
+    return { queue, target: { sqs: deps.sqs.client, dlqUrl: dlqUrl(deps.sqs.queueUrlPrefix, queue) } };
   };
 
   app.get<{ Params: { queue: string } }>('/dead-letters/:queue', async (request, reply) => {

@@ -1,6 +1,6 @@
-// One postgres.js pool per process. Every query goes through it; drizzle wraps it for typed queries.
+// One postgres.js pool per process. Every query goes through it as a tagged template; the drizzle
+// schema (src/db/schema) describes the tables for migrations and is not a query layer.
 import postgres from 'postgres';
-import { drizzle } from 'drizzle-orm/postgres-js';
 
 export type Sql = postgres.Sql;
 export type TxSql = postgres.TransactionSql;
@@ -19,8 +19,4 @@ export function createSql(url: string, options: DbOptions = {}): Sql {
     onnotice: () => {},
     connection: { application_name: options.applicationName ?? 'svc' },
   });
-}
-
-export function createDb(sql: Sql) {
-  return drizzle(sql);
 }

@@ -67,12 +67,12 @@ async function lockHelper(
     detached: true,
   });
   let stderr = '';
-  holder.stderr!.on('data', (d: Buffer) => {
+  holder.stderr.on('data', (d: Buffer) => {
     if (stderr.length < 500) stderr += String(d);
   });
   const exited = new Promise<HelperEnd>((resolve) => holder.once('exit', (code, signal) => resolve({ code, signal, stderr: stderr.trim() })));
   const spawnError = new Promise<Error>((resolve) => holder.once('error', resolve));
-  const locked = new Promise<void>((resolve) => holder.stdout!.once('data', () => resolve()));
+  const locked = new Promise<void>((resolve) => holder.stdout.once('data', () => resolve()));
   const outcome = await Promise.race([locked.then(() => 'locked' as const), exited, spawnError]);
   if (outcome instanceof Error) return { spawnError: outcome };
   if (outcome !== 'locked') return { ended: outcome };
@@ -85,7 +85,7 @@ async function lockHelper(
     locked: async () => {
       // Waiting for the helper to exit (and so the lock to be free) keeps this process alive again.
       holder.ref();
-      holder.stdin!.end();
+      holder.stdin.end();
       await exited;
     },
   };

@@ -1,4 +1,4 @@
-// Transactions on the delivery path that need not wait for the disk (issue 18): the relay's pass (rows
+// Transactions on the delivery path that need not wait for the disk: the relay's pass (rows
 // marked sent, their `sent` trail rows) and a worker's usual registration (run `running`, its
 // `received` row). Each sets synchronous_commit off for its own transaction only, so its COMMIT
 // returns once the commit is in PostgreSQL's WAL buffers, without waiting for the flush; the WAL writer
@@ -18,7 +18,7 @@
 // same attempt number. A reader may have seen the state that was taken back. docs/guarantees.md ("What a
 // database crash can take back") and test/integration/worker-database-crash.test.ts.
 //
-// Measured (bench/results/hot-path-levers-2026-11-24.md, twelfth session): at 200 runs/s the flushes of
+// Measured (bench/results/hot-path-levers-2026-11-24.md): at 200 runs/s the flushes of
 // these commits queued behind each other and behind the effects'; without them the steady p50 fell by
 // about a sixth, and the idle path from registration to `started` by 0.3 ms.
 

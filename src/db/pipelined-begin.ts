@@ -1,4 +1,4 @@
-// Transactions whose BEGIN costs no round trip of its own (issue 18). postgres.js's `sql.begin` waits
+// Transactions whose BEGIN costs no round trip of its own. postgres.js's `sql.begin` waits
 // for BEGIN's answer before it runs its scope, so every transaction paid one more wait than it has
 // statements. Here BEGIN goes out in the same write as the statements behind it, on a connection
 // reserved from the pool, and COMMIT or ROLLBACK ends it. Two forms:
@@ -162,7 +162,7 @@ async function transact<T>(
   if (deferrable) {
     deferrals.set(tx, (statement) => {
       if (!atTopLevel()) return false;
-      beforeCommit(statement);
+      void beforeCommit(statement); // held until COMMIT, which reports its failure
       return true;
     });
   }

@@ -80,7 +80,7 @@ export function boundStage<T>(stage: string, promise: Promise<T>, onLate?: (valu
       (error: unknown) => {
         if (late) return;
         clearTimeout(timer);
-        reject(error as Error);
+        reject(error);
       },
     );
   });

@@ -67,12 +67,12 @@ export function classify(error: FastifyError | HttpError): {
   details?: Record<string, unknown>;
 } {
   if (error instanceof HttpError) return { status: error.statusCode, code: error.code, params: error.params, details: error.details };
-  const fe = error as FastifyError;
+  const fe = error;
   if (fe.validation) {
     return {
       status: 400,
       code: 'VALIDATION_FAILED',
-      params: { location: fe.validationContext ?? 'body', fields: failedFields(fe.validation as ValidationIssue[]) },
+      params: { location: fe.validationContext ?? 'body', fields: failedFields(fe.validation) },
     };
   }
   switch (fe.code) {

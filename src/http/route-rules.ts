@@ -5,7 +5,7 @@
 // - a protected route gets the one authentication step as its first onRequest hook, and its schema
 //   declares the two alternative schemes Bearer and SessionCookie plus the 401/403 responses;
 // - a documented route describes its 200 response.
-import type { FastifyInstance, onRequestHookHandler, RouteOptions } from 'fastify';
+import type { FastifyInstance, onRequestAsyncHookHandler, RouteOptions } from 'fastify';
 import { authenticate, type AuthSettings } from '../auth/authenticate.ts';
 import type { Session } from '../auth/session-resolver.ts';
 import { errorRef } from './envelope.ts';
@@ -33,7 +33,7 @@ export class RouteRuleError extends Error {
   readonly code = 'ROUTE_RULE_BROKEN';
 }
 
-function authHook(settings: AuthSettings, permission: string): onRequestHookHandler {
+function authHook(settings: AuthSettings, permission: string): onRequestAsyncHookHandler {
   return async function authenticateRequest(request) {
     const outcome = await authenticate(request, settings, permission);
     if (!outcome.ok) {

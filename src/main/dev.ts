@@ -13,7 +13,7 @@ import path from 'node:path';
 import { emitAll, DIST_DIR, PROJECT_ROOT } from './emit.ts';
 import { WORKERS_NODE_FLAGS } from './workers-node-flags.ts';
 import { resolveDatabase } from '../db/connect.ts';
-import { startRedisServer, redisServerInstalled, RedisServerMissingError } from '../kv/redis-server.ts';
+import { startRedisServer, redisServerInstalled } from '../kv/redis-server.ts';
 import { startLocalSqsServer } from '../queue/local-sqs-server.ts';
 import { createSqsClient } from '../queue/client.ts';
 import { provisionQueues } from '../queue/provision.ts';

@@ -129,7 +129,7 @@ export async function run(args: string[]): Promise<number> {
     const { values, positionals } = parse(rest, { tenant: text, unit: text, status: text, queue: text, since: text, until: text, limit: text, json, stuck: { type: 'boolean' } });
     if (positionals.length) throw new OperateError('RUN_FILTER_INVALID', `runs list takes no positional argument, got '${positionals[0]!.slice(0, 64)}'`);
     const { stuck, ...rawFilters } = values;
-    const filters = parseRunFilters(rawFilters as Record<string, string | undefined>);
+    const filters = parseRunFilters(rawFilters);
     if (stuck) {
       const other = (['unit', 'status', 'since', 'until'] as const).find((k) => values[k] !== undefined);
       if (other) throw new OperateError('RUN_FILTER_INVALID', `--stuck takes --tenant, --queue and --limit only, not --${other}`);

@@ -2,7 +2,7 @@
 // checks them (discovery, unique names, the name rule, schedules, queues; every problem names its
 // file) and, for emit, writes the catalog dist/tasks.json that the API loads from SVC_TASKS_CATALOG.
 import path from 'node:path';
-import { emitCatalog, TasksCheckFailed, writeCatalog } from '../work/catalog.ts';
+import { DEFAULT_CATALOG_PATH, emitCatalog, TasksCheckFailed, writeCatalog } from '../work/catalog.ts';
 
 const PROJECT_ROOT = path.resolve(import.meta.dirname, '..', '..');
 
@@ -22,7 +22,7 @@ export async function run(args: string[]): Promise<number> {
       return 0;
     }
     const outIndex = rest.indexOf('--out');
-    const out = outIndex >= 0 && rest[outIndex + 1] ? path.resolve(rest[outIndex + 1]!) : path.join(PROJECT_ROOT, 'dist', 'tasks.json');
+    const out = outIndex >= 0 && rest[outIndex + 1] ? path.resolve(rest[outIndex + 1]!) : path.join(PROJECT_ROOT, DEFAULT_CATALOG_PATH);
     writeCatalog(out, catalog);
     console.log(`tasks:emit: ${path.relative(process.cwd(), out) || out} (${summary})`);
     return 0;

@@ -11,7 +11,7 @@
 // times a second at 200 runs/s with the default, 3.7 ms six times a second with 16 MB, for the same
 // total time in GC. Every run in flight in the process waits out a pause, so the pause is what shows
 // in the steady latency's tail: p99 15.7–21.0 ms against 20.1–27.1 with the default in five
-// interleaved pairs (bench/results/hot-path-levers-2026-11-25.md, twenty-fourth session). 8 MB
+// interleaved pairs (bench/results/hot-path-levers-2026-11-25.md). 8 MB
 // halves the pause again but scavenges so often that the total rises.
 export const WORKERS_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=16'];
 

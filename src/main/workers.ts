@@ -50,7 +50,7 @@ export async function run(args: string[]): Promise<number> {
   );
   const sql = createSql(database.url, { max: poolSize, applicationName: 'svc-workers' });
   // Auto-pipelined: the gates and cache evictions of one receive's deliveries go out in one write
-  // (redis-server CPU per run −35 % in bench/results/hot-path-levers-2026-11-24.md, tenth session). This
+  // (redis-server CPU per run −35 % in bench/results/hot-path-levers-2026-11-24.md). This
   // connection never blocks: the relay's wake wait duplicates it without auto-pipelining.
   const redis = createRedis(config.REDIS_URL, { name: 'svc-workers', autoPipelining: true, commandTimeoutMs: config.SVC_REDIS_COMMAND_TIMEOUT_MS });
   // Redis is never authoritative: while it is down the workers run on the database ledger alone.

@@ -40,7 +40,7 @@ export function schemaModuleFiles(root: string): string[] {
 export function handwrittenModuleFiles(root: string): string[] {
   const dir = abs(root, HANDWRITTEN_SCHEMA_DIR);
   if (!fs.existsSync(dir)) return [];
-  return (fs.readdirSync(dir, { recursive: true, withFileTypes: true }) as fs.Dirent[])
+  return fs.readdirSync(dir, { recursive: true, withFileTypes: true })
     .filter((e) => e.isFile() && e.name.endsWith('.ts') && !e.name.endsWith('.d.ts'))
     .map((e) => path.relative(root, path.join(e.parentPath, e.name)).split(path.sep).join('/'))
     .sort();

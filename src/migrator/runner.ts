@@ -117,7 +117,7 @@ export async function applyMigrations(
   try {
     await conn`SELECT pg_advisory_lock(${MIGRATOR_LOCK_KEY})`;
     try {
-      await ensureControlTable(conn as unknown as Sql);
+      await ensureControlTable(conn);
       const done = new Set((await appliedMigrations(conn as unknown as Sql)).map((m) => m.name));
       const applied: string[] = [];
       for (const name of migrationNames(src)) {

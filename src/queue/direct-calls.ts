@@ -4,7 +4,7 @@
 // Why: on the 2-core machines this project is measured on, the stack (serde schemas, endpoint rules,
 // retry bookkeeping, user agent, checksum middleware) costs about 0.45 ms of CPU per call, three times
 // the HTTP request itself, and a run at a low rate pays it three times (send, receive, delete)
-// (bench/results/hot-path-levers-2026-11-24.md, "Eleventh session").
+// (bench/results/hot-path-levers-2026-11-24.md).
 //
 // The request is the one the SDK sends, minus its own stamps (user agent, invocation id): the client's
 // SigV4 signer (its credential chain, region and clock offset), the AWS JSON 1.0 protocol in SQS's

@@ -29,7 +29,7 @@ export function watchReceives(sqs: SQSClient): ReceiveWatch {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   (client as { send: (...args: any[]) => Promise<unknown> }).send = async (command: any, ...rest: any[]) => {
     const name: unknown = command?.constructor?.name;
-    const answer = (sqs.send as (...args: any[]) => Promise<unknown>).call(sqs, command, ...rest);
+    const answer = (sqs.send as (...args: unknown[]) => Promise<unknown>).call(sqs, command, ...rest);
     if (name !== 'ReceiveMessageCommand') return answer;
     try {
       const out = await answer;

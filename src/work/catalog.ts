@@ -6,10 +6,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
-import { DEFAULT_IDEMPOTENCY_LEASE_MARGIN_MS } from '../config/limits.ts';
+import { DEFAULT_IDEMPOTENCY_LEASE_MARGIN_MS, SQS_MAX_VISIBILITY_SECONDS } from '../config/limits.ts';
 import { CodedError } from '../errors/coded-error.ts';
 import { compilePayloadSchema, payloadJsonSchema } from './define/payload-schema.ts';
-import { isWorkUnit, unitProblems, UNIT_CONTEXTS, UNIT_QUEUES, type WorkUnit } from './define/unit.ts';
+import { isWorkUnit, unitProblems, UNIT_CONTEXTS, UNIT_NAME_MAX, UNIT_NAME_RULE, UNIT_QUEUES, type WorkUnit } from './define/unit.ts';
 
 export const CATALOG_VERSION = 1;
 export const TASK_FILE_SUFFIX = '.task.ts';
@@ -17,7 +17,7 @@ export const HANDLER_FILE_SUFFIX = '.handler.ts';
 /** Where `svc tasks emit` writes the catalog, relative to the project root. */
 export const DEFAULT_CATALOG_PATH = path.join('dist', 'tasks.json');
 
-const unitName = z.string().regex(/^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$/).max(64);
+const unitName = z.string().regex(UNIT_NAME_RULE).max(UNIT_NAME_MAX);
 const queue = z.enum(UNIT_QUEUES);
 /**
  * JSON Schema (draft 2020-12) of the unit's payload as a dispatcher sends it; the API checks payloads
@@ -175,9 +175,6 @@ export async function discoverUnits(
   return { units, problems };
 }
 
-/** The longest a message can stay invisible in SQS (12 hours), however often its visibility is extended. */
-export const SQS_MAX_VISIBILITY_SECONDS = 43_200;
-
 /**
  * A unit's execution, with its idempotency lease margin, must fit the longest invisibility SQS allows
  * (12 hours from the first receive): past it the message comes back while the handler still runs.
@@ -286,8 +283,4 @@ export function loadCatalog(file: string): Catalog {
 /** The subscriptions of one event type and version, in name order. */
 export function subscribersOf(catalog: Catalog, type: string, version: number): CatalogSubscription[] {
   return catalog.subscriptions.filter((s) => s.event.type === type && s.event.version === version);
-}
-
-export function findTask(catalog: Catalog, name: string): CatalogTask | undefined {
-  return catalog.tasks.find((t) => t.name === name);
 }

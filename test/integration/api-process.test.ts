@@ -12,7 +12,6 @@ import { freshDatabase, freshRedisUrl, type TestDatabase } from '../support/serv
 import { TEST_DB_PASSWORD } from '../support/backends/types.ts';
 
 // fetch's Response.json() is typed unknown; the tests read fields freely.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 const jsonOf = async (res: Response): Promise<any> => res.json();
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
@@ -56,8 +55,8 @@ function start(args: string[], env: Record<string, string>): Run {
   const child = spawn(process.execPath, [CLI, ...args], { env, cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
-  child.stdout!.on('data', (d) => (out += String(d)));
-  child.stderr!.on('data', (d) => (err += String(d)));
+  child.stdout.on('data', (d) => (out += String(d)));
+  child.stderr.on('data', (d) => (err += String(d)));
   const exit = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   return { child, stdout: () => out, stderr: () => err, exit };
 }

@@ -32,7 +32,7 @@ let watcher: Promise<void> | undefined;
 const visibilityChanges: Array<{ receipt: string; seconds: number; at: number }> = [];
 
 beforeAll(async () => {
-  h = await workHarness({ units: new Map<string, WorkUnit>([[effectTask.name, effectTask as unknown as WorkUnit]]), visibilitySeconds: VISIBILITY_SECONDS });
+  h = await workHarness({ units: new Map<string, WorkUnit>([[effectTask.name, effectTask]]), visibilitySeconds: VISIBILITY_SECONDS });
   observeCommands(h.sqs, (command, input) => {
     if (command === 'ChangeMessageVisibilityCommand') {
       visibilityChanges.push({ receipt: String(input.ReceiptHandle), seconds: Number(input.VisibilityTimeout), at: performance.now() });

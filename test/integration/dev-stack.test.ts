@@ -25,8 +25,8 @@ function startDev(env: NodeJS.ProcessEnv): Dev {
   // A process group of its own, like a terminal's foreground job, so the test can Ctrl-C the whole group.
   const child = spawn(process.execPath, ['src/main/cli.ts', 'dev'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   const output: string[] = [];
-  child.stdout!.on('data', (d) => output.push(String(d)));
-  child.stderr!.on('data', (d) => output.push(String(d)));
+  child.stdout.on('data', (d) => output.push(String(d)));
+  child.stderr.on('data', (d) => output.push(String(d)));
   const exit = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   return { child, output, exit };
 }

@@ -55,7 +55,7 @@ describe('effectivePermissions', () => {
       await createPermission(db.sql, 'tenant'), await createPermission(db.sql, 'broker'),
       await createPermission(db.sql, 'tenant'), await createPermission(db.sql, 'tenant'),
     ];
-    const t = await template('tenant', [p1!, p2!]);
+    const t = await template('tenant', [p1, p2]);
     const linked = await profile(t);
     // Own rows of a linked profile are ignored while it follows the template.
     await insertRow(db.sql, 'access_profile_permissions', { access_profile_id: linked, permission_id: own });
@@ -63,15 +63,15 @@ describe('effectivePermissions', () => {
     const first = await effective(linked);
     expect(first.source).toBe('template');
     expect(first.templateId).toBe(t);
-    expect(ids(first)).toEqual(sorted([p1!, p2!]));
+    expect(ids(first)).toEqual(sorted([p1, p2]));
 
     // Live: a change to the template shows at once, without touching the profile.
     await insertRow(db.sql, 'access_profile_template_permissions', { template_id: t, permission_id: p3 });
-    await db.sql`DELETE FROM access_profile_template_permissions WHERE template_id = ${t} AND permission_id = ${p1!}`;
-    expect(ids(await effective(linked))).toEqual(sorted([p2!, p3!]));
+    await db.sql`DELETE FROM access_profile_template_permissions WHERE template_id = ${t} AND permission_id = ${p1}`;
+    expect(ids(await effective(linked))).toEqual(sorted([p2, p3]));
     // A permission that left the code grants nothing.
-    await db.sql`UPDATE permissions SET deprecated_at = clock_timestamp() WHERE id = ${p3!}`;
-    expect(ids(await effective(linked))).toEqual([p2!]);
+    await db.sql`UPDATE permissions SET deprecated_at = clock_timestamp() WHERE id = ${p3}`;
+    expect(ids(await effective(linked))).toEqual([p2]);
 
     const unlinked = await profile(null);
     await insertRow(db.sql, 'access_profile_permissions', { access_profile_id: unlinked, permission_id: own });
@@ -97,7 +97,7 @@ describe('editAccessProfileTemplate', () => {
     const [keep, drop, add] = [
       await createPermission(db.sql, 'tenant'), await createPermission(db.sql, 'broker'), await createPermission(db.sql, 'broker'),
     ];
-    const t = await template('tenant', [keep!, drop!]);
+    const t = await template('tenant', [keep, drop]);
     const follower = await profile(t);
     const leaver = await profile(t);
     const earlier = await profile(t, null, { detached_at: '2024-02-01T00:00:00Z' });
@@ -107,7 +107,7 @@ describe('editAccessProfileTemplate', () => {
     await hold(w.admin.membershipA, leaver);
 
     const preview = await db.sql.begin((tx) =>
-      previewAccessProfileTemplateEdit(tx, { tenantId: w.a.id, templateId: t, permissionIds: [keep!, add!, add!] }));
+      previewAccessProfileTemplateEdit(tx, { tenantId: w.a.id, templateId: t, permissionIds: [keep, add, add] }));
     expect(preview).toEqual({
       fromVersion: 1, toVersion: 2, addedPermissionIds: [add], removedPermissionIds: [drop],
       profiles: [
@@ -120,7 +120,7 @@ describe('editAccessProfileTemplate', () => {
 
     const result = await db.sql.begin((tx) =>
       editAccessProfileTemplate(tx, {
-        tenantId: w.a.id, templateId: t, permissionIds: [keep!, add!], expectedVersion: 1,
+        tenantId: w.a.id, templateId: t, permissionIds: [keep, add], expectedVersion: 1,
         reason: 'drop the export right', changedByUserId: w.admin.userId, decisions: { [leaver]: 'detached' },
       }));
     expect(result).toMatchObject({ fromVersion: 1, toVersion: 2, addedPermissionIds: [add], removedPermissionIds: [drop] });
@@ -145,21 +145,21 @@ describe('editAccessProfileTemplate', () => {
     // followed: keeps tracking, adopts the new version, and its members get the new set.
     const [f] = await db.sql`SELECT template_version, detached_at FROM access_profiles WHERE id = ${follower}`;
     expect({ ...f }).toEqual({ template_version: 2, detached_at: null });
-    expect(ids(await effective(follower))).toEqual(sorted([keep!, add!]));
+    expect(ids(await effective(follower))).toEqual(sorted([keep, add]));
     // detached: detached_at and its own copy of the permissions as they were before the edit.
     const [l] = await db.sql`
       SELECT template_version, detached_at IS NOT NULL AS detached, detached_by_user_id::text FROM access_profiles WHERE id = ${leaver}`;
     expect({ ...l }).toEqual({ template_version: 1, detached: true, detached_by_user_id: w.admin.userId });
     expect(await effective(leaver)).toMatchObject({ source: 'own' });
-    expect(ids(await effective(leaver))).toEqual(sorted([keep!, drop!]));
+    expect(ids(await effective(leaver))).toEqual(sorted([keep, drop]));
 
     // A later edit reaches the follower only: the detached profiles get no decision and keep their own set.
     const second = await db.sql.begin((tx) =>
       editAccessProfileTemplate(tx, {
-        tenantId: w.a.id, templateId: t, permissionIds: [add!], expectedVersion: 2, reason: 'narrow', changedByUserId: w.admin.userId,
+        tenantId: w.a.id, templateId: t, permissionIds: [add], expectedVersion: 2, reason: 'narrow', changedByUserId: w.admin.userId,
       }));
     expect(second.decisions.map((d) => [d.accessProfileId, d.decision])).toEqual([[follower, 'followed']]);
-    expect(ids(await effective(leaver))).toEqual(sorted([keep!, drop!]));
+    expect(ids(await effective(leaver))).toEqual(sorted([keep, drop]));
     expect(ids(await effective(follower))).toEqual([add]);
     expect((await db.sql`SELECT template_version FROM access_profiles WHERE id = ${earlier}`)[0]!.template_version).toBe(1);
   });
@@ -167,13 +167,13 @@ describe('editAccessProfileTemplate', () => {
   it('R-AUTHZ-15 a stale, empty, unknown or above-scope edit is refused and changes nothing', async () => {
     const [tp, bp] = [await createPermission(db.sql, 'tenant'), await createPermission(db.sql, 'broker')];
     const retired = await createPermission(db.sql, 'broker', true);
-    const brokerTemplate = await template('broker', [bp!]);
+    const brokerTemplate = await template('broker', [bp]);
     const linked = await profile(brokerTemplate, w.b1);
     const base = { tenantId: w.a.id, templateId: brokerTemplate, expectedVersion: 1, reason: 'r', changedByUserId: w.admin.userId };
     const refusedCode = async (overrides: Record<string, unknown>) => {
       let code: string | undefined;
       await inRolledBack(db.sql, async (tx) => {
-        code = (await refusal(() => editAccessProfileTemplate(tx, { ...base, permissionIds: [], ...overrides } as never))).code;
+        code = (await refusal(() => editAccessProfileTemplate(tx, { ...base, permissionIds: [], ...overrides }))).code;
       });
       return code;
     };
@@ -187,7 +187,7 @@ describe('editAccessProfileTemplate', () => {
     expect(await refusedCode({ permissionIds: [], tenantId: w.b.id })).toBe('ACCESS_TEMPLATE_NOT_FOUND');
 
     // A refusal thrown inside a committed transaction leaves everything as it was.
-    const aborted = await refusal(() => db.sql.begin((tx) => editAccessProfileTemplate(tx, { ...base, permissionIds: [bp!, tp!] })));
+    const aborted = await refusal(() => db.sql.begin((tx) => editAccessProfileTemplate(tx, { ...base, permissionIds: [bp, tp] })));
     expect(aborted.code).toBe('ACCESS_TEMPLATE_PERMISSION_ABOVE_SCOPE');
     expect((await db.sql`SELECT version FROM access_profile_templates WHERE id = ${brokerTemplate}`)[0]!.version).toBe(1);
     expect((await db.sql`SELECT count(*)::int AS n FROM access_profile_template_changes WHERE template_id = ${brokerTemplate}`)[0]!.n).toBe(0);

@@ -295,7 +295,7 @@ describe('revealBankCredential', () => {
       db.sql.begin(async (tx) => {
         await work(tx);
         throw new Error('commit refused');
-      }) as never;
+      });
     const failed = await refusal(() => revealBankCredential(commitFails, viewer(), { userBankId: bank.userBankId }, unseal));
     expect(failed.message).toBe('commit refused');
     expect(await deliveries(bank.userBankId)).toEqual([]);

@@ -33,8 +33,8 @@ interface Proc {
 function start(name: string, args: string[], env: NodeJS.ProcessEnv): Proc {
   const child = spawn(process.execPath, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   const output: string[] = [];
-  child.stdout!.on('data', (d) => output.push(String(d)));
-  child.stderr!.on('data', (d) => output.push(String(d)));
+  child.stdout.on('data', (d) => output.push(String(d)));
+  child.stderr.on('data', (d) => output.push(String(d)));
   return { name, child, output };
 }
 

@@ -130,7 +130,7 @@ describe('embedded PostgreSQL', () => {
       await startEmbeddedPostgres({ dataDir: ${JSON.stringify(dataDir)}, port: ${port}, fast: true });
       console.log('started'); setInterval(() => {}, 1000);`;
     const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
-    await new Promise<void>((resolve) => child.stdout!.on('data', (d: Buffer) => String(d).includes('started') && resolve()));
+    await new Promise<void>((resolve) => child.stdout.on('data', (d: Buffer) => String(d).includes('started') && resolve()));
     const gone = new Promise((resolve) => child.once('exit', resolve));
     child.kill('SIGKILL');
     await gone;

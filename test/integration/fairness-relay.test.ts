@@ -1,4 +1,4 @@
-// Fair share between tenants at the relay (issue 17), against real PostgreSQL, Redis and the local
+// Fair share between tenants at the relay, against real PostgreSQL, Redis and the local
 // SQS-protocol server. A small in-test consumer plays the workers: it receives messages, moves each run
 // queued → running → succeeded with the run-store functions the runtime uses, and deletes the message.
 import { DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';

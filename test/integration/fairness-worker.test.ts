@@ -1,4 +1,4 @@
-// `tenantConcurrency` in a unit definition (issue 17): a tenant's share of the unit's slots in one worker
+// `tenantConcurrency` in a unit definition: a tenant's share of the unit's slots in one worker
 // process. Real worker runtime, PostgreSQL, Redis and SQS server (test/fixtures/work-harness.ts).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';

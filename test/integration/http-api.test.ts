@@ -9,7 +9,6 @@ import { evictRunStatus } from '../../src/kv/run-status-cache.ts';
 import { bearer, cookie, fixtureApp, httpFixture, insertRun, LATEST, type HttpFixture } from './http-support.ts';
 
 // fetch's Response.json() is typed unknown; the tests read fields freely.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 const jsonOf = async (res: Response): Promise<any> => res.json();
 
 let f: HttpFixture;

@@ -100,7 +100,7 @@ interface ApiRun {
 async function apiRun(runId: string): Promise<ApiRun> {
   const res = await app.inject({ method: 'GET', url: `/task-runs/${runId}`, headers: { authorization: 'Bearer token' } });
   expect(res.statusCode).toBe(200);
-  return (res.json() as { data: ApiRun }).data;
+  return res.json<{ data: ApiRun }>().data;
 }
 
 /**

@@ -78,7 +78,7 @@ interface ApiRun {
 async function apiRun(runId: string): Promise<ApiRun> {
   const res = await app.inject({ method: 'GET', url: `/task-runs/${runId}`, headers: { authorization: 'Bearer token' } });
   expect(res.statusCode).toBe(200);
-  return (res.json() as { data: ApiRun }).data;
+  return res.json<{ data: ApiRun }>().data;
 }
 /** GETs until the API's copy is in Redis (the worker's own eviction of `running` may still be in flight). */
 async function apiRunCached(runId: string): Promise<ApiRun> {

@@ -41,7 +41,7 @@ afterAll(async () => {
 function start(extra: Record<string, string>): { child: ChildProcess; exit: Promise<number | null>; stderr: () => string } {
   const child = spawn(process.execPath, [CLI, 'api'], { env: { ...env, ...extra }, cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
   let err = '';
-  child.stderr!.on('data', (d) => (err += String(d)));
+  child.stderr.on('data', (d) => (err += String(d)));
   return { child, exit: new Promise((resolve) => child.once('exit', resolve)), stderr: () => err };
 }
 

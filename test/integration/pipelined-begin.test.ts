@@ -110,7 +110,7 @@ describe('beginPipelined', () => {
         },
       ).catch((error: unknown) => error as Error);
       expect(failed).toBeInstanceOf(Error);
-      expect((failed as Error).message).toBe('work refused');
+      expect(failed.message).toBe('work refused');
       // The pool's only connection is back, outside the transaction that wrote (it had an xid).
       const [state] = await sql<{ xid: string | null }[]>`SELECT pg_current_xact_id_if_assigned()::text AS xid`;
       expect(state!.xid).toBeNull();
@@ -142,7 +142,7 @@ describe('beginPipelined', () => {
           sql,
           (tx) => tx`SELECT 1`,
           async (tx, _opened, beforeCommit) => {
-            beforeCommit(tx`INSERT INTO pb_writes (note) VALUES ('before-commit-marker')`.execute());
+            void beforeCommit(tx`INSERT INTO pb_writes (note) VALUES ('before-commit-marker')`.execute());
             return 'sent';
           },
         );
@@ -152,7 +152,7 @@ describe('beginPipelined', () => {
           (tx) => tx`SELECT 1`,
           async (tx, _opened, beforeCommit) => {
             await tx`INSERT INTO pb_writes (note) VALUES ('before-a-failed-finish')`;
-            beforeCommit(tx`SELECT 1 / 0`.execute());
+            void beforeCommit(tx`SELECT 1 / 0`.execute());
             return 'returned';
           },
         ).catch((error: unknown) => error as { code?: string });

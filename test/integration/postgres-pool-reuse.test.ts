@@ -34,7 +34,7 @@ describe('the pool’s idle connections', () => {
     for (let i = 0; i < 4; i++) {
       const reserved = await sql.reserve();
       try {
-        pids.push(await backendPid(reserved as unknown as Sql));
+        pids.push(await backendPid(reserved));
       } finally {
         reserved.release();
       }

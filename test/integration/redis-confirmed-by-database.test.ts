@@ -3,7 +3,6 @@
 // data directory), a held gate left by someone else: in each case the run executes once in its own
 // database, and a replay is served only when the database's ledger holds the completed key.
 import type { FastifyInstance } from 'fastify';
-import { z } from 'zod';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSql, type Sql } from '../../src/db/client.ts';
@@ -205,7 +204,7 @@ describe('the run-status cache of the HTTP API', () => {
     const statusFrom = async (app: FastifyInstance) => {
       const res = await app.inject({ method: 'GET', url: `/task-runs/${runId}`, headers: { authorization: 'Bearer token' } });
       expect(res.statusCode).toBe(200);
-      return (res.json() as { data: { status: string } }).data.status;
+      return res.json<{ data: { status: string } }>().data.status;
     };
     expect(await statusFrom(apps[0]!)).toBe('queued');
     expect(await redis.exists(runStatusKey(runId))).toBe(1); // cached by the source's API

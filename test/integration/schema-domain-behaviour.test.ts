@@ -299,7 +299,7 @@ describe('partial unique indexes: a closed row plus one open row, never two open
       id: 'R-IDX-04',
       index: 'credential_versions_one_active_key',
       row: async (open) => {
-        const versions = await db.sql`SELECT count(*)::int AS n FROM credential_versions WHERE credential_id = ${w.pwd!}`;
+        const versions = await db.sql`SELECT count(*)::int AS n FROM credential_versions WHERE credential_id = ${w.pwd}`;
         return ins('credential_versions', {
           credential_id: w.pwd, version: versions[0]!.n + 1, algorithm: 'scrypt', secret: digest(),
           retired_at: open ? null : '2024-01-01T00:00:00Z',
@@ -309,7 +309,7 @@ describe('partial unique indexes: a closed row plus one open row, never two open
     {
       id: 'R-IDX-05 R-BANK-07',
       index: 'bank_assignments_one_open_key',
-      row: (open) => assignment(w.ubIdx!, w.b1, w.mb1, open ? null : '2023-06-01', open ? '2024-01-01' : '2023-01-01'),
+      row: (open) => assignment(w.ubIdx, w.b1, w.mb1, open ? null : '2023-06-01', open ? '2024-01-01' : '2023-01-01'),
     },
     {
       id: 'R-IDX-06',
@@ -623,16 +623,16 @@ describe('append-only audit tables (this schema\'s 6 triggers)', () => {
         tenant_id: w.t1, user_bank_id: w.transferBank, from_assignment_id: from, from_broker_id: fromBroker,
         to_assignment_id: to, to_broker_id: toBroker, effective_on: effectiveOn, actor_user_id: w.u1, reason: 'x',
       });
-    expect((await refusal(() => transfer(w.transferTo!, w.transferTo!, w.b2, w.b2))).constraint_name).toBe('bank_user_transfers_distinct_check');
+    expect((await refusal(() => transfer(w.transferTo, w.transferTo, w.b2, w.b2))).constraint_name).toBe('bank_user_transfers_distinct_check');
     // Each assignment is used once whatever else differs (another date here).
-    expect((await refusal(() => transfer(w.transferFrom!, w.transferTo!, w.b1, w.b2, '2024-04-01'))).constraint_name)
+    expect((await refusal(() => transfer(w.transferFrom, w.transferTo, w.b1, w.b2, '2024-04-01'))).constraint_name)
       .toBe('bank_user_transfers_from_assignment_id_key');
-    expect((await refusal(() => transfer(w.transferTo!, w.transferFrom!, w.b1, w.b1))).constraint_name).toBe('bank_user_transfers_from_fkey');
+    expect((await refusal(() => transfer(w.transferTo, w.transferFrom, w.b1, w.b1))).constraint_name).toBe('bank_user_transfers_from_fkey');
     // Two more closed assignments of the same bank user (b1 then b2), not yet in any transfer.
-    const x = (await assignment(w.transferBank!, w.b1, w.mb1, '2023-06-01', '2023-01-01')).id;
-    const y = (await assignment(w.transferBank!, w.b2, w.mb2, '2023-12-01', '2023-06-01')).id;
+    const x = (await assignment(w.transferBank, w.b1, w.mb1, '2023-06-01', '2023-01-01')).id;
+    const y = (await assignment(w.transferBank, w.b2, w.mb2, '2023-12-01', '2023-06-01')).id;
     // The destination is unique across the table too.
-    expect((await refusal(() => transfer(x, w.transferTo!, w.b1, w.b2, '2023-06-01'))).constraint_name)
+    expect((await refusal(() => transfer(x, w.transferTo, w.b1, w.b2, '2023-06-01'))).constraint_name)
       .toBe('bank_user_transfers_to_assignment_id_key');
     // The stated destination broker must be the destination assignment's.
     expect((await refusal(() => transfer(x, y, w.b1, w.b1))).constraint_name).toBe('bank_user_transfers_to_fkey');

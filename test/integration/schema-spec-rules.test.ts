@@ -524,7 +524,7 @@ describe('R-DB-07 creation, consumption and audit times come from the database',
       const out: string[] = [];
       for (const m of code.matchAll(insertList)) {
         // The statement: the rest of its template literal, interpolations blanked.
-        const start = m.index! + m[0].length;
+        const start = m.index + m[0].length;
         const statement = blankInterpolations(code.slice(start, templateEnd(code, start)));
         const named = m[1]!.split(',').map((c) => c.trim().replace(/"/g, '')).filter((c) => CREATION_COLUMNS.includes(c));
         if (named.length > clockValues(statement)) out.push(...named.map((c) => `INSERT ${c}`));

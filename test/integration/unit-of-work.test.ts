@@ -183,7 +183,7 @@ describe('unit of work', () => {
       const inner = await tx
         .savepoint(async (sp) => {
           const failing = sp`SELECT 1 / 0`.execute();
-          deferred = deferToCommit(sp as unknown as typeof tx, failing);
+          deferred = deferToCommit(sp, failing);
           await failing;
         })
         .catch((error: { code?: string }) => error.code);

@@ -86,8 +86,8 @@ describe('svc workers', () => {
     });
     let stderr = '';
     let stdout = '';
-    child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
-    child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     try {
       const deadline = Date.now() + 30_000;
@@ -127,7 +127,7 @@ describe('svc workers', () => {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     let stderr = '';
-    child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
     try {
       // The workers module is being loaded, and held there: the signal arrives mid-boot.

@@ -1,4 +1,4 @@
-// Chaos (issue 11, done-when): a burst of runs of a unit writing one effect row per run, while worker
+// Chaos: a burst of runs of a unit writing one effect row per run, while worker
 // processes are SIGKILLed and restarted and Redis is frozen (SIGSTOP) in the middle. Every run ends
 // final with exactly one effect, none is stuck, and every trail reads causally. Twice: for a unit with
 // a transaction per run, and for a `groupCommit` unit, whose slot runs up to 40 runs in one effect
@@ -57,7 +57,7 @@ function startChild(childUnits: ChildUnits): Promise<ChildProcess> {
   proc.once('exit', () => children.delete(proc));
   return new Promise((resolve, reject) => {
     proc.once('exit', (code, signal) => reject(new Error(`worker child exited early (${code ?? signal})`)));
-    proc.stdout!.on('data', (chunk: Buffer) => {
+    proc.stdout.on('data', (chunk: Buffer) => {
       if (chunk.toString().includes('consuming')) resolve(proc);
     });
   });

@@ -36,7 +36,7 @@ function startChild(units: 'runtime' | 'group' = 'runtime'): Promise<ChildProces
   });
   return new Promise((resolve, reject) => {
     proc.once('exit', (code) => reject(new Error(`worker child exited early with ${code}`)));
-    proc.stdout!.on('data', (chunk: Buffer) => {
+    proc.stdout.on('data', (chunk: Buffer) => {
       if (chunk.toString().includes('consuming')) resolve(proc);
     });
   });

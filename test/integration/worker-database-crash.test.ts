@@ -50,7 +50,7 @@ const barrierEffect = defineTask({
 });
 const units: ReadonlyMap<string, WorkUnit> = new Map<string, WorkUnit>([
   [effectTask.name, effectTask],
-  [barrierEffect.name, barrierEffect as unknown as WorkUnit],
+  [barrierEffect.name, barrierEffect],
 ]);
 
 let scratch: string;
@@ -181,7 +181,7 @@ async function waitForSuccess(runId: string): Promise<void> {
   try {
     await h.waitForStatus(runId, ['succeeded'], 45_000);
   } catch (error) {
-    throw new Error(`${(error as Error).message}; worker log tail:\n${h.logs().split('\n').slice(-30).join('\n')}`);
+    throw new Error(`${(error as Error).message}; worker log tail:\n${h.logs().split('\n').slice(-30).join('\n')}`, { cause: error });
   }
 }
 

@@ -46,7 +46,7 @@ beforeAll(async () => {
   await sql`ALTER DATABASE postgres SET synchronous_commit = on`;
   await applyMigrations(sql, { root: ROOT });
   h = await workHarness({
-    units: new Map<string, WorkUnit>([[effectTask.name, effectTask as unknown as WorkUnit]]),
+    units: new Map<string, WorkUnit>([[effectTask.name, effectTask]]),
     database: { name: 'postgres', url: pg.url, sql, drop: async () => {} },
     visibilitySeconds: VISIBILITY_SECONDS,
   });

@@ -1,4 +1,4 @@
-// Exactly-once holes of the work runtime (issue 11, items 1 and 2), on real services: a handler that
+// Exactly-once holes of the work runtime, on real services: a handler that
 // writes after its attempt ended, and a duplicate delivery past the fifth receive or for a unit this
 // worker does not know while another delivery executes the run.
 import { ChangeMessageVisibilityCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';

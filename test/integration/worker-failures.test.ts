@@ -31,7 +31,7 @@ describe('worker failures', () => {
     const retries = trail.filter((t) => t.event === 'retry_scheduled');
     expect(retries.every((t) => t.error_code === 'FIXTURE_TRANSIENT')).toBe(true);
     // Exponential backoff through visibility: 200 ms base doubling, capped at 1 s, in whole seconds,
-    // drawn with full jitter (issue 14): each delay lies between 0 and its bound [0, 0, 1, 1].
+    // drawn with full jitter: each delay lies between 0 and its bound [0, 0, 1, 1].
     const bounds = [0, 0, 1, 1];
     expect(retries.map((t, i) => { const s = Number(t.detail.retryInSeconds); return s >= 0 && s <= bounds[i]!; })).toEqual([true, true, true, true]);
     expect(trail.find((t) => t.event === 'failed')).toMatchObject({ error_code: 'FIXTURE_TRANSIENT', detail: { receivesExhausted: true } });

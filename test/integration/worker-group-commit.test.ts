@@ -444,7 +444,7 @@ describe('group commit', () => {
       expect((await causalProblems(h.sql, runId)).problems).toEqual([]);
       if (keys[i] === 'commitfail-g') {
         // ...the culprit, alone, is refused again: that attempt fails and its retry commits.
-        expect((await effectsOf(keys[i]!)).map((e) => e.attempt)).toEqual([2]);
+        expect((await effectsOf(keys[i])).map((e) => e.attempt)).toEqual([2]);
         expect(events(trail)).toEqual(['queued', 'received', 'started', 'retry_scheduled', 'received', 'started', 'succeeded']);
         continue;
       }
@@ -600,7 +600,7 @@ describe('group commit', () => {
   it('R-IDM-12 the usual group never reads the ledger by a sequential scan, even through generic plans made while the ledger was small', async () => {
     // postgres.js prepares every statement, and PostgreSQL moves to a generic plan after five runs: a plan
     // made while a new deployment's ledger is small would scan the whole ledger for every group until
-    // the next ANALYZE (bench/results/hot-path-levers-2026-11-24.md, ninth session). Every statement the
+    // the next ANALYZE (bench/results/hot-path-levers-2026-11-24.md). Every statement the
     // runtime sends that reads the ledger is planned here as PostgreSQL's generic plan, on this small ledger.
     const sent = new Set<string>();
     const traced = postgres(h.db.url, { max: 24, onnotice: () => {}, debug: (_connection, query) => sent.add(query) });

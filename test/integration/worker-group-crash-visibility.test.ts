@@ -42,7 +42,7 @@ function startChild(): Promise<ChildProcess> {
   });
   return new Promise((resolve, reject) => {
     proc.once('exit', (code) => reject(new Error(`worker child exited early with ${code}`)));
-    proc.stdout!.on('data', (chunk: Buffer) => {
+    proc.stdout.on('data', (chunk: Buffer) => {
       if (chunk.toString().includes('consuming')) resolve(proc);
     });
   });

@@ -1,4 +1,4 @@
-// Receive linger (issue 18): a busy queue receives in batches. With fewer than half its slots free,
+// Receive linger: a busy queue receives in batches. With fewer than half its slots free,
 // the consumer's next ReceiveMessage waits up to SVC_RECEIVE_LINGER_MS for more to free and then asks
 // for every free slot; it never asks for more than are free, and the wait is bounded.
 // Real fauxqs, PostgreSQL and Redis; the SQS client handed to the runtime only records the

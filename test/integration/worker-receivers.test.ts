@@ -1,4 +1,4 @@
-// Several receives at once (issue 18): a queue with many slots runs several pollers over the same
+// Several receives at once: a queue with many slots runs several pollers over the same
 // slots. During a backlog the receives under way never ask together for more than the free slots;
 // on an idle queue only the first poller receives, with its long poll; a stop ends every poller.
 // Real fauxqs, PostgreSQL and Redis; the SQS client handed to the consumer only records each

@@ -40,7 +40,7 @@ describe('worker registration statements', () => {
     expect([ra!.status, rb!.status, rdone!.status]).toEqual(['running', 'running', 'succeeded']);
     expect(ra!.started_at).not.toBeNull();
     const trailB = await h.trail(b.runId);
-    // Nothing relayed these runs: the delivery proves the send and records it first (issue 11, 4a).
+    // Nothing relayed these runs: the delivery proves the send and records it first.
     expect(events(trailB)).toEqual(['queued', 'sent', 'received']);
     expect(trailB[1]).toMatchObject({ attempt: 0, worker_instance: 'reg-worker', detail: { recorded_by: 'delivery' } });
     expect(trailB[2]).toMatchObject({ attempt: 1, receive_count: 3, worker_instance: 'reg-worker' });

@@ -1,5 +1,5 @@
 // The trail of a run, read ordered by occurred_at then id, tells a causal story on every path of the
-// runtime (issue 11, item 4): sent before received, received before started, started before progress
+// runtime: sent before received, received before started, started before progress
 // and before the attempt's end, the final status event at exactly the run's finished_at, nothing of an
 // attempt after its end. And a delivery whose outbox row is still pending (the relay died between
 // SendMessageBatch and its commit) records the send itself, so the relay does not send it again.

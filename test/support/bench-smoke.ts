@@ -21,11 +21,11 @@ export async function runBenchSmoke(name: string): Promise<BenchSmoke> {
   });
   let out = '';
   let stdout = '';
-  child.stdout!.on('data', (d) => {
+  child.stdout.on('data', (d) => {
     out += String(d);
     stdout += String(d);
   });
-  child.stderr!.on('data', (d) => (out += String(d)));
+  child.stderr.on('data', (d) => (out += String(d)));
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
   return { code, out, stdout };
 }

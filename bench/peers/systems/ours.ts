@@ -223,8 +223,8 @@ export type OursAdapter = SystemAdapter & {
 export function ours(): OursAdapter {
   let ctx: SystemContext;
   let stack: OursStack | undefined;
-  // BENCH_RELAY_SEPARATE=true: the topology measured before the thirteenth session of issue 18
-  // (bench/results/hot-path-levers-2026-11-24.md), the relay in a process of its own.
+  // BENCH_RELAY_SEPARATE=true: the older topology (bench/results/hot-path-levers-2026-11-24.md), the
+  // relay in a process of its own, kept to compare against.
   const separateRelay = process.env.BENCH_RELAY_SEPARATE === 'true';
   const relaySetting = 'wake signal + 5 s sweep, its default batch settings';
   /** The workers process, which runs the relay too unless `separateRelay` (then `relay`). */

@@ -5,8 +5,7 @@ import { errorRef, successSchema } from '../envelope.ts';
 import { HttpError } from '../errors.ts';
 import { runStatusJson } from '../run-status.ts';
 import type { AppDeps } from '../app-deps.ts';
-
-export const TASK_RUNS_READ = 'access.task_runs.read';
+import { TASK_RUNS_READ } from '../../permissions/declarations/access.ts';
 
 const UUID = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
 const instant = (description: string, nullable = false) =>

@@ -33,7 +33,7 @@ export class PayloadSchemaUnrepresentable extends CodedError<'PAYLOAD_SCHEMA_UNR
  */
 export function payloadJsonSchema(schema: ZodType): PayloadJsonSchema {
   try {
-    return z.toJSONSchema(schema, { io: 'input', unrepresentable: 'throw', target: 'draft-2020-12' }) as PayloadJsonSchema;
+    return z.toJSONSchema(schema, { io: 'input', unrepresentable: 'throw', target: 'draft-2020-12' });
   } catch (cause) {
     throw new PayloadSchemaUnrepresentable(
       `payload schema cannot be expressed as JSON Schema (${(cause as Error).message}): use JSON types only (strings, numbers, booleans, arrays, objects; dates as z.iso.datetime())`,

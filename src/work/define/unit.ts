@@ -207,7 +207,7 @@ export function defineTask<S extends z.ZodType>(options: TaskOptions<S>): TaskUn
     idempotencyKey: (options.idempotencyKey as UnitBase['idempotencyKey']) ?? null,
     retry: options.retry ?? null,
     groupCommit: options.groupCommit ?? false,
-    handler: options.handler as UnitHandler<never>,
+    handler: options.handler,
   };
 }
 
@@ -226,7 +226,7 @@ export function defineSubscriber<S extends z.ZodType>(options: SubscriberOptions
     idempotencyKey: (options.idempotencyKey as UnitBase['idempotencyKey']) ?? null,
     retry: options.retry ?? null,
     groupCommit: options.groupCommit ?? false,
-    handler: options.handler as UnitHandler<never>,
+    handler: options.handler,
   };
 }
 
@@ -325,11 +325,4 @@ export function retryProblems(retry: RetryPolicy | null | undefined): string[] {
     }
   }
   return problems;
-}
-
-/** Simultaneous executions a process may hold for these units (the pool rule counts these). */
-export function slotsOf(units: Iterable<WorkUnit>): number {
-  let slots = 0;
-  for (const unit of units) slots += unit.concurrency;
-  return slots;
 }

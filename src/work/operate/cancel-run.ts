@@ -23,7 +23,7 @@
 import type { Sql, TxSql } from '../../db/client.ts';
 import { inUnitOfWork } from '../../db/unit-of-work.ts';
 import { defaultInstanceLabel } from '../runtime/produce/dispatch.ts';
-import { appendTrailEvent, FINAL_RUN_STATUSES, OUTBOX_TABLE, readRun, transitionRun, type RunKey, type RunScope, type RunStatus } from '../runtime/store/run-store.ts';
+import { appendTrailEvent, FINAL_RUN_STATUSES, OUTBOX_TABLE, readRun, transitionRun, type RunKey, type RunStatus } from '../runtime/store/run-store.ts';
 import { CANCELLED, isCancelledOutcome, RunCancelled, isRunCancelled, wasCancelled } from '../runtime/complete/cancellation.ts';
 import { failedOutcome } from '../runtime/complete/failure-outcome.ts';
 import { requireRun } from './find-run.ts';

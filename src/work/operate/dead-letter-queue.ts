@@ -106,7 +106,7 @@ async function receiveBatch(sql: Sql, t: DlqTarget, seen: Set<string>, want: num
   for (const m of messages) {
     if (!m.MessageId || seen.has(m.MessageId)) continue;
     seen.add(m.MessageId);
-    let envelope: Envelope | null = null;
+    let envelope: Envelope | null;
     try {
       envelope = parseEnvelope(m.Body ?? '');
     } catch {
@@ -263,8 +263,8 @@ export async function redriveDeadLetters(sql: Sql, t: DlqTarget, input: DlqRedri
         }
         if (input.dryRun) {
           const earlier = await sql<{ run_id: string }[]>`
-            SELECT run_id::text FROM task_runs WHERE causation_id = ${letter.runId!} AND trigger = 'redrive'
-            UNION ALL SELECT run_id::text FROM platform_task_runs WHERE causation_id = ${letter.runId!} AND trigger = 'redrive'`;
+            SELECT run_id::text FROM task_runs WHERE causation_id = ${letter.runId} AND trigger = 'redrive'
+            UNION ALL SELECT run_id::text FROM platform_task_runs WHERE causation_id = ${letter.runId} AND trigger = 'redrive'`;
           const planned = outcomes.some((o) => o.action === 'would_redrive' && o.letter.runId === letter.runId);
           const wouldRedrive = !earlier[0] && !planned;
           outcomes.push(

@@ -3,9 +3,7 @@
 // own policy (`retry` in its definition): fewer receives than the runtime's 5, its own base and cap.
 // By default the delay is drawn with full jitter (uniform from 0 to the exponential bound), so runs
 // that failed together (a dependency went down) do not all come back at the same second.
-import { MAX_BACKOFF_MS, RUNTIME_MAX_RECEIVES, SQS_MAX_VISIBILITY_SECONDS } from '../../../config/limits.ts';
-
-export { MAX_BACKOFF_MS };
+import { DEFAULT_BACKOFF_BASE_MS, DEFAULT_BACKOFF_CAP_MS, RUNTIME_MAX_RECEIVES, SQS_MAX_VISIBILITY_SECONDS } from '../../../config/limits.ts';
 import type { RetryPolicy, WorkUnit } from '../../define/unit.ts';
 
 export interface BackoffOptions {
@@ -17,8 +15,6 @@ export interface BackoffOptions {
   jitter?: 'full' | 'none';
 }
 
-export const DEFAULT_BACKOFF_BASE_MS = 2_000;
-export const DEFAULT_BACKOFF_CAP_MS = 300_000;
 /**
  * Seconds kept back from what is left of those 12 hours: the queue's receipt came before the worker's
  * (the answer's way back), and the retry's trail row commits before the change goes out.

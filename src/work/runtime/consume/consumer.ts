@@ -12,7 +12,7 @@
 //   (`slots`: one per slot of its units, GROUP_COMMIT_MAX_RUNS per slot of a `groupCommit` unit, whose
 //   slot runs a whole group: worker-runtime.ts messagesForQueue); settled messages waiting for their
 //   delete hold none.
-// - several receives at once (issue 18): sqs-consumer polls one receive at a time, and waits a timer
+// - several receives at once: sqs-consumer polls one receive at a time, and waits a timer
 //   turn (at least 1 ms) after each before the next, so one poller tops out at a few hundred receives a
 //   second however many slots wait. A queue with many slots runs `receivers` pollers (one per two full
 //   batches of slots, at most MAX_RECEIVERS) over the same slots: a receive reserves the slots it asks
@@ -21,7 +21,7 @@
 //   receive while the queue has a backlog (the last receive came back full) and without waiting, so
 //   an idle or lightly loaded queue costs one long poll as before (a server that answers every waiting
 //   poll at each new message, as fauxqs does, would otherwise answer the extra ones empty).
-// - receive linger (issue 18): with fewer than half the slots free (and at most 10), the next receive
+// - receive linger: with fewer than half the slots free (and at most 10), the next receive
 //   waits up to `receiveLingerMs` for more to free. Under load a receive then carries several
 //   messages instead of one as each run ends: fewer ReceiveMessage calls, and the registrations of
 //   one batch share one statement (start-coalescer.ts). An idle or lightly loaded queue (half its

@@ -53,7 +53,7 @@ export async function checkDelivery(deps: RunnerDeps, delivery: Delivery, port: 
     scope,
     tenantId,
     unit,
-    maxReceives: maxReceivesOf(unit, maxReceives), // the unit's retry policy may allow fewer (issue 14)
+    maxReceives: maxReceivesOf(unit, maxReceives), // the unit's retry policy may allow fewer
     // Built on first use: most deliveries never log, and a pino child costs its bindings' serialization.
     get log() {
       const log = deps.logger.child({ runId: envelope.run_id, unit: envelope.name, receiveCount: delivery.receiveCount });

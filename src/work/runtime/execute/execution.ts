@@ -4,8 +4,7 @@
 // settlement stage.
 import { recordRunStarted } from '../../../observe/delivery-metrics.ts';
 import { traceStage } from '../../../observe/work-tracing.ts';
-import type { Sql, TxSql } from '../../../db/client.ts';
-import type { Logger } from 'pino';
+import type { TxSql } from '../../../db/client.ts';
 import { beginPipelined } from '../../../db/pipelined-begin.ts';
 import { boundStage, isStageTimeout } from '../../../db/stage-deadline.ts';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS } from '../../../config/limits.ts';
@@ -65,7 +64,7 @@ export async function deliverAlone(
   let registration: Registration | undefined;
   let evicted: Promise<void> = Promise.resolve();
   let startedAt: string | null = null;
-  let followUpsSince: number | null = null; // run.dispatch/run.publish (issue 14): their rows commit with the effect
+  let followUpsSince: number | null = null; // run.dispatch/run.publish: their rows commit with the effect
   const needsLock = Boolean(c.key) && !early && gate.state !== 'held' && gate.state !== 'completed';
   try {
     // The opening statement goes out with BEGIN (src/db/pipelined-begin.ts). It is harmless outside a
@@ -134,8 +133,8 @@ export async function deliverAlone(
       followUpsSince = followUps.writtenSince();
       // Ledger `completed`, run `succeeded`, trail `succeeded`: one statement, committed with the effect.
       // Sent before COMMIT without waiting (one round trip, not two); if it fails, beginPipelined
-      // throws its error, which takes the failure path exactly as a throw in here would.
-      beforeCommit(
+      // throws its error, which takes the failure path exactly as a throw in here would (so `void`).
+      void beforeCommit(
         finishDelivery(tx, scope, {
           runId: run.runId,
           tenantId,

@@ -305,12 +305,13 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
    * savepoint locks its run row after its handler and releases its savepoint (not awaited: it goes out
    * with the next member's first statement). Kept unreleased, the savepoints would nest and the group's
    * finish would run in the last member's subtransaction; measured, that was no cheaper
-   * (bench/results/hot-path-levers-2026-11-24.md, seventh session).
+   * (bench/results/hot-path-levers-2026-11-24.md).
    */
   async function executeMember(tx: TxSql, s: Executing, savepoint: string): Promise<void> {
     const { c } = s.m;
     const { run, attempt, scheduledFor } = s.registration;
-    let opened: Promise<unknown> | null = null;
+    // Typed by assertion: openSavepoint sets it, and a plain `= null` would narrow it to null below.
+    let opened = null as Promise<unknown> | null;
     const openSavepoint = () => {
       opened = tx.unsafe(`SAVEPOINT ${savepoint}`);
       opened.catch(() => {}); // awaited below; sent in the same write as the statement that needed it

@@ -18,7 +18,7 @@ export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<
       },
       (e: unknown) => {
         signal.removeEventListener('abort', onAbort);
-        reject(e as Error);
+        reject(e);
       },
     );
   });

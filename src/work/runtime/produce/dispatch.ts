@@ -18,10 +18,7 @@ import { MAX_PAYLOAD_BYTES, payloadBytes, type Envelope } from './envelope.ts';
 import { newRunId } from './run-id.ts';
 import { zodPayloadCheck, type PayloadCheck, type PayloadIssue } from '../../define/payload-schema.ts';
 import { insertRun, insertScheduleOrigin, RUN_TABLE, type RunScope, type RunTrigger } from '../store/run-store.ts';
-import { isWorkUnit, type DispatchedRun as PublicDispatchedRun, type TaskUnit, type WorkUnit } from '../../define/unit.ts';
-
-/** tenant (default): runs for one tenant; platform and system: runs without a tenant. */
-export type UnitContext = 'tenant' | 'platform' | 'system';
+import { isWorkUnit, type DispatchedRun as PublicDispatchedRun, type TaskUnit, type UnitContext, type WorkUnit } from '../../define/unit.ts';
 
 /** What dispatch needs to know about a unit (a task, or an event subscriber). */
 export interface DispatchTarget {
@@ -538,7 +535,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       };
       // A savepoint, so a moment that already has its run leaves the caller's transaction usable.
       const fired = await tx.savepoint(async (sp) => {
-        await insertRun(sp as unknown as TxSql, 'platform', {
+        await insertRun(sp, 'platform', {
           runId,
           name: target.name,
           queue: target.queue,
@@ -548,7 +545,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
           correlationId,
           causationId: correlationId,
         });
-        const inserted = await insertScheduleOrigin(sp as unknown as TxSql, {
+        const inserted = await insertScheduleOrigin(sp, {
           runId,
           scheduleName: options.scheduleName,
           executionId: options.executionId,

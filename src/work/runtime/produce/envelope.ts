@@ -58,11 +58,6 @@ export function parseEnvelope(body: string, json?: unknown): Envelope {
   return parsed.data;
 }
 
-/** Whether the run of this envelope lives in the tenant tables (task_runs) or the platform ones. */
-export function envelopeScope(envelope: Pick<Envelope, 'tenant_id'>): 'tenant' | 'platform' {
-  return envelope.tenant_id === undefined ? 'platform' : 'tenant';
-}
-
 export function payloadBytes(payload: unknown): number {
   return Buffer.byteLength(JSON.stringify(payload ?? null), 'utf8');
 }

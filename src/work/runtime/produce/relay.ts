@@ -42,18 +42,16 @@ import { DEFAULT_CAPPED_POLL_MS, dueRowsWaiting, markSent, PLATFORM_MESSAGE_GROU
 import { defaultInstanceLabel } from './dispatch.ts';
 import { appendTrailEvent, FINAL_RUN_STATUSES, insertTrailEvents, OUTBOX_TABLE, RUN_TABLE, transitionRun, type RunRow, type RunScope, type RunStatus, type TrailEventInput } from '../store/run-store.ts';
 import { failedOutcome } from '../complete/failure-outcome.ts';
-import { DEFAULT_OUTBOX_MAX_ATTEMPTS } from '../../../config/limits.ts';
+import { DEFAULT_OUTBOX_MAX_ATTEMPTS, DEFAULT_RELAY_SWEEP_INTERVAL_MS } from '../../../config/limits.ts';
 import { recordRunFinished } from '../../../observe/delivery-metrics.ts';
 import { evictRunStatus } from '../../../kv/run-status-cache.ts';
 import { envelopeBody } from './envelope.ts';
 
-/** Default pause between sweeps when no wake signal arrives. */
-export const DEFAULT_SWEEP_INTERVAL_MS = 5_000;
 /**
  * Default rows locked per outbox per pass (sent in calls of at most 10 messages / 256 KiB). A pass pays
  * its statements and its commit once, whatever its rows: in the work bench's burn-down, 500 instead of
- * 100 took throughput up by about a tenth at 7 % less CPU per run (bench/results/hot-path-levers-2026-11-25.md,
- * twenty-second session). A pass over a steady flow holds a few rows, as before.
+ * 100 took throughput up by about a tenth at 7 % less CPU per run (bench/results/hot-path-levers-2026-11-25.md).
+ * A pass over a steady flow holds a few rows, as before.
  */
 export const DEFAULT_RELAY_BATCH_SIZE = 500;
 /** Who the relay's units of work act as (app.process = relay). */
@@ -353,7 +351,8 @@ async function passAll(
   // sent in this order). They are on the path of every run: a worker that received one of these
   // messages waits for this commit before it records `received` (startDelivery's KEY SHARE on the
   // outbox row), so each round trip here was one more wait before the run could start. A failure of
-  // any of them rolls the whole pass back, both outboxes: the rows stay pending.
+  // any of them rolls the whole pass back, both outboxes: the rows stay pending. Not awaited here (`void`):
+  // beforeCommit holds each one and the COMMIT reports its failure.
   const total: RelayPassResult = { sent: 0, failed: 0, full: false };
   const capped: Array<{ scope: RunScope; capped: boolean | Promise<boolean> }> = [];
   const failedRuns: RunRow[] = [];
@@ -362,12 +361,12 @@ async function passAll(
     const givenUp = await giveUpRefused(tx, scope, o, maxAttempts, instance, log);
     failedRuns.push(...givenUp.failedRuns);
     if (givenUp.done.length > 0) {
-      beforeCommit(tx`UPDATE ${tx(table)} SET attempts = attempts + 1, sent_at = clock_timestamp() WHERE id = ANY(${givenUp.done}::bigint[])`.execute());
+      void beforeCommit(tx`UPDATE ${tx(table)} SET attempts = attempts + 1, sent_at = clock_timestamp() WHERE id = ANY(${givenUp.done}::bigint[])`.execute());
     }
     if (o.sentIds.length > 0) {
-      beforeCommit(tx`UPDATE ${tx(table)} SET sent_at = clock_timestamp() WHERE id = ANY(${o.sentIds}::bigint[])`.execute());
-      beforeCommit(insertTrailEvents(tx, scope, o.sentTrail).execute());
-      if (o.fair) beforeCommit(markSent(tx, scope, o.sentRunIds));
+      void beforeCommit(tx`UPDATE ${tx(table)} SET sent_at = clock_timestamp() WHERE id = ANY(${o.sentIds}::bigint[])`.execute());
+      void beforeCommit(insertTrailEvents(tx, scope, o.sentTrail).execute());
+      if (o.fair) void beforeCommit(markSent(tx, scope, o.sentRunIds));
     }
     if (o.failedIds.length > 0) {
       // With fairness on, a failed row steps aside for a while (1 s, doubling, at most 60 s): the fair
@@ -378,7 +377,7 @@ async function passAll(
       // signals; a row that failed for want of an answer is tried again on the next pass, as before.
       const aside = o.fair !== undefined ? o.failedIds : o.refused.map((r) => r.row.id).filter((id) => o.failedIds.includes(id));
       const stepAside = tx`available_at = CASE WHEN id = ANY(${aside}::bigint[]) THEN clock_timestamp() + least(power(2, attempts), 60) * interval '1 second' ELSE available_at END`;
-      beforeCommit(tx`UPDATE ${tx(table)} SET attempts = attempts + 1, ${stepAside} WHERE id = ANY(${o.failedIds}::bigint[])`.execute());
+      void beforeCommit(tx`UPDATE ${tx(table)} SET attempts = attempts + 1, ${stepAside} WHERE id = ANY(${o.failedIds}::bigint[])`.execute());
     }
     total.sent += o.sentIds.length;
     total.failed += o.failedIds.length + givenUp.done.length;
@@ -483,7 +482,7 @@ export interface Relay {
 
 export function startRelay(options: RelayOptions): Relay {
   const { sql, sqs, queueUrlPrefix } = options;
-  const sweepIntervalMs = options.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS;
+  const sweepIntervalMs = options.sweepIntervalMs ?? DEFAULT_RELAY_SWEEP_INTERVAL_MS;
   const log = options.log ?? silent;
   const passOptions: RelayPassOptions = {
     batchSize: options.batchSize ?? DEFAULT_RELAY_BATCH_SIZE,
