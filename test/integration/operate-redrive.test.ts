@@ -367,9 +367,9 @@ describe('bulk tools do what the operator asked', () => {
       expect(r!.status).toBe(0);
       expect(r!.stdout).not.toMatch(RAW_CONTROL);
     }
-    expect(table!.stdout).toContain('evil\\u001b]0;pwned\\u0007\\u001b[2J\\u009b31m\\u2028\\u202e');
+    expect(table.stdout).toContain('evil\\u001b]0;pwned\\u0007\\u001b[2J\\u009b31m\\u2028\\u202e');
     // JSON stays lossless: the escapes are JSON's own.
-    expect(jsonLines(json!.stdout).map((l) => l.unit)).toContain(evil);
+    expect(jsonLines(json.stdout).map((l) => l.unit)).toContain(evil);
     expect(shown!.stdout).toContain('ctl-\\u009b2J');
     expect(JSON.parse(shownJson!.stdout).run.outcome.error.message).toContain('ctl-\u009b2J\u2029\u001b]0;x\u0007');
     await emptyDlq();
