@@ -149,6 +149,8 @@ export const workersSchema = z
     SVC_VISIBILITY_MAINTENANCE_S: visibilitySeconds(DEFAULT_VISIBILITY_SECONDS.maintenance),
     /** Interval of the heartbeat that extends visibility of a message in progress, ms. Default 20000. */
     SVC_HEARTBEAT_INTERVAL_MS: ms(DEFAULT_HEARTBEAT_INTERVAL_MS),
+    /** `false` when LISTEN cannot hold (a transaction pooler): a running run then learns of its cancel at its heartbeat. Default true. */
+    SVC_CANCEL_LISTEN: booleanFlag.default(true),
     /** Deadline of each wait of a delivery outside its handler (connection, BEGIN, checks, registration, COMMIT), ms: past it the message goes back. Default 15000. */
     SVC_STAGE_TIMEOUT_MS: ms(DEFAULT_STAGE_TIMEOUT_MS),
     /** Base of the exponential backoff of transient failures, ms. Default 2000. */

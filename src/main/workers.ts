@@ -79,6 +79,7 @@ export async function run(args: string[]): Promise<number> {
     workerInstance: `${os.hostname()}:${process.pid}`,
     visibilitySeconds: config.visibilitySeconds,
     heartbeatIntervalMs: config.SVC_HEARTBEAT_INTERVAL_MS,
+    cancelListen: config.SVC_CANCEL_LISTEN,
     stageTimeoutMs: config.SVC_STAGE_TIMEOUT_MS,
     waitSeconds: config.SVC_SQS_WAIT_SECONDS,
     receiveLingerMs: config.SVC_RECEIVE_LINGER_MS,

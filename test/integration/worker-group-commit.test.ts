@@ -426,7 +426,9 @@ describe('group commit', () => {
     await runtime.stop();
     expect(await effectsOf('g-cx-slow')).toEqual([]);
     expect((await h.run(runIds[1]!))).toMatchObject({ attempts: 1, outcome: { error: { code: 'CANCELLED' } } });
-    expect(events(await h.trail(runIds[1]!)).filter((e) => e !== 'sent')).toEqual(['queued', 'received', 'failed']);
+    // Its handler ran: the attempt's `started`, rolled back with the effect, is recorded by its settlement, before the cancel's `failed` in causal order.
+    const { problems, events: causal } = await causalProblems(h.sql, runIds[1]!);
+    expect({ problems, causal }).toEqual({ problems: [], causal: ['queued(0)', 'sent(0)', 'received(1)', 'started(1)', 'failed(1)'] });
     const neighbours = await Promise.all(['g-cx-ok-1', 'g-cx-ok-2'].map(effectsOf));
     expect(neighbours.some((e) => e.length === 1 && e[0]!.txid === handlerTx.get('g-cx-slow#1'))).toBe(true);
   });

@@ -31,6 +31,12 @@ describe('workers configuration', () => {
     expect(problems({ ...base, SVC_RELAY: 'maybe' })[0]!.variable).toBe('SVC_RELAY');
   });
 
+  it('SVC_CANCEL_LISTEN is a boolean defaulting to true (cancels pushed to running handlers)', () => {
+    expect(workersConfig(base).SVC_CANCEL_LISTEN).toBe(true);
+    expect(workersConfig({ ...base, SVC_CANCEL_LISTEN: 'false' }).SVC_CANCEL_LISTEN).toBe(false);
+    expect(problems({ ...base, SVC_CANCEL_LISTEN: 'off' })[0]!.variable).toBe('SVC_CANCEL_LISTEN');
+  });
+
   it('SVC_TENANT_INFLIGHT_MAX is a whole number, 0 (fairness off) allowed, default 40; SVC_SQS_FAIR_GROUPS defaults to true; SVC_RELAY_CAPPED_POLL_MS defaults to 50', () => {
     expect(workersConfig(base).SVC_TENANT_INFLIGHT_MAX).toBe(40);
     expect(workersConfig({ ...base, SVC_TENANT_INFLIGHT_MAX: '0' }).SVC_TENANT_INFLIGHT_MAX).toBe(0);

@@ -6,12 +6,14 @@
 //   and is acknowledged without running (the runner's `final` registration).
 // - running: the same transition, written while the worker's effect transaction is still open. The
 //   cancel locks the run row FOR NO KEY UPDATE, which does not wait for the KEY SHARE locks the effect
-//   transaction holds through its trail rows' foreign keys, so the cancel commits at once. The worker
-//   learns it within one heartbeat interval (cancel-watch.ts), aborts `run.signal` with RunCancelled
-//   and cancels its current statement; the effect transaction rolls back, and its settlement finds
-//   the run no longer `running`, so it writes nothing more and acknowledges the message. Should the
-//   handler finish before the watch ticks, its finishing statement is guarded (running → succeeded
-//   only) and fails, which rolls the effect back just the same. No retry either way.
+//   transaction holds through its trail rows' foreign keys, so the cancel commits at once. Its
+//   NOTIFY (cancel-notices.ts), delivered at that commit, makes the worker read the run at once; its
+//   heartbeat poll (cancel-watch.ts) is the fallback. The worker aborts `run.signal` with
+//   RunCancelled and cancels its current statement; the effect transaction rolls back, and its
+//   settlement finds the run no longer `running`, so it records only the rolled-back attempt's
+//   `started` (the handler did run) and acknowledges the message. Should the handler finish before the
+//   worker hears, its finishing statement is guarded (running → succeeded only) and fails, which rolls
+//   the effect back just the same. No retry either way.
 // - already cancelled: reported again (idempotent). Succeeded, skipped or failed otherwise: refused.
 //
 // A queued run's outbox row still pending is withdrawn in the same transaction (its `sent_at` set, no
@@ -26,6 +28,7 @@ import { defaultInstanceLabel } from '../runtime/produce/dispatch.ts';
 import { appendTrailEvent, FINAL_RUN_STATUSES, OUTBOX_TABLE, readRun, transitionRun, type RunKey, type RunStatus } from '../runtime/store/run-store.ts';
 import { CANCELLED, isCancelledOutcome, RunCancelled, isRunCancelled, wasCancelled } from '../runtime/complete/cancellation.ts';
 import { failedOutcome } from '../runtime/complete/failure-outcome.ts';
+import { notifyCancelled } from '../runtime/execute/cancel-notices.ts';
 import { requireRun } from './find-run.ts';
 import { checkOperatorLabel, checkRunId, OperateError } from './operate-error.ts';
 
@@ -74,6 +77,9 @@ export async function cancelRun(tx: TxSql, input: CancelInput): Promise<CancelRe
     from: ['queued', 'running', 'retrying'],
     outcome: failedOutcome({ code: CANCELLED, type: 'RunCancelled', message }),
   });
+  // Sent at commit to the workers' listeners; a handler may run even for a `queued` run (a group member
+  // whose registration waits for its group's finish), so every cancel notifies.
+  await notifyCancelled(tx, key.runId);
   const outbox = OUTBOX_TABLE[scope];
   const withdrawn = await tx`UPDATE ${tx(outbox)} SET sent_at = clock_timestamp() WHERE id IN (
       SELECT id FROM ${tx(outbox)} WHERE run_id = ${key.runId} AND sent_at IS NULL FOR UPDATE SKIP LOCKED) RETURNING id`;

@@ -24,6 +24,7 @@ import { startLocalScheduler, type LocalScheduler } from './maintain/scheduler.t
 import { schemaHolds } from './schema-gate.ts';
 import { databaseIdentityOf } from '../../kv/database-identity.ts';
 import { SlotLimit } from './consume/slot-limit.ts';
+import { listenForCancels } from './execute/cancel-notices.ts';
 import { StageWatch } from './consume/stage-watch.ts';
 import { DEFAULT_STAGE_TIMEOUT_MS } from '../../config/limits.ts';
 import { TenantSlots } from './consume/tenant-slots.ts';
@@ -83,6 +84,12 @@ export interface WorkerRuntimeOptions {
   redisProbeIntervalMs?: number;
   /** Bound of one Redis probe and of the relay's wake wait beyond its block time, ms (SVC_REDIS_COMMAND_TIMEOUT_MS). Default 500. */
   redisTimeoutMs?: number;
+  /**
+   * Listen for operators' cancels (LISTEN svc_run_cancelled, one connection outside the pool) so a
+   * running handler is aborted at once; off (behind a transaction pooler, where LISTEN does not hold),
+   * a cancel is seen at the next heartbeat poll. Default true.
+   */
+  cancelListen?: boolean;
   /** Port of /healthz and /readyz; 0 picks a free one; null serves none. Default null. */
   healthPort?: number | null;
   healthHost?: string;
@@ -166,6 +173,8 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
   // their database paths at once instead of paying the command timeout on every call.
   const redisHealth = o.redis ? watchRedis(o.redis, { intervalMs: o.redisProbeIntervalMs, timeoutMs: o.redisTimeoutMs, logger: log }) : undefined;
   const usableRedis = () => (redisHealth?.up ? o.redis : undefined);
+  // Pushed cancels (src/work/runtime/execute/cancel-notices.ts); the heartbeat poll is the fallback.
+  const cancelNotices = o.cancelListen === false ? undefined : listenForCancels(o.sql, log);
   const runner: RunnerDeps = {
     sql: o.sql,
     get redis() {
@@ -181,7 +190,8 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
     backoff: o.backoff ?? {},
     maxReceives: o.maxReceives,
     releaseSignal: release.signal,
-    // A cancel is seen within one heartbeat interval (src/work/runtime/execute/cancel-watch.ts).
+    // A cancel is pushed (cancelNotices), else seen within one heartbeat interval (src/work/runtime/execute/cancel-watch.ts).
+    cancelNotices,
     cancelCheckIntervalMs: o.heartbeatIntervalMs,
     starts: new StartCoalescer(o.sql),
     groups: GroupCommits.forUnits(consumed, AbortSignal.any([stopping.signal, release.signal])),
@@ -365,6 +375,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
       await relay?.stop();
       await health?.close();
       redisHealth?.stop();
+      await cancelNotices?.stop();
       log.info('workers stopped');
     },
   };

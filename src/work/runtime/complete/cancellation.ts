@@ -30,6 +30,20 @@ export async function isRunCancelled(sql: Sql | TxSql, scope: RunScope, key: Run
   return row?.cancelled === true;
 }
 
+/**
+ * When an operator cancelled the run during `attempt` (its `failed` ends that attempt): the instant to
+ * record that attempt's rolled-back `started` at, `startedAt` or, for an attempt that started after the
+ * cancel committed (before its worker heard of it), the cancel's, so nothing of the attempt follows the
+ * run's final event. Null when the run was not cancelled during this attempt.
+ */
+export async function cancelledStartInstant(tx: TxSql, scope: RunScope, key: RunKey, attempt: number, startedAt: string): Promise<string | null> {
+  const [row] = await tx<{ at: string }[]>`
+    SELECT least(${startedAt}::text::timestamptz, finished_at)::text AS at FROM ${tx(RUN_TABLE[scope])}
+     WHERE run_id = ${key.runId} ${key.tenantId ? tx`AND tenant_id = ${key.tenantId}` : tx``}
+       AND status = 'failed' AND outcome->'error'->>'code' = ${CANCELLED} AND attempts = ${attempt} AND finished_at IS NOT NULL`;
+  return row?.at ?? null;
+}
+
 /** True for the outcome of a cancelled run (the runner acknowledges its message without dead-lettering it). */
 export function wasCancelled(run: { status: RunStatus; outcome: Record<string, unknown> }): boolean {
   return run.status === 'failed' && isCancelledOutcome(run.outcome);

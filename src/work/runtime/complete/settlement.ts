@@ -30,7 +30,7 @@ import {
   type Failure,
 } from '../execute/context.ts';
 import type { Registration } from '../execute/registration.ts';
-import { wasCancelled } from './cancellation.ts';
+import { cancelledStartInstant, wasCancelled } from './cancellation.ts';
 import { failedOutcome } from './failure-outcome.ts';
 import { finalDeliveryNote } from './final-delivery.ts';
 
@@ -148,6 +148,18 @@ async function rememberStart(tx: TxSql, c: DeliveryContext, run: RunRow, attempt
 }
 
 /**
+ * The run left `running` under this attempt. When an operator's cancel moved it (its `failed` ends
+ * the attempt), the attempt's `started`, written in the effect transaction the cancel rolled back, is
+ * recorded here as any rolled-back attempt's, so the trail shows that the handler ran. Anyone else's
+ * settlement recorded this attempt's end itself: nothing is written.
+ */
+async function rememberCancelledStart(tx: TxSql, c: DeliveryContext, run: RunRow, attempt: number, startedAt: string | null): Promise<void> {
+  if (startedAt === null) return;
+  const at = await cancelledStartInstant(tx, c.scope, { runId: run.runId, tenantId: c.tenantId }, attempt, startedAt);
+  if (at !== null) await trail(tx, c, run, 'started', attempt, { detail: { startedAt, effect: 'rolled_back', cancelled: true }, occurredAt: at });
+}
+
+/**
  * A group member whose registration was deferred to its group's finish (group-execution.ts), whose run
  * was settled by someone else (an operator's cancel) before that registration was written: the attempt
  * is counted and its `received` and rolled-back `started` recorded at their instants, so the trail
@@ -178,7 +190,10 @@ export async function giveBackUnstarted(c: DeliveryContext): Promise<DeliveryRes
 
 export async function release(c: DeliveryContext, run: RunRow, attempt: number, startedAt: string | null): Promise<DeliveryResult> {
   const released = await inUnitOfWork(c.deps.sql, c.actor, async (tx) => {
-    if (!(await transitionRun(tx, c.scope, { runId: run.runId, tenantId: c.tenantId, to: 'queued', from: ['running'] }))) return false;
+    if (!(await transitionRun(tx, c.scope, { runId: run.runId, tenantId: c.tenantId, to: 'queued', from: ['running'] }))) {
+      await rememberCancelledStart(tx, c, run, attempt, startedAt);
+      return false;
+    }
     await rememberStart(tx, c, run, attempt, startedAt);
     await trail(tx, c, run, 'released_on_shutdown', attempt);
     return true;
@@ -198,7 +213,10 @@ export async function settleFailure(c: DeliveryContext, run: RunRow, f: Failure,
     const delaySeconds = retryDelayOf(c);
     const moved = await voidIfMovedOn(c, async (tx) => {
       // running → retrying only: a run another delivery already settled keeps its settlement.
-      if (!(await transitionRun(tx, c.scope, { runId: run.runId, tenantId: c.tenantId, to: 'retrying', from: ['running'] }))) throw new RunMovedOn();
+      if (!(await transitionRun(tx, c.scope, { runId: run.runId, tenantId: c.tenantId, to: 'retrying', from: ['running'] }))) {
+        await rememberCancelledStart(tx, c, run, attempt, startedAt);
+        return 'moved';
+      }
       if (c.key) await failKey(tx, ledgerScope(c), c.key, c.fingerprint!, 'failed_retryable', c.deps.retentionMs);
       await rememberStart(tx, c, run, attempt, startedAt);
       await trail(tx, c, run, 'retry_scheduled', attempt, { ...errorFields, detail: { message: f.message, retryInSeconds: delaySeconds } });
@@ -214,7 +232,10 @@ export async function settleFailure(c: DeliveryContext, run: RunRow, f: Failure,
   const moved = await voidIfMovedOn(c, async (tx) => {
     // running → failed only (an early failure or the fifth receive made the run `running` first).
     // The outcome says why, publicly (src/work/runtime/complete/failure-outcome.ts).
-    if (!(await transitionRun(tx, c.scope, { runId: run.runId, tenantId: c.tenantId, to: 'failed', from: ['running'], outcome: failedOutcome(f) }))) throw new RunMovedOn();
+    if (!(await transitionRun(tx, c.scope, { runId: run.runId, tenantId: c.tenantId, to: 'failed', from: ['running'], outcome: failedOutcome(f) }))) {
+      await rememberCancelledStart(tx, c, run, attempt, startedAt);
+      return 'moved';
+    }
     // A reused key belongs to another request: its ledger row is left as it is.
     if (c.key && !reuse) await failKey(tx, ledgerScope(c), c.key, c.fingerprint!, 'failed_permanent', c.deps.retentionMs);
     await rememberStart(tx, c, run, attempt, startedAt);
@@ -280,11 +301,13 @@ async function retryAfterOrFallBack(c: DeliveryContext, run: RunRow, attempt: nu
   }
 }
 
-/** Runs a settling unit of work; true (and nothing written) when it found the run no longer running. */
-async function voidIfMovedOn(c: DeliveryContext, work: (tx: TxSql) => Promise<void>): Promise<boolean> {
+/**
+ * Runs a settling unit of work; true when it found the run no longer running: it returned 'moved'
+ * (committing only what it wrote for the attempt's trail) or threw RunMovedOn (nothing written).
+ */
+async function voidIfMovedOn(c: DeliveryContext, work: (tx: TxSql) => Promise<void | 'moved'>): Promise<boolean> {
   try {
-    await inUnitOfWork(c.deps.sql, c.actor, work);
-    return false;
+    return (await inUnitOfWork(c.deps.sql, c.actor, work)) === 'moved';
   } catch (error) {
     if (error instanceof RunMovedOn) return true;
     throw error;

@@ -14,6 +14,7 @@ import { releaseGate, type GateState, type LedgerScope } from '../store/idempote
 import { appendTrailEvent, type ActorSettings, type RunRow, type RunScope, type TrailEventName } from '../store/run-store.ts';
 import type { WorkUnit } from '../../define/unit.ts';
 import type { StartCoalescer } from './start-coalescer.ts';
+import type { CancelNotices } from './cancel-notices.ts';
 
 export interface Delivery {
   messageId: string;
@@ -86,6 +87,8 @@ export interface RunnerDeps {
   maxReceives?: number;
   /** Aborted at the end of the drain window: running handlers are released back to the queue. */
   releaseSignal?: AbortSignal;
+  /** The process's listener for pushed cancels (cancel-notices.ts); none: the poll alone. Default none. */
+  cancelNotices?: CancelNotices | undefined;
   /** How often a running handler's run is checked for an operator's cancel, ms: the heartbeat interval. Default 20000. */
   cancelCheckIntervalMs?: number;
   /** A group member's handler running this long has its run registered (`running`) on its own, ms. Default RUNNING_VISIBLE_AFTER_MS. */

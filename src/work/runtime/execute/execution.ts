@@ -50,7 +50,7 @@ export async function deliverAlone(
   const controller = new AbortController();
   const timeoutMs = (unit?.timeoutSeconds ?? 60) * 1000;
   let timer: NodeJS.Timeout | undefined;
-  // Polls for an operator's cancel while the handler runs (src/work/runtime/execute/cancel-watch.ts).
+  // Learns of an operator's cancel while the handler runs: pushed, and polled as the fallback (cancel-watch.ts).
   let cancelWatch: CancelWatch | undefined;
   // The effect transaction's backend while it is open: a release cancels its current statement, or
   // the ROLLBACK would queue behind a handler statement (pg_sleep, a lock wait) past the stop budget.
@@ -99,6 +99,7 @@ export async function deliverAlone(
         scope,
         run: { runId: run.runId, tenantId },
         intervalMs: deps.cancelCheckIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS,
+        notices: deps.cancelNotices,
         // As a release: abort the handler and cancel its statement; settlement then finds the run failed and acks.
         onCancel: (reason) => {
           controller.abort(reason);

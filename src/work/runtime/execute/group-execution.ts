@@ -324,6 +324,7 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
       scope,
       run: { runId: run.runId, tenantId },
       intervalMs: deps.cancelCheckIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS,
+      notices: deps.cancelNotices,
       onCancel: (reason) => {
         s.controller.abort(reason);
         // Alone in its group, the backend is this run's only: its statement is cancelled at once.
