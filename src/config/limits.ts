@@ -135,3 +135,6 @@ export const DEFAULT_SQS_REQUEST_TIMEOUT_MS = 10_000;
  * passes); the cap's margin over the running slots must cover one poll of finishes.
  */
 export const DEFAULT_CAPPED_POLL_MS = 50;
+
+/** Default deadline of each database wait of a relay or rescue pass, ms: far above a healthy pass (a few ms to a few hundred). */
+export const DEFAULT_PASS_DEADLINE_MS = 60_000;

@@ -8,7 +8,9 @@
 //
 // The bounds travel with the delivery through AsyncLocalStorage, so the database helpers a delivery
 // calls (src/db/pipelined-begin.ts, every unit of work it opens) are bounded without each caller
-// passing a deadline down; outside a delivery (the API, the relay, the migrator) nothing is bounded here.
+// passing a deadline down. The relay's and the rescuer's passes run under bounds of their own
+// (passBounds): a pass stuck on the driver would otherwise stop every send for good. The API and the
+// migrator are not bounded here.
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { CodedError } from '../errors/coded-error.ts';
 
@@ -88,4 +90,12 @@ export function boundStage<T>(stage: string, promise: Promise<T>, onLate?: (valu
 
 export function isStageTimeout(error: unknown): error is StageTimedOut {
   return error instanceof StageTimedOut;
+}
+
+/**
+ * Bounds for one pass of a background loop (the relay, the rescuer): a wait past `ms` abandons the pass
+ * (StageTimedOut, which the loop logs) and the next pass starts on a fresh connection.
+ */
+export function passBounds(ms: number, onMissed: (stage: string) => void): StageBounds {
+  return { ms, missed: onMissed, met: () => {} };
 }

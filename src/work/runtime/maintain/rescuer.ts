@@ -21,7 +21,8 @@ import { GetQueueAttributesCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import type { Redis } from 'ioredis';
 import type { Sql, TxSql } from '../../../db/client.ts';
 import { inUnitOfWork, type Actor } from '../../../db/unit-of-work.ts';
-import { DEFAULT_RESCUE_INTERVAL_MS, DEFAULT_RESCUE_MARGIN_MS, DEFAULT_RESCUE_MAX } from '../../../config/limits.ts';
+import { DEFAULT_PASS_DEADLINE_MS, DEFAULT_RESCUE_INTERVAL_MS, DEFAULT_RESCUE_MARGIN_MS, DEFAULT_RESCUE_MAX } from '../../../config/limits.ts';
+import { passBounds, withStageBounds } from '../../../db/stage-deadline.ts';
 import { evictRunStatus } from '../../../kv/run-status-cache.ts';
 import { signalOutbox } from '../../../kv/wake.ts';
 import { recordRunFinished } from '../../../observe/delivery-metrics.ts';
@@ -226,6 +227,8 @@ export async function rescuePass(o: RescuePassOptions, cursors: RescueCursors = 
 export interface RescuerOptions extends RescuePassOptions {
   /** Pause between passes, ms; default DEFAULT_RESCUE_INTERVAL_MS (30000). */
   intervalMs?: number;
+  /** Deadline of each database wait of a pass, ms; default DEFAULT_PASS_DEADLINE_MS (60000). */
+  passDeadlineMs?: number;
 }
 
 export interface Rescuer {
@@ -249,10 +252,14 @@ export function startRescuer(options: RescuerOptions): Rescuer {
   let stopping = false;
   let wake: (() => void) | undefined;
   const cursors: RescueCursors = {};
+  // Bounded as the relay's passes: a pass stuck on the driver after a database restart is abandoned.
+  const bounds = passBounds(options.passDeadlineMs ?? DEFAULT_PASS_DEADLINE_MS, (stage) =>
+    log.warn({ stage }, 'a rescue pass did not finish its wait within its deadline: the pass is abandoned and the next one starts'),
+  );
   const loop = (async () => {
     while (!stopping) {
       try {
-        await rescuePass(options, cursors);
+        await withStageBounds(bounds, () => rescuePass(options, cursors));
       } catch (error) {
         log.error({ err: error }, 'rescue pass failed; retried after the interval');
       }

@@ -29,6 +29,8 @@ import type { Redis } from 'ioredis';
 import type { Sql, TxSql } from '../../../db/client.ts';
 import { COMMIT_WITHOUT_FLUSH } from '../../../db/commit-without-flush.ts';
 import { beginPipelined } from '../../../db/pipelined-begin.ts';
+import { passBounds, withStageBounds } from '../../../db/stage-deadline.ts';
+import { DEFAULT_PASS_DEADLINE_MS } from '../../../config/limits.ts';
 import { actorContextSelect, type Actor } from '../../../db/unit-of-work.ts';
 import { markRelayCapped, RECENT_WRITE_MS, waitForWake, type WakeSignal } from '../../../kv/wake.ts';
 import { startBacklogSampler } from '../../../observe/backlog.ts';
@@ -456,6 +458,8 @@ export interface RelayOptions extends RelayPassOptions {
   wakeTimeoutMs?: number;
   /** With fairness on, how soon to look again while due rows wait for room; default 50 ms (SVC_RELAY_CAPPED_POLL_MS). */
   cappedPollMs?: number;
+  /** Deadline of each wait of a pass on the database (a reserve, BEGIN, the pass's body, COMMIT), ms; default 60000. */
+  passDeadlineMs?: number;
 }
 
 /**
@@ -561,6 +565,9 @@ export function startRelay(options: RelayOptions): Relay {
     let lastEveryRow = -Infinity;
     // The last pass found the cap holding rows back.
     let wasCapped = false;
+    const bounds = passBounds(options.passDeadlineMs ?? DEFAULT_PASS_DEADLINE_MS, (stage) =>
+      log.warn({ stage }, 'a relay pass did not finish its wait within its deadline: the pass is abandoned and the next one starts'),
+    );
     while (!stopping) {
       let again = false;
       let cappedScopes: RunScope[] = [];
@@ -576,7 +583,10 @@ export function startRelay(options: RelayOptions): Relay {
       if (windowFrom === null) lastEveryRow = passStart;
       try {
         const windowMs = windowFrom === null ? undefined : passStart - windowFrom;
-        const result = await relayPass(sql, sqs, queueUrlPrefix, { ...passOptions, windowMs }, scopes);
+        // Bounded: after a database restart a reserve or BEGIN can stay pending for ever, and with it
+        // every later send; past the deadline the pass is abandoned (its session ended, nothing marked
+        // sent) and the next one starts.
+        const result = await withStageBounds(bounds, () => relayPass(sql, sqs, queueUrlPrefix, { ...passOptions, windowMs }, scopes));
         if (result.sent > 0 || result.failed > 0) log.debug({ ...result }, 'outbox relay pass');
         // A poller may hold the queued status of a run this pass failed.
         if (result.failedRuns) await evictRunStatus(options.redis, result.failedRuns);
