@@ -18,7 +18,7 @@ let proxy: StallingProxy;
 let relaySql: Sql;
 
 beforeAll(async () => {
-  h = await workHarness({ redis: false, units: new Map<string, WorkUnit>([[effectTask.name, effectTask as unknown as WorkUnit]]) });
+  h = await workHarness({ redis: false, units: new Map<string, WorkUnit>([[effectTask.name, effectTask]]) });
   proxy = await stallingProxy(h.db.url);
   relaySql = createSql(proxy.url, { max: 4 });
 }, 60_000);
