@@ -18,7 +18,8 @@ import { MAX_PAYLOAD_BYTES, payloadBytes, type Envelope } from './envelope.ts';
 import { newRunId } from './run-id.ts';
 import { zodPayloadCheck, type PayloadCheck, type PayloadIssue } from '../../define/payload-schema.ts';
 import { insertRun, insertScheduleOrigin, RUN_TABLE, type RunScope, type RunTrigger } from '../store/run-store.ts';
-import { isWorkUnit, type DispatchedRun as PublicDispatchedRun, type TaskUnit, type WorkUnit } from '../../define/unit.ts';
+import { isWorkUnit, type DispatchedRun as PublicDispatchedRun, type TaskUnit, type UniqueDispatchOptions, type WorkUnit } from '../../define/unit.ts';
+import { claimUniqueKeys, uniqueKeys, uniqueRule, type KeyedRun } from './unique-dispatch.ts';
 
 /** tenant (default): runs for one tenant; platform and system: runs without a tenant. */
 export type UnitContext = 'tenant' | 'platform' | 'system';
@@ -47,7 +48,8 @@ export type DispatchErrorCode =
   | 'UNIT_NOT_REGISTERED'
   | 'RUN_ACTOR_REFUSED'
   | 'DISPATCH_DELAY_INVALID'
-  | 'DISPATCH_BATCH_INVALID';
+  | 'DISPATCH_BATCH_INVALID'
+  | 'DISPATCH_UNIQUE_INVALID';
 
 export class DispatchError extends CodedError<DispatchErrorCode> {
   /** Machine-readable facts for logs and error bodies; never payload values. */
@@ -67,7 +69,7 @@ export interface DispatcherDeps {
   instance?: string;
 }
 
-export interface DispatchOptions {
+export interface DispatchOptions<P = unknown> extends UniqueDispatchOptions<P> {
   /** Who dispatches: a user (of a tenant) or a system process (with or without tenant). */
   actor: Actor;
   /** Seconds before the relay may send the message (becomes available_at); default 0. */
@@ -96,6 +98,7 @@ export interface DispatchedRun extends PublicDispatchedRun {
 export interface Dispatcher {
   /** Writes run, trail, actor and outbox rows for one task. */
   dispatchTask(tx: TxSql, name: string, payload: unknown, options: DispatchOptions): Promise<DispatchedRun>;
+  // With a unique key (options.uniqueKey), both return the run the key already has (deduplicated: true) instead of writing one.
   /** One run per payload in a few multi-row statements; all or nothing, a refusal names each bad index. */
   dispatchMany(tx: TxSql, name: string, payloads: readonly unknown[], options: DispatchOptions): Promise<DispatchedRun[]>;
   /** Writes one run + outbox row per subscriber, each with its own run id; [] without subscribers. */
@@ -263,6 +266,8 @@ interface RunWrite {
   causationId: string;
   delaySeconds: number;
   event?: { type: string; version: number };
+  /** Recorded in the `queued` event's detail, where a later unique dispatch finds the run (unique-dispatch.ts). */
+  uniqueKey?: string;
 }
 
 function envelopeOf(w: RunWrite, runId: string): Envelope {
@@ -299,6 +304,7 @@ async function writeTrailsAndOutbox(
       trigger: w.trigger,
       ...(w.delaySeconds > 0 ? { delay_seconds: w.delaySeconds } : {}),
       ...(w.event ? { event: w.event.type, version: w.event.version } : {}),
+      ...(w.uniqueKey !== undefined ? { unique_key: w.uniqueKey } : {}),
     }),
   );
   const envelopeTexts = envelopes.map((e) => JSON.stringify(e));
@@ -371,6 +377,80 @@ async function writeRuns(tx: TxSql, instance: string, writes: readonly RunWrite[
       SELECT r, ${tenantId}::bigint, ${first.user.userId}::bigint, ${first.user.membershipId}::bigint FROM unnest(${runIds}::uuid[]) AS u(r)`);
   }
   return writeTrailsAndOutbox(tx, instance, writes, runIds, pending);
+}
+
+/** The run a unique key already has, as a dispatch returns it. */
+function keyedRun(target: DispatchTarget, tenantId: string | null, found: KeyedRun): DispatchedRun {
+  return {
+    runId: found.runId,
+    scope: tenantId === null ? 'platform' : 'tenant',
+    tenantId,
+    name: target.name,
+    queue: found.queue as DispatchTarget['queue'],
+    kind: 'task',
+    // Its outbox row's envelope; once that row is purged, the envelope rebuilt without the payload.
+    envelope: found.envelope ?? {
+      run_id: found.runId,
+      kind: 'task',
+      name: target.name,
+      ...(tenantId !== null ? { tenant_id: tenantId } : {}),
+      payload: null,
+      correlation_id: found.correlationId,
+      causation_id: found.causationId,
+    },
+    deduplicated: true,
+  };
+}
+
+/**
+ * writeRuns for task dispatches that may carry unique keys: locks the keys and finds their runs first
+ * (unique-dispatch.ts), returns those runs for their payloads, and writes only the rest, once per key
+ * (a later payload of the batch with a key written here gets the same run). `inputs`: the caller's
+ * payloads, which the key function sees.
+ */
+async function writeTaskRuns(
+  tx: TxSql,
+  instance: string,
+  writes: readonly RunWrite[],
+  inputs: readonly unknown[],
+  options: DispatchOptions,
+): Promise<DispatchedRun[]> {
+  if (options.uniqueKey === undefined || writes.length === 0) return writeRuns(tx, instance, writes);
+  const { target, tenantId } = writes[0]!;
+  const refuse = (message: string) =>
+    new DispatchError('DISPATCH_UNIQUE_INVALID', `unique dispatch of ${target.name}: ${message}`, { unit: target.name });
+  const rule = uniqueRule(options);
+  if (typeof rule === 'string') throw refuse(rule);
+  const keys = uniqueKeys(options.uniqueKey, inputs);
+  if (typeof keys === 'string') throw refuse(keys);
+  const keyed = keys.filter((k): k is string => k !== undefined);
+  if (keyed.length === 0) return writeRuns(tx, instance, writes);
+  const scope: RunScope = tenantId === null ? 'platform' : 'tenant';
+  const { isolation, runs } = await claimUniqueKeys(tx, scope, tenantId, target.name, keyed, rule);
+  if (isolation !== 'read committed') {
+    throw refuse(`it needs a READ COMMITTED transaction (this one is ${isolation}): a run committed while the dispatch waited on its key would be invisible to it`);
+  }
+  // A run written by this batch is queued, so it holds its key for the batch's later payloads exactly
+  // when a queued run would hold it for a later dispatch.
+  const batchHolds = rule.states.includes('queued') || rule.forSeconds > 0;
+  const fresh: RunWrite[] = [];
+  const firstOfKey = new Map<string, number>();
+  const plan = writes.map((w, i): { existing: KeyedRun } | { fresh: number; again: boolean } => {
+    const key = keys[i];
+    if (key === undefined) return { fresh: fresh.push(w) - 1, again: false };
+    const existing = runs.get(key);
+    if (existing) return { existing };
+    const seen = firstOfKey.get(key);
+    if (seen !== undefined && batchHolds) return { fresh: seen, again: true };
+    const at = fresh.push({ ...w, uniqueKey: key }) - 1;
+    firstOfKey.set(key, at);
+    return { fresh: at, again: false };
+  });
+  const written = await writeRuns(tx, instance, fresh);
+  return plan.map((p) => {
+    if ('existing' in p) return keyedRun(target, tenantId, p.existing);
+    return p.again ? { ...written[p.fresh]!, deduplicated: true } : written[p.fresh]!;
+  });
 }
 
 /** Awaits every pipelined statement (none left unobserved), then rethrows the first failure. */
@@ -496,7 +576,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       checkContext(target, tenantId);
       const delaySeconds = checkDelay(name, options.delaySeconds);
       const checked = checkPayload(target, payload);
-      const [run] = await writeRuns(tx, instance, taskWrites(target, tenantId, [checked], options, delaySeconds));
+      const [run] = await writeTaskRuns(tx, instance, taskWrites(target, tenantId, [checked], options, delaySeconds), [payload], options);
       return run!;
     },
 
@@ -507,7 +587,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       checkContext(target, tenantId);
       const delaySeconds = checkDelay(name, options.delaySeconds);
       const checked = checkPayloads(target, batch);
-      return writeRuns(tx, instance, taskWrites(target, tenantId, checked, options, delaySeconds));
+      return writeTaskRuns(tx, instance, taskWrites(target, tenantId, checked, options, delaySeconds), batch, options);
     },
 
     async publishEvent(tx, type, version, payload, options) {
@@ -572,7 +652,7 @@ class MomentTaken extends Error {}
 // ───────────── typed dispatch, where unit code is importable ─────────────
 
 /** Options of typed dispatch: those of DispatchOptions plus the trail's instance label. */
-export interface UnitDispatchOptions extends DispatchOptions {
+export interface UnitDispatchOptions<P = unknown> extends DispatchOptions<P> {
   /** Names this process in trail rows (1..128 chars); default `<hostname>:<pid>`. */
   instance?: string;
 }
@@ -601,9 +681,10 @@ export async function dispatchTask<S extends ZodType>(
   tx: TxSql,
   unit: TaskUnit<S>,
   payload: z.input<S>,
-  options: UnitDispatchOptions,
+  options: UnitDispatchOptions<z.input<S>>,
 ): Promise<DispatchedRun> {
-  return unitDispatcher(unit, options.instance).dispatchTask(tx, unit.name, payload, options);
+  // The key function sees the caller's payload, typed here by the unit's schema.
+  return unitDispatcher(unit, options.instance).dispatchTask(tx, unit.name, payload, options as DispatchOptions);
 }
 
 /**
@@ -615,7 +696,7 @@ export async function dispatchMany<S extends ZodType>(
   tx: TxSql,
   unit: TaskUnit<S>,
   payloads: ReadonlyArray<z.input<S>>,
-  options: UnitDispatchOptions,
+  options: UnitDispatchOptions<z.input<S>>,
 ): Promise<DispatchedRun[]> {
-  return unitDispatcher(unit, options.instance).dispatchMany(tx, unit.name, payloads, options);
+  return unitDispatcher(unit, options.instance).dispatchMany(tx, unit.name, payloads, options as DispatchOptions);
 }
