@@ -35,8 +35,15 @@ export interface DispatchTarget {
   check?: PayloadCheck;
 }
 
-/** Most runs one bulk call writes; a larger batch is refused with DISPATCH_BATCH_INVALID (split it). */
-export const MAX_BULK_RUNS = 10_000;
+/**
+ * Most payloads one bulk call takes (all checked, and held, in memory at once); a larger list is refused
+ * with DISPATCH_BATCH_TOO_LARGE. Any list up to it is written in chunks of BULK_CHUNK_RUNS, in the
+ * caller's one transaction: all or nothing.
+ */
+export const MAX_BULK_RUNS = 1_000_000;
+
+/** Runs one multi-row statement writes; a longer list goes out as several (the caller never chunks). */
+export const BULK_CHUNK_RUNS = 10_000;
 
 export type ResolveUnit = (name: string) => DispatchTarget | undefined;
 export type ResolveSubscribers = (type: string, version: number) => readonly DispatchTarget[];
@@ -49,6 +56,7 @@ export type DispatchErrorCode =
   | 'RUN_ACTOR_REFUSED'
   | 'DISPATCH_DELAY_INVALID'
   | 'DISPATCH_BATCH_INVALID'
+  | 'DISPATCH_BATCH_TOO_LARGE'
   | 'DISPATCH_UNIQUE_INVALID';
 
 export class DispatchError extends CodedError<DispatchErrorCode> {
@@ -221,7 +229,7 @@ function checkPayloads(target: DispatchTarget, payloads: readonly unknown[]): un
     ];
     throw new DispatchError(
       invalid.length > 0 ? 'PAYLOAD_INVALID' : 'PAYLOAD_TOO_LARGE',
-      `${invalid.length + tooLarge.length} of ${payloads.length} payloads of ${target.name} were refused, so none was dispatched: ${parts.join(' | ')}`,
+      `${invalid.length + tooLarge.length} of ${payloads.length} payloads of ${target.name} were refused, so none of the ${payloads.length} was dispatched: ${parts.join(' | ')}`,
       { unit: target.name, invalid, tooLarge, maxBytes: MAX_PAYLOAD_BYTES },
     );
   }
@@ -234,8 +242,8 @@ function checkBatch(name: string, payloads: unknown): readonly unknown[] {
   }
   if (payloads.length > MAX_BULK_RUNS) {
     throw new DispatchError(
-      'DISPATCH_BATCH_INVALID',
-      `${payloads.length} payloads of ${name} in one call; at most ${MAX_BULK_RUNS} are accepted: split the batch`,
+      'DISPATCH_BATCH_TOO_LARGE',
+      `${payloads.length} payloads of ${name} in one call, so none was dispatched; at most ${MAX_BULK_RUNS} are accepted: split the list over several transactions`,
       { unit: name, count: payloads.length, max: MAX_BULK_RUNS },
     );
   }
@@ -346,7 +354,7 @@ async function writeTrailsAndOutbox(
 
 /**
  * Writes runs (queued), their user-actor rows, `queued` events and outbox rows: four multi-row
- * statements at most, for one run or ten thousand. All writes share one tenant (or none) and one actor.
+ * statements per chunk of BULK_CHUNK_RUNS (10,000) runs. All writes share one tenant (or none) and one actor.
  * Each run reads the database clock once for queued_at and updated_at (two column defaults would read
  * it twice, and a run whose updated_at came out later would count as sent in the in-flight indexes of
  * sql/work/0018_tenant-fairness.sql before the relay sent it), as insertRun does. The reading is taken
@@ -354,6 +362,18 @@ async function writeTrailsAndOutbox(
  * list is volatile), so each row gets the clock at its own insert, as a column default would.
  */
 async function writeRuns(tx: TxSql, instance: string, writes: readonly RunWrite[]): Promise<DispatchedRun[]> {
+  if (writes.length <= BULK_CHUNK_RUNS) return writeRunChunk(tx, instance, writes);
+  // One statement per chunk, all in the caller's transaction: a failure of any aborts it, so a refused
+  // list leaves nothing written whatever chunk failed.
+  const runs: DispatchedRun[] = [];
+  for (let at = 0; at < writes.length; at += BULK_CHUNK_RUNS) {
+    for (const run of await writeRunChunk(tx, instance, writes.slice(at, at + BULK_CHUNK_RUNS))) runs.push(run);
+  }
+  return runs;
+}
+
+/** writeRuns for at most BULK_CHUNK_RUNS writes. */
+async function writeRunChunk(tx: TxSql, instance: string, writes: readonly RunWrite[]): Promise<DispatchedRun[]> {
   if (writes.length === 0) return [];
   const first = writes[0]!;
   const tenantId = first.tenantId;
@@ -689,7 +709,8 @@ export async function dispatchTask<S extends ZodType>(
 
 /**
  * Dispatches one run of `unit` per payload in a few multi-row statements: all or nothing (a refusal
- * lists the index of each bad payload and nothing is written). At most 10,000 payloads per call.
+ * lists the index of each bad payload in `payloads` and nothing is written). Any length up to MAX_BULK_RUNS
+ * (1,000,000): longer lists are written in chunks inside the caller's transaction, never split by the caller.
  * Signal the relay once after commit (`afterCommit`), not once per run.
  */
 export async function dispatchMany<S extends ZodType>(

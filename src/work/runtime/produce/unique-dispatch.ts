@@ -2,8 +2,8 @@
 // same unit and tenant, in the chosen states or younger than `uniqueFor`) instead of writing a new one.
 //
 // The database decides, never a read-then-write race: the dispatch first takes a transaction-level
-// advisory lock per key (hash of scope, tenant, unit and key; several keys in one order, so two bulk
-// dispatches cannot deadlock each other), then looks the key up in a separate statement. Under READ
+// advisory lock per key (the two-key form: hash of scope, tenant and unit, and a bucket of the key's hash;
+// several keys in one order, so two bulk dispatches cannot deadlock each other), then looks the key up in a separate statement. Under READ
 // COMMITTED each statement sees what committed before it started, so a concurrent dispatcher of the
 // key waits on the lock until the first commits (or rolls back) and then finds the first's run. The
 // key is recorded in the detail of the new run's `queued` trail event, found through the partial
@@ -57,6 +57,14 @@ export function uniqueKeys<P>(key: UniqueKey<P>, payloads: readonly P[]): Array<
   return keys;
 }
 
+/**
+ * The keys of one unit and tenant share this many locks (a key's lock is its bucket): each advisory lock
+ * held takes a slot of the server's shared lock table (max_locks_per_transaction x max_connections), so
+ * a bulk dispatch of 100,000 keys holds at most this many, not 100,000. Two keys in one bucket only wait
+ * for each other's transaction, never return each other's run (the lookup is by key).
+ */
+export const UNIQUE_LOCK_BUCKETS = 1024;
+
 /** A run a key already has. */
 export interface KeyedRun {
   runId: string;
@@ -81,10 +89,10 @@ export async function claimUniqueKeys(
   rule: UniqueRule,
 ): Promise<{ isolation: string; runs: Map<string, KeyedRun> }> {
   const distinct = [...new Set(keys)];
-  const lockNames = distinct.map((k) => JSON.stringify(['svc.unique-dispatch', scope, tenantId, name, k]));
-  // Three statements sent back to back: the lookup starts (and takes its snapshot) only once every lock is held.
-  const locked = tx`SELECT current_setting('transaction_isolation') AS isolation, count(pg_advisory_xact_lock(h))::int AS n
-    FROM (SELECT DISTINCT hashtextextended(l, 0) AS h FROM unnest(${lockNames}::text[]) AS l ORDER BY 1) AS s`;
+  const space = JSON.stringify(['svc.unique-dispatch', scope, tenantId, name]);
+  // Two statements sent back to back: the lookup starts (and takes its snapshot) only once every lock is held.
+  const locked = tx`SELECT current_setting('transaction_isolation') AS isolation, count(pg_advisory_xact_lock(hashtext(${space}), b))::int AS n
+    FROM (SELECT DISTINCT abs(hashtext(k) % ${UNIQUE_LOCK_BUCKETS}::int) AS b FROM unnest(${distinct}::text[]) AS k ORDER BY 1) AS s`;
   const found = tx<Array<{ unique_key: string; run_id: string; queue: string; envelope: Envelope | null; correlation_id: string; causation_id: string }>>`
     SELECT DISTINCT ON (k.key) k.key AS unique_key, r.run_id::text, r.queue, o.envelope, r.correlation_id::text, r.causation_id::text
       FROM unnest(${distinct}::text[]) AS k(key)
