@@ -66,6 +66,7 @@ function detailText(d: RunDetail): string {
     `correlation ${r.correlationId}   causation ${r.causationId}`,
     `redrive of  ${d.redriveOf ?? '-'}`,
     `redriven as ${d.redrivenAs ?? '-'}`,
+    `unique key  ${d.uniqueKey ?? '-'}`,
     `ledger      ${d.ledger ? `${d.ledger.status} (attempt ${d.ledger.attempt}, expires ${d.ledger.expiresAt}) ${JSON.stringify(d.ledger.outcome)}` : '-'}`,
     `outbox      ${d.outbox ? `${d.outbox.queue}, ${d.outbox.sentAt ? `sent ${d.outbox.sentAt}` : `pending since ${d.outbox.availableAt}`}, ${d.outbox.attempts} failed send(s); payload ${JSON.stringify(d.outbox.envelope.payload)}` : '- (purged, or never sent)'}`,
   ].map((line) => terminalText(line));

@@ -12,6 +12,7 @@ export {
   type FollowUpOptions,
   type Overlap,
   type RetryPolicy,
+  type RunState,
   type SubscriberOptions,
   type SubscriberUnit,
   type TaskOptions,
@@ -20,6 +21,7 @@ export {
   type UnitHandler,
   type UnitOutcome,
   type UnitQueue,
+  type UniqueDispatchOptions,
   type UnitRun,
   type WorkUnit,
 } from './define/unit.ts';

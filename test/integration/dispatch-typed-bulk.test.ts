@@ -136,11 +136,12 @@ describe('bulk dispatch', () => {
     expect((error.details.invalid as Array<{ index: number; issues: Array<{ path: string }> }>).map((b) => [b.index, b.issues.map((i) => i.path)]))
       .toEqual([[3, ['invoiceId']], [17, ['invoiceId']], [42, ['copies']]]);
     expect(await counts()).toEqual(before);
-    // Too many payloads in one call, or not an array at all.
+    // Too many payloads in one call (past the memory bound, not the statement size), or not an array at all.
+    const one = { invoiceId: '1' };
     const big = (await refusal(inUnitOfWork(sql, user, (tx) =>
-      dispatchMany(tx, sendInvoice, Array.from({ length: MAX_BULK_RUNS + 1 }, () => ({ invoiceId: '1' })), { actor: user })))) as DispatchError;
-    expect(big.code).toBe('DISPATCH_BATCH_INVALID');
-    expect(big.details).toMatchObject({ unit: 'billing.send_invoice', count: 10_001, max: 10_000 });
+      dispatchMany(tx, sendInvoice, Array.from({ length: MAX_BULK_RUNS + 1 }, () => one), { actor: user })))) as DispatchError;
+    expect(big.code).toBe('DISPATCH_BATCH_TOO_LARGE');
+    expect(big.details).toMatchObject({ unit: 'billing.send_invoice', count: 1_000_001, max: 1_000_000 });
     expect(await counts()).toEqual(before);
     const delay = (await refusal(inUnitOfWork(sql, user, (tx) =>
       dispatchMany(tx, sendInvoice, [{ invoiceId: '1' }], { actor: user, delaySeconds: -1 })))) as DispatchError;

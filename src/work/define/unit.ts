@@ -59,7 +59,7 @@ export interface UnitRun {
    * all. causation_id is this run, the correlation id is this run's; the task's context must match
    * this run's (RUN_CONTEXT_MISMATCH otherwise). The payload is checked by the task's schema.
    */
-  dispatch<S extends z.ZodType>(unit: TaskUnit<S>, payload: z.input<S>, options?: FollowUpOptions): Promise<DispatchedRun>;
+  dispatch<S extends z.ZodType>(unit: TaskUnit<S>, payload: z.input<S>, options?: FollowUpOptions & UniqueDispatchOptions<z.input<S>>): Promise<DispatchedRun>;
   /** Publishes a domain event to its subscribers (loaded in this worker) the same way as dispatch. */
   publish(event: { type: string; version: number }, payload: unknown, options?: FollowUpOptions): Promise<DispatchedRun[]>;
 }
@@ -74,6 +74,29 @@ export interface DispatchedRun {
   name: string;
   queue: QueueName;
   kind: 'task' | 'event';
+  /** True when a unique key found this live run of its key and the dispatch wrote nothing; absent otherwise. */
+  deduplicated?: true;
+}
+
+/** A run's state (task_runs.status). */
+export type RunState = 'queued' | 'running' | 'retrying' | 'succeeded' | 'failed' | 'skipped';
+
+/**
+ * Unique dispatch (typed dispatchTask, dispatchMany, `run.dispatch`): at most one live run of a unit per
+ * key and tenant. All absent: every dispatch writes its run.
+ */
+export interface UniqueDispatchOptions<P = unknown> {
+  /**
+   * The key (1..255 characters), or a function of the caller's payload and its index in a bulk call
+   * (null/undefined: no key for it). While a run of the unit and tenant with the key is in
+   * `uniqueStates` or younger than `uniqueFor`, the dispatch returns that run (`deduplicated: true`) and
+   * writes nothing; a bulk call also dedups its own payloads. Default none.
+   */
+  uniqueKey?: string | ((payload: P, index: number) => string | null | undefined);
+  /** Seconds after its dispatch during which a keyed run holds its key whatever its state; default 0. */
+  uniqueFor?: number;
+  /** States in which a keyed run holds its key; default the unfinished ones: queued, running, retrying. */
+  uniqueStates?: readonly RunState[];
 }
 
 /** Options of a follow-up dispatch from inside a handler. */

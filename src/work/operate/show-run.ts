@@ -46,6 +46,8 @@ export interface RunDetail {
   redriveOf: string | null;
   /** The run that redrove this one, else null. */
   redrivenAs: string | null;
+  /** The unique key it was dispatched with (from its first `queued` event), else null. */
+  uniqueKey: string | null;
 }
 
 export interface ShowRunOptions {
@@ -54,6 +56,12 @@ export interface ShowRunOptions {
    * run id, the key of every unit without one.
    */
   keySource?: (unit: string, payload: unknown) => string | undefined;
+}
+
+/** Unique dispatch records its key in the detail of the run's first `queued` event (src/work/runtime/produce/unique-dispatch.ts). */
+function uniqueKeyOf(trail: readonly TrailEvent[]): string | null {
+  const key = trail.find((e) => e.event === 'queued')?.detail?.unique_key;
+  return typeof key === 'string' ? key : null;
 }
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -102,5 +110,6 @@ export async function showRun(sql: Sql | TxSql, runId: string, options: ShowRunO
       : null,
     redriveOf: run.trigger === 'redrive' ? run.causationId : null,
     redrivenAs: child?.run_id ?? null,
+    uniqueKey: uniqueKeyOf(trailRows),
   };
 }

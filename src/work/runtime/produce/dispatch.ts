@@ -18,7 +18,8 @@ import { MAX_PAYLOAD_BYTES, payloadBytes, type Envelope } from './envelope.ts';
 import { newRunId } from './run-id.ts';
 import { zodPayloadCheck, type PayloadCheck, type PayloadIssue } from '../../define/payload-schema.ts';
 import { insertRun, insertScheduleOrigin, RUN_TABLE, type RunScope, type RunTrigger } from '../store/run-store.ts';
-import { isWorkUnit, type DispatchedRun as PublicDispatchedRun, type TaskUnit, type UnitContext, type WorkUnit } from '../../define/unit.ts';
+import { isWorkUnit, type DispatchedRun as PublicDispatchedRun, type TaskUnit, type UniqueDispatchOptions, type UnitContext, type WorkUnit } from '../../define/unit.ts';
+import { claimUniqueKeys, uniqueKeys, uniqueRule, type KeyedRun } from './unique-dispatch.ts';
 
 /** What dispatch needs to know about a unit (a task, or an event subscriber). */
 export interface DispatchTarget {
@@ -31,8 +32,15 @@ export interface DispatchTarget {
   check?: PayloadCheck;
 }
 
-/** Most runs one bulk call writes; a larger batch is refused with DISPATCH_BATCH_INVALID (split it). */
-export const MAX_BULK_RUNS = 10_000;
+/**
+ * Most payloads one bulk call takes (all checked, and held, in memory at once); a larger list is refused
+ * with DISPATCH_BATCH_TOO_LARGE. Any list up to it is written in chunks of BULK_CHUNK_RUNS, in the
+ * caller's one transaction: all or nothing.
+ */
+export const MAX_BULK_RUNS = 1_000_000;
+
+/** Runs one multi-row statement writes; a longer list goes out as several (the caller never chunks). */
+export const BULK_CHUNK_RUNS = 10_000;
 
 export type ResolveUnit = (name: string) => DispatchTarget | undefined;
 export type ResolveSubscribers = (type: string, version: number) => readonly DispatchTarget[];
@@ -44,7 +52,9 @@ export type DispatchErrorCode =
   | 'UNIT_NOT_REGISTERED'
   | 'RUN_ACTOR_REFUSED'
   | 'DISPATCH_DELAY_INVALID'
-  | 'DISPATCH_BATCH_INVALID';
+  | 'DISPATCH_BATCH_INVALID'
+  | 'DISPATCH_BATCH_TOO_LARGE'
+  | 'DISPATCH_UNIQUE_INVALID';
 
 export class DispatchError extends CodedError<DispatchErrorCode> {
   /** Machine-readable facts for logs and error bodies; never payload values. */
@@ -64,7 +74,7 @@ export interface DispatcherDeps {
   instance?: string;
 }
 
-export interface DispatchOptions {
+export interface DispatchOptions<P = unknown> extends UniqueDispatchOptions<P> {
   /** Who dispatches: a user (of a tenant) or a system process (with or without tenant). */
   actor: Actor;
   /** Seconds before the relay may send the message (becomes available_at); default 0. */
@@ -93,6 +103,7 @@ export interface DispatchedRun extends PublicDispatchedRun {
 export interface Dispatcher {
   /** Writes run, trail, actor and outbox rows for one task. */
   dispatchTask(tx: TxSql, name: string, payload: unknown, options: DispatchOptions): Promise<DispatchedRun>;
+  // With a unique key (options.uniqueKey), both return the run the key already has (deduplicated: true) instead of writing one.
   /** One run per payload in a few multi-row statements; all or nothing, a refusal names each bad index. */
   dispatchMany(tx: TxSql, name: string, payloads: readonly unknown[], options: DispatchOptions): Promise<DispatchedRun[]>;
   /** Writes one run + outbox row per subscriber, each with its own run id; [] without subscribers. */
@@ -215,7 +226,7 @@ function checkPayloads(target: DispatchTarget, payloads: readonly unknown[]): un
     ];
     throw new DispatchError(
       invalid.length > 0 ? 'PAYLOAD_INVALID' : 'PAYLOAD_TOO_LARGE',
-      `${invalid.length + tooLarge.length} of ${payloads.length} payloads of ${target.name} were refused, so none was dispatched: ${parts.join(' | ')}`,
+      `${invalid.length + tooLarge.length} of ${payloads.length} payloads of ${target.name} were refused, so none of the ${payloads.length} was dispatched: ${parts.join(' | ')}`,
       { unit: target.name, invalid, tooLarge, maxBytes: MAX_PAYLOAD_BYTES },
     );
   }
@@ -228,8 +239,8 @@ function checkBatch(name: string, payloads: unknown): readonly unknown[] {
   }
   if (payloads.length > MAX_BULK_RUNS) {
     throw new DispatchError(
-      'DISPATCH_BATCH_INVALID',
-      `${payloads.length} payloads of ${name} in one call; at most ${MAX_BULK_RUNS} are accepted: split the batch`,
+      'DISPATCH_BATCH_TOO_LARGE',
+      `${payloads.length} payloads of ${name} in one call, so none was dispatched; at most ${MAX_BULK_RUNS} are accepted: split the list over several transactions`,
       { unit: name, count: payloads.length, max: MAX_BULK_RUNS },
     );
   }
@@ -260,6 +271,8 @@ interface RunWrite {
   causationId: string;
   delaySeconds: number;
   event?: { type: string; version: number };
+  /** Recorded in the `queued` event's detail, where a later unique dispatch finds the run (unique-dispatch.ts). */
+  uniqueKey?: string;
 }
 
 function envelopeOf(w: RunWrite, runId: string): Envelope {
@@ -296,6 +309,7 @@ async function writeTrailsAndOutbox(
       trigger: w.trigger,
       ...(w.delaySeconds > 0 ? { delay_seconds: w.delaySeconds } : {}),
       ...(w.event ? { event: w.event.type, version: w.event.version } : {}),
+      ...(w.uniqueKey !== undefined ? { unique_key: w.uniqueKey } : {}),
     }),
   );
   const envelopeTexts = envelopes.map((e) => JSON.stringify(e));
@@ -337,7 +351,7 @@ async function writeTrailsAndOutbox(
 
 /**
  * Writes runs (queued), their user-actor rows, `queued` events and outbox rows: four multi-row
- * statements at most, for one run or ten thousand. All writes share one tenant (or none) and one actor.
+ * statements per chunk of BULK_CHUNK_RUNS (10,000) runs. All writes share one tenant (or none) and one actor.
  * Each run reads the database clock once for queued_at and updated_at (two column defaults would read
  * it twice, and a run whose updated_at came out later would count as sent in the in-flight indexes of
  * sql/work/0018_tenant-fairness.sql before the relay sent it), as insertRun does. The reading is taken
@@ -345,6 +359,18 @@ async function writeTrailsAndOutbox(
  * list is volatile), so each row gets the clock at its own insert, as a column default would.
  */
 async function writeRuns(tx: TxSql, instance: string, writes: readonly RunWrite[]): Promise<DispatchedRun[]> {
+  if (writes.length <= BULK_CHUNK_RUNS) return writeRunChunk(tx, instance, writes);
+  // One statement per chunk, all in the caller's transaction: a failure of any aborts it, so a refused
+  // list leaves nothing written whatever chunk failed.
+  const runs: DispatchedRun[] = [];
+  for (let at = 0; at < writes.length; at += BULK_CHUNK_RUNS) {
+    for (const run of await writeRunChunk(tx, instance, writes.slice(at, at + BULK_CHUNK_RUNS))) runs.push(run);
+  }
+  return runs;
+}
+
+/** writeRuns for at most BULK_CHUNK_RUNS writes. */
+async function writeRunChunk(tx: TxSql, instance: string, writes: readonly RunWrite[]): Promise<DispatchedRun[]> {
   if (writes.length === 0) return [];
   const first = writes[0]!;
   const tenantId = first.tenantId;
@@ -368,6 +394,80 @@ async function writeRuns(tx: TxSql, instance: string, writes: readonly RunWrite[
       SELECT r, ${tenantId}::bigint, ${first.user.userId}::bigint, ${first.user.membershipId}::bigint FROM unnest(${runIds}::uuid[]) AS u(r)`);
   }
   return writeTrailsAndOutbox(tx, instance, writes, runIds, pending);
+}
+
+/** The run a unique key already has, as a dispatch returns it. */
+function keyedRun(target: DispatchTarget, tenantId: string | null, found: KeyedRun): DispatchedRun {
+  return {
+    runId: found.runId,
+    scope: tenantId === null ? 'platform' : 'tenant',
+    tenantId,
+    name: target.name,
+    queue: found.queue as DispatchTarget['queue'],
+    kind: 'task',
+    // Its outbox row's envelope; once that row is purged, the envelope rebuilt without the payload.
+    envelope: found.envelope ?? {
+      run_id: found.runId,
+      kind: 'task',
+      name: target.name,
+      ...(tenantId !== null ? { tenant_id: tenantId } : {}),
+      payload: null,
+      correlation_id: found.correlationId,
+      causation_id: found.causationId,
+    },
+    deduplicated: true,
+  };
+}
+
+/**
+ * writeRuns for task dispatches that may carry unique keys: locks the keys and finds their runs first
+ * (unique-dispatch.ts), returns those runs for their payloads, and writes only the rest, once per key
+ * (a later payload of the batch with a key written here gets the same run). `inputs`: the caller's
+ * payloads, which the key function sees.
+ */
+async function writeTaskRuns(
+  tx: TxSql,
+  instance: string,
+  writes: readonly RunWrite[],
+  inputs: readonly unknown[],
+  options: DispatchOptions,
+): Promise<DispatchedRun[]> {
+  if (options.uniqueKey === undefined || writes.length === 0) return writeRuns(tx, instance, writes);
+  const { target, tenantId } = writes[0]!;
+  const refuse = (message: string) =>
+    new DispatchError('DISPATCH_UNIQUE_INVALID', `unique dispatch of ${target.name}: ${message}`, { unit: target.name });
+  const rule = uniqueRule(options);
+  if (typeof rule === 'string') throw refuse(rule);
+  const keys = uniqueKeys(options.uniqueKey, inputs);
+  if (typeof keys === 'string') throw refuse(keys);
+  const keyed = keys.filter((k): k is string => k !== undefined);
+  if (keyed.length === 0) return writeRuns(tx, instance, writes);
+  const scope: RunScope = tenantId === null ? 'platform' : 'tenant';
+  const { isolation, runs } = await claimUniqueKeys(tx, scope, tenantId, target.name, keyed, rule);
+  if (isolation !== 'read committed') {
+    throw refuse(`it needs a READ COMMITTED transaction (this one is ${isolation}): a run committed while the dispatch waited on its key would be invisible to it`);
+  }
+  // A run written by this batch is queued, so it holds its key for the batch's later payloads exactly
+  // when a queued run would hold it for a later dispatch.
+  const batchHolds = rule.states.includes('queued') || rule.forSeconds > 0;
+  const fresh: RunWrite[] = [];
+  const firstOfKey = new Map<string, number>();
+  const plan = writes.map((w, i): { existing: KeyedRun } | { fresh: number; again: boolean } => {
+    const key = keys[i];
+    if (key === undefined) return { fresh: fresh.push(w) - 1, again: false };
+    const existing = runs.get(key);
+    if (existing) return { existing };
+    const seen = firstOfKey.get(key);
+    if (seen !== undefined && batchHolds) return { fresh: seen, again: true };
+    const at = fresh.push({ ...w, uniqueKey: key }) - 1;
+    firstOfKey.set(key, at);
+    return { fresh: at, again: false };
+  });
+  const written = await writeRuns(tx, instance, fresh);
+  return plan.map((p) => {
+    if ('existing' in p) return keyedRun(target, tenantId, p.existing);
+    return p.again ? { ...written[p.fresh]!, deduplicated: true } : written[p.fresh]!;
+  });
 }
 
 /** Awaits every pipelined statement (none left unobserved), then rethrows the first failure. */
@@ -493,7 +593,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       checkContext(target, tenantId);
       const delaySeconds = checkDelay(name, options.delaySeconds);
       const checked = checkPayload(target, payload);
-      const [run] = await writeRuns(tx, instance, taskWrites(target, tenantId, [checked], options, delaySeconds));
+      const [run] = await writeTaskRuns(tx, instance, taskWrites(target, tenantId, [checked], options, delaySeconds), [payload], options);
       return run!;
     },
 
@@ -504,7 +604,7 @@ export function createDispatcher(deps: DispatcherDeps): Dispatcher {
       checkContext(target, tenantId);
       const delaySeconds = checkDelay(name, options.delaySeconds);
       const checked = checkPayloads(target, batch);
-      return writeRuns(tx, instance, taskWrites(target, tenantId, checked, options, delaySeconds));
+      return writeTaskRuns(tx, instance, taskWrites(target, tenantId, checked, options, delaySeconds), batch, options);
     },
 
     async publishEvent(tx, type, version, payload, options) {
@@ -569,7 +669,7 @@ class MomentTaken extends Error {}
 // ───────────── typed dispatch, where unit code is importable ─────────────
 
 /** Options of typed dispatch: those of DispatchOptions plus the trail's instance label. */
-export interface UnitDispatchOptions extends DispatchOptions {
+export interface UnitDispatchOptions<P = unknown> extends DispatchOptions<P> {
   /** Names this process in trail rows (1..128 chars); default `<hostname>:<pid>`. */
   instance?: string;
 }
@@ -598,21 +698,23 @@ export async function dispatchTask<S extends ZodType>(
   tx: TxSql,
   unit: TaskUnit<S>,
   payload: z.input<S>,
-  options: UnitDispatchOptions,
+  options: UnitDispatchOptions<z.input<S>>,
 ): Promise<DispatchedRun> {
-  return unitDispatcher(unit, options.instance).dispatchTask(tx, unit.name, payload, options);
+  // The key function sees the caller's payload, typed here by the unit's schema.
+  return unitDispatcher(unit, options.instance).dispatchTask(tx, unit.name, payload, options as DispatchOptions);
 }
 
 /**
  * Dispatches one run of `unit` per payload in a few multi-row statements: all or nothing (a refusal
- * lists the index of each bad payload and nothing is written). At most 10,000 payloads per call.
+ * lists the index of each bad payload in `payloads` and nothing is written). Any length up to MAX_BULK_RUNS
+ * (1,000,000): longer lists are written in chunks inside the caller's transaction, never split by the caller.
  * Signal the relay once after commit (`afterCommit`), not once per run.
  */
 export async function dispatchMany<S extends ZodType>(
   tx: TxSql,
   unit: TaskUnit<S>,
   payloads: ReadonlyArray<z.input<S>>,
-  options: UnitDispatchOptions,
+  options: UnitDispatchOptions<z.input<S>>,
 ): Promise<DispatchedRun[]> {
-  return unitDispatcher(unit, options.instance).dispatchMany(tx, unit.name, payloads, options);
+  return unitDispatcher(unit, options.instance).dispatchMany(tx, unit.name, payloads, options as DispatchOptions);
 }

@@ -6,7 +6,7 @@
 // The runner builds these through createFollowUps (testUnit drives the same runner) and wakes the relay after commit.
 import type { TxSql } from '../../../db/client.ts';
 import type { Actor } from '../../../db/unit-of-work.ts';
-import { createDispatcher, DispatchError, targetOfUnit, type DispatchTarget } from './dispatch.ts';
+import { createDispatcher, DispatchError, targetOfUnit, type DispatchOptions, type DispatchTarget } from './dispatch.ts';
 import { PermanentFailure } from '../../define/unit-errors.ts';
 import type { UnitRun, WorkUnit } from '../../define/unit.ts';
 
@@ -66,8 +66,10 @@ export function createFollowUps(ctx: FollowUpContext): FollowUps {
           resolve: (name) => (name === unit.name && unit.kind === 'task' ? targetOfUnit(unit) : undefined),
           instance: ctx.instance,
         });
-        const run = await permanentOnRefusal(dispatcher.dispatchTask(ctx.tx, unit.name, payload, { ...lineage, delaySeconds: options.delaySeconds }));
-        wrote(started);
+        const { delaySeconds, uniqueKey, uniqueFor, uniqueStates } = options;
+        const unique = { uniqueKey, uniqueFor, uniqueStates } as DispatchOptions;
+        const run = await permanentOnRefusal(dispatcher.dispatchTask(ctx.tx, unit.name, payload, { ...lineage, ...unique, delaySeconds }));
+        if (!run.deduplicated) wrote(started);
         return run;
       },
       async publish(event, payload, options = {}) {

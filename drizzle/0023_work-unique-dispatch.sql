@@ -1,0 +1,2 @@
+-- Hand written: indexes through which a dispatch with a unique key finds the live run of its key (src/work/runtime/produce/unique-dispatch.ts).
+-- @load sql/work/0023_unique-dispatch.sql
