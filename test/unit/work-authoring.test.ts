@@ -2,6 +2,8 @@
 // what is wrong, payload schemas refused with every field that has no JSON form.
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { scheduleExpressionProblem } from '../../src/work/define/schedule-expression.ts';
+import { defineTask, unitProblems } from '../../src/work/define/unit.ts';
 import { classifyFailure, ForbiddenFailure, PermanentFailure, TransientFailure } from '../../src/work/define/unit-errors.ts';
 
 describe('failure classes', () => {
@@ -29,5 +31,20 @@ describe('failure classes', () => {
     expect(odd.code).toMatch(/^[A-Z][A-Z0-9_]{1,63}$/);
     expect(odd.message).toBe('amount is negative: see the invoice');
     expect(new ForbiddenFailure('not yours')).toMatchObject({ code: 'FORBIDDEN', message: 'not yours' });
+  });
+});
+
+describe('schedule problems say what is wrong', () => {
+  const scheduled = (schedule: string) =>
+    unitProblems(defineTask({ name: 'demo.tick', queue: 'bulk', context: 'system', schedule, payload: z.object({}), async handler() {} }));
+
+  it('tasks:check names the reason the parser found', () => {
+    expect(scheduled('rate(1 minutes)')).toEqual([expect.stringContaining("use the singular 'minute' with 1")]);
+    expect(scheduled('rate(2 minute)')).toEqual([expect.stringContaining("use the plural 'minutes' with 2")]);
+    expect(scheduled('rate(0 minutes)')).toEqual([expect.stringContaining('at least 1')]);
+    expect(scheduled('every hour')).toEqual([expect.stringContaining("invalid schedule 'every hour'")]);
+    expect(scheduled('rate(5 minutes)')).toEqual([]);
+    expect(scheduleExpressionProblem('rate(1 hour)')).toBeNull();
+    expect(scheduleExpressionProblem('rate(1 hours)')).toMatch(/singular 'hour'/);
   });
 });

@@ -37,11 +37,17 @@ export function parseScheduleExpression(expression: string): ScheduleRate {
 }
 
 export function isValidScheduleExpression(expression: string): boolean {
+  return scheduleExpressionProblem(expression) === null;
+}
+
+/** Why `expression` is not a schedule (the parser's own reason, naming the expression), or null when it is one. */
+export function scheduleExpressionProblem(expression: string): string | null {
   try {
     parseScheduleExpression(expression);
-    return true;
-  } catch {
-    return false;
+    return null;
+  } catch (error) {
+    if (error instanceof InvalidScheduleExpression) return error.message;
+    throw error;
   }
 }
 
