@@ -2,6 +2,7 @@
 // what is wrong, payload schemas refused with every field that has no JSON form.
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { payloadJsonSchema, PayloadSchemaUnrepresentable } from '../../src/work/define/payload-schema.ts';
 import { scheduleExpressionProblem } from '../../src/work/define/schedule-expression.ts';
 import { defineTask, unitProblems } from '../../src/work/define/unit.ts';
 import { classifyFailure, ForbiddenFailure, PermanentFailure, TransientFailure } from '../../src/work/define/unit-errors.ts';
@@ -46,5 +47,34 @@ describe('schedule problems say what is wrong', () => {
     expect(scheduled('rate(5 minutes)')).toEqual([]);
     expect(scheduleExpressionProblem('rate(1 hour)')).toBeNull();
     expect(scheduleExpressionProblem('rate(1 hours)')).toMatch(/singular 'hour'/);
+  });
+});
+
+describe('payload schemas with no JSON form', () => {
+  it('names every unrepresentable field with its path, however deep', () => {
+    const schema = z.object({
+      invoice: z.object({ issuedAt: z.date(), lines: z.array(z.object({ cents: z.bigint() })) }),
+      dueAt: z.date().optional(),
+      tags: z.record(z.string(), z.date()),
+      pair: z.tuple([z.string(), z.date()]),
+      ok: z.string(),
+    });
+    let error: unknown;
+    try {
+      payloadJsonSchema(schema);
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(PayloadSchemaUnrepresentable);
+    const refused = error as PayloadSchemaUnrepresentable;
+    expect(refused.fields).toEqual([
+      { path: 'invoice.issuedAt', type: 'Date' },
+      { path: 'invoice.lines[].cents', type: 'BigInt' },
+      { path: 'dueAt', type: 'Date' },
+      { path: 'tags.*', type: 'Date' },
+      { path: 'pair[1]', type: 'Date' },
+    ]);
+    expect(refused.message).toContain('invoice.issuedAt (Date), invoice.lines[].cents (BigInt), dueAt (Date), tags.* (Date), pair[1] (Date)');
+    expect(() => payloadJsonSchema(z.date())).toThrow(/\(payload\) \(Date\)/);
   });
 });
