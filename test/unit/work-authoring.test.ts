@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { payloadJsonSchema, PayloadSchemaUnrepresentable } from '../../src/work/define/payload-schema.ts';
-import { scheduleExpressionProblem } from '../../src/work/define/schedule-expression.ts';
+import { nextScheduledMoment, parseScheduleExpression, scheduledMomentAt, scheduleExpressionProblem } from '../../src/work/define/schedule-expression.ts';
 import { defineTask, unitProblems } from '../../src/work/define/unit.ts';
 import { classifyFailure, ForbiddenFailure, PermanentFailure, TransientFailure } from '../../src/work/define/unit-errors.ts';
 
@@ -76,5 +76,46 @@ describe('payload schemas with no JSON form', () => {
     ]);
     expect(refused.message).toContain('invoice.issuedAt (Date), invoice.lines[].cents (BigInt), dueAt (Date), tags.* (Date), pair[1] (Date)');
     expect(() => payloadJsonSchema(z.date())).toThrow(/\(payload\) \(Date\)/);
+  });
+});
+
+describe('cron schedules', () => {
+  const iso = (ms: number) => new Date(ms).toISOString();
+  const at = (schedule: string, instant: string) => {
+    const parsed = parseScheduleExpression(schedule);
+    const t = Date.parse(instant);
+    return { moment: iso(scheduledMomentAt(parsed, t)), next: iso(nextScheduledMoment(parsed, t)) };
+  };
+
+  it('five fields in UTC with lists, ranges and steps; the moment is the latest matching minute, as for rate()', () => {
+    expect(at('cron(30 2 * * *)', '2030-06-01T10:59:59.999Z')).toEqual({ moment: '2030-06-01T02:30:00.000Z', next: '2030-06-02T02:30:00.000Z' });
+    expect(at('cron(*/15 * * * *)', '2030-06-01T10:59:59.999Z')).toEqual({ moment: '2030-06-01T10:45:00.000Z', next: '2030-06-01T11:00:00.000Z' });
+    // On the minute itself the moment is that minute; the next one is strictly after.
+    expect(at('cron(0 9-17/4 * * 1-5)', '2030-06-03T13:00:00.000Z')).toEqual({ moment: '2030-06-03T13:00:00.000Z', next: '2030-06-03T17:00:00.000Z' });
+    // 2030-06-01 is a Saturday: the weekday schedule's latest moment is Friday's last, the next Monday's first.
+    expect(at('cron(0 9-17/4 * * 1-5)', '2030-06-01T12:00:00.000Z')).toEqual({ moment: '2030-05-31T17:00:00.000Z', next: '2030-06-03T09:00:00.000Z' });
+    expect(at('cron(0 0 1,15 * *)', '2030-06-10T00:00:00.000Z')).toEqual({ moment: '2030-06-01T00:00:00.000Z', next: '2030-06-15T00:00:00.000Z' });
+    // Day of month and day of week both restricted: either matches (as cron does); 7 is Sunday too.
+    expect(at('cron(0 0 13 * 7)', '2030-06-10T00:00:00.000Z')).toEqual({ moment: '2030-06-09T00:00:00.000Z', next: '2030-06-13T00:00:00.000Z' });
+    expect(at('cron(0 0 29 2 *)', '2030-06-10T00:00:00.000Z')).toEqual({ moment: '2028-02-29T00:00:00.000Z', next: '2032-02-29T00:00:00.000Z' });
+    expect(parseScheduleExpression('cron(5 4 * * 0)')).toMatchObject({ kind: 'cron', expression: 'cron(5 4 * * 0)' });
+  });
+
+  it('a cron expression that is malformed or never fires is refused with its reason', () => {
+    const reasons: Record<string, RegExp> = {
+      'cron(0 * * * ? *)': /5 fields/,
+      'cron(0 24 * * *)': /hour.*0\.\.23/,
+      'cron(60 * * * *)': /minute.*0\.\.59/,
+      'cron(0 0 0 * *)': /day of month.*1\.\.31/,
+      'cron(*/0 * * * *)': /step/,
+      'cron(5-1 * * * *)': /range/,
+      'cron(0 0 31 2 *)': /never/,
+      'cron(0 0 * JAN *)': /month/,
+      'cron(0 0 * * 8)': /day of week.*0\.\.7/,
+    };
+    for (const [expression, reason] of Object.entries(reasons)) {
+      expect(scheduleExpressionProblem(expression), expression).toMatch(reason);
+      expect(() => parseScheduleExpression(expression), expression).toThrow(expect.objectContaining({ code: 'SCHEDULE_INVALID' }));
+    }
   });
 });

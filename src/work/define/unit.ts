@@ -133,7 +133,7 @@ interface CommonOptions<S extends z.ZodType> {
 }
 
 export interface TaskOptions<S extends z.ZodType> extends CommonOptions<S> {
-  /** `rate(<n> <unit>)`: the schedule dispatches this task at each moment. Default none. */
+  /** `rate(<n> <unit>)` or `cron(<min> <hour> <dom> <mon> <dow>)` in UTC: the schedule dispatches this task at each moment. Default none. */
   schedule?: string;
   /** Only for scheduled tasks: `skip` (default) skips a moment while an earlier run is active. */
   overlap?: Overlap;
