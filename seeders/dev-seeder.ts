@@ -200,5 +200,7 @@ export const DevSeeder: Seeder = {
     await holdProfile(tx, tenantId, brokerMembership, brokerProfile, brokerId, created);
 
     ctx.log(created.length ? `dev data: created ${created.join(', ')}` : 'dev data: already present, nothing created');
+    // Printed on every run (npm start runs this seeder): the tenant to dispatch for and to log in to.
+    ctx.log(`development tenant: uid ${DEV_TENANT_UID} (id ${tenantId})`);
   },
 };

@@ -1,7 +1,8 @@
 // `svc dev` (npm start): the whole service on one machine with embedded defaults. Emits the build
 // artifacts, starts PostgreSQL 18 (persistent under SVC_DATA_DIR, default .data/), finds Redis at
 // REDIS_URL (when set it must answer; unset, the default one or a private redis-server), runs the
-// in-memory SQS-protocol server on loopback, runs `migrator deploy`, then the API (port 3000) and one
+// in-memory SQS-protocol server on loopback, runs `migrator deploy` and the DevSeeder (a development
+// tenant, whose uid it prints), then the API (port 3000) and one
 // workers process (all four queues, relay, local scheduler, health on 8081), both on loopback, as child
 // processes. Ctrl-C drains and stops everything; a second Ctrl-C stops without waiting for the drain, but
 // still stops every service. What a crashed launcher left running is reclaimed by the next start
@@ -342,6 +343,16 @@ export async function run(args: string[]): Promise<number> {
     const migrated = await Promise.race([exitOf(migrator), stopRequested.then(() => null)]);
     checkStop();
     if (migrated !== 0) throw new DevError('DEPLOY_FAILED', `migrator deploy exited with ${migrated}; see its message above`);
+    // A development tenant to dispatch for (DevSeeder, idempotent: a later start creates nothing); the
+    // seeder prints its uid and id. It refuses NODE_ENV=production, so such a start goes without one.
+    if (childEnv.NODE_ENV !== 'production') {
+      const seeder = spawnTracked('seeder', ['migrator', 'db-seed', '--class', 'DevSeeder'], childEnv);
+      const seeded = await Promise.race([exitOf(seeder), stopRequested.then(() => null)]);
+      checkStop();
+      if (seeded !== 0) throw new DevError('DEV_SEED_FAILED', `migrator db-seed --class DevSeeder exited with ${seeded}; see its message above`);
+    } else {
+      log('NODE_ENV=production: no development tenant is seeded');
+    }
     // The migrator is done: the children to watch and stop from now on are the API and the workers.
     children.length = 0;
     childNames.length = 0;

@@ -1,6 +1,6 @@
 // `svc schedule fire <name> [--at <iso instant>]`: fires one scheduled moment of a scheduled task, for
 // an external scheduler (cron, a cloud scheduler) where no in-process scheduler runs. The moment is the
-// latest multiple of the schedule's interval not after --at (default: the database clock), so repeated
+// latest moment of the schedule not after --at (default: the database clock), so repeated
 // or concurrent firings of the same moment yield one run. Example crontab line for rate(1 hour):
 //   0 * * * *  cd /app && npm run svc -- schedule fire maintenance.purge
 import path from 'node:path';

@@ -94,7 +94,8 @@ export interface DiscoveryOptions {
   dir?: string;
 }
 
-function listTsFiles(dir: string): string[] {
+/** The unit files under `dir` (every `.ts` but declarations and tests), in name order; none when it does not exist. */
+export function listTsFiles(dir: string): string[] {
   if (!fs.existsSync(dir)) return [];
   const out: string[] = [];
   for (const entry of fs.readdirSync(dir, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {

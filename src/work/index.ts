@@ -25,5 +25,5 @@ export {
   type UnitRun,
   type WorkUnit,
 } from './define/unit.ts';
-export { ForbiddenFailure, NotFoundFailure, PermanentFailure, TransientFailure, ValidationFailure, type UnitFailure } from './define/unit-errors.ts';
+export { ForbiddenFailure, NotFoundFailure, PermanentFailure, TransientFailure, ValidationFailure, type FailureInit, type UnitFailure } from './define/unit-errors.ts';
 export { DispatchError, dispatchMany, dispatchTask, MAX_BULK_RUNS, type DispatchErrorCode, type DispatchOptions, type UnitDispatchOptions } from './runtime/produce/dispatch.ts';

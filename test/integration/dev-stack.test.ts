@@ -173,6 +173,8 @@ describe('npm start (svc dev)', () => {
         (SELECT count(*)::int FROM permissions) AS permissions,
         (SELECT count(*)::int FROM financial_institutions) AS institutions,
         (SELECT count(*)::int FROM platform_grants) AS grants,
+        (SELECT count(*)::int FROM tenants WHERE uid = 'dev-tenant') AS dev_tenants,
+        (SELECT count(*)::int FROM memberships) AS memberships,
         (SELECT max(updated_at)::text FROM financial_institutions) AS catalog_updated`;
       return r!;
     };
@@ -182,6 +184,9 @@ describe('npm start (svc dev)', () => {
     const journal = JSON.parse(fs.readFileSync(path.join(root, 'drizzle/meta/_journal.json'), 'utf8')) as { entries: unknown[] };
     expect(before.migrations).toBe(journal.entries.length);
     expect(before.grants).toBe(1);
+    // A development tenant to dispatch for (DevSeeder), named on start with its id.
+    expect(before.dev_tenants).toBe(1);
+    expect(first.output.join('')).toMatch(/development tenant: uid dev-tenant \(id \d+\)/);
 
     // The operator commands find this stack's queues by themselves (its random SQS port is in
     // <SVC_DATA_DIR>/dev-stack.json): no SVC_SQS_* variable is set here.
@@ -204,6 +209,7 @@ describe('npm start (svc dev)', () => {
     await waitReady(`http://127.0.0.1:${env2.SVC_API_PORT}/ready`, second);
     await waitReady(`http://127.0.0.1:${env2.SVC_HEALTH_PORT}/readyz`, second);
     expect(second.output.join('')).toMatch(/started a private redis-server/);
+    expect(second.output.join('')).toMatch(/development tenant: uid dev-tenant \(id \d+\)/);
     const sql2 = createSql(url, { max: 1 });
     const after = await snapshot(sql2);
     await sql2.end();

@@ -51,13 +51,13 @@ async function counts() {
 }
 
 describe('typed dispatch', () => {
-  it('dispatchTask(tx, definition, payload) writes the run with the schema output; a schema refusal names unit, field and rule', async () => {
+  it('dispatchTask(tx, definition, payload) writes the run with the payload as dispatched; a schema refusal names unit, field and rule', async () => {
     const run = await inUnitOfWork(sql, user, (tx) => dispatchTask(tx, sendInvoice, { invoiceId: '42' }, { actor: user }));
     expect(run).toMatchObject({ name: 'billing.send_invoice', queue: 'default', scope: 'tenant', tenantId: member.tenantId });
     const [row] = await sql`SELECT r.status, o.envelope FROM task_runs r JOIN outbox_messages o USING (run_id) WHERE run_id = ${run.runId}`;
     expect(row!.status).toBe('queued');
-    // The schema's output is what is written (the default applied).
-    expect(row!.envelope.payload).toEqual({ invoiceId: '42', copies: 1 });
+    // The payload as dispatched is what is written: the worker's parse applies the default (and any transform) once.
+    expect(row!.envelope.payload).toEqual({ invoiceId: '42' });
 
     const before = await counts();
     const bad = await refusal(inUnitOfWork(sql, user, (tx) =>
@@ -113,7 +113,7 @@ describe('bulk dispatch', () => {
       const r = byId.get(run.runId)!;
       expect(r).toMatchObject({ status: 'queued', trigger: 'dispatch', actor_kind: 'user', delayed: true, user_id: member.userId });
       expect(r.envelope).toEqual(run.envelope);
-      expect(r.envelope.payload).toEqual({ invoiceId: String(i), copies: 1 });
+      expect(r.envelope.payload).toEqual({ invoiceId: String(i) });
       expect(r.detail).toEqual({ trigger: 'dispatch', delay_seconds: 5 });
       // Each run is its own chain unless the caller names a correlation id.
       expect(r.causation_id).toBe(r.correlation_id);

@@ -164,8 +164,8 @@ describe('unique dispatch', () => {
       const b = await followUps.api.dispatch(syncAccount, { accountId: 'f' }, { uniqueKey: 'follow-up' });
       return [a, b];
     });
-    expect(second).toMatchObject({ runId: first!.runId, deduplicated: true });
-    expect(await runsOf('billing.sync_account', 'follow-up')).toEqual([first!.runId]);
+    expect(second).toMatchObject({ runId: first.runId, deduplicated: true });
+    expect(await runsOf('billing.sync_account', 'follow-up')).toEqual([first.runId]);
   });
 
   it('bad unique options and a transaction that could not see a concurrent run are refused with DISPATCH_UNIQUE_INVALID, writing nothing', async () => {

@@ -3,6 +3,8 @@
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineTask } from '../../src/work/define/unit.ts';
 import { waitFor } from '../support/wait-for.ts';
 import { captureLogger } from '../../src/logging/logger.ts';
 import { fireSchedule, startLocalScheduler, scheduledTask } from '../../src/work/runtime/maintain/scheduler.ts';
@@ -20,6 +22,17 @@ afterAll(async () => h?.close());
 const at = (iso: string) => new Date(iso);
 
 describe('schedules', () => {
+  it('a cron schedule fires at the minutes it matches (UTC): a firing between them belongs to the latest, once', async () => {
+    const quarterly = defineTask({ name: 'fixture.scheduled_cron', queue: 'maintenance', context: 'system', schedule: 'cron(*/15 9-17 * * *)', overlap: 'allow', payload: z.object({}), handler: async () => ({}) });
+    expect(await fireSchedule(h.sql, quarterly, at('2030-01-01T10:14:59Z'))).toMatchObject({ result: 'dispatched', scheduledFor: '2030-01-01T10:00:00.000Z' });
+    expect(await fireSchedule(h.sql, quarterly, at('2030-01-01T10:05:00Z'))).toEqual({ result: 'already_fired', scheduledFor: '2030-01-01T10:00:00.000Z' });
+    expect(await fireSchedule(h.sql, quarterly, at('2030-01-01T10:15:00Z'))).toMatchObject({ result: 'dispatched', scheduledFor: '2030-01-01T10:15:00.000Z' });
+    // Outside the hours it names, a firing belongs to the last moment of the day before.
+    expect(await fireSchedule(h.sql, quarterly, at('2030-01-02T03:00:00Z'))).toMatchObject({ result: 'dispatched', scheduledFor: '2030-01-01T17:45:00.000Z' });
+    const origins = await h.sql`SELECT scheduled_for FROM platform_task_run_schedule_origins WHERE schedule_name = 'fixture.scheduled_cron' ORDER BY scheduled_for`;
+    expect(origins.map((o) => new Date(o.scheduled_for as string).toISOString())).toEqual(['2030-01-01T10:00:00.000Z', '2030-01-01T10:15:00.000Z', '2030-01-01T17:45:00.000Z']);
+  });
+
   it('R-SCH-04 a firing writes a scheduler run with its origin; a second firing of the same moment yields no second run', async () => {
     const first = await fireSchedule(h.sql, scheduledAllowTask, at('2030-01-01T10:00:30Z'));
     expect(first).toMatchObject({ result: 'dispatched', scheduledFor: '2030-01-01T10:00:00.000Z' });

@@ -35,7 +35,7 @@ describe('tasks:check', () => {
 
   it('refuses a payload schema that has no JSON Schema form, naming the unit and the field', async () => {
     expect(await problems('unrepresentable-payload')).toEqual([
-      { file: 'units/demo/dated.task.ts', problem: expect.stringMatching(/^unit 'demo\.dated': field payload: payload schema cannot be expressed as JSON Schema \(Date/) },
+      { file: 'units/demo/dated.task.ts', problem: expect.stringMatching(/^unit 'demo\.dated': field payload: payload schema cannot be expressed as JSON Schema: field at \(Date\)/) },
     ]);
     await expect(emitCatalog(at('unrepresentable-payload'))).rejects.toBeInstanceOf(TasksCheckFailed);
   });

@@ -20,26 +20,66 @@ export interface PayloadIssue {
 /** A payload check: the payload to write (possibly transformed) or the issues; never throws for bad input. */
 export type PayloadCheck = (payload: unknown) => { ok: true; value: unknown } | { ok: false; issues: PayloadIssue[] };
 
+/** A field of a payload schema with no JSON Schema form: its path (`a.b`, `list[]`, `map.*`, `pair[1]`) and zod's type name. */
+export interface UnrepresentableField {
+  path: string;
+  type: string;
+}
+
 export class PayloadSchemaUnrepresentable extends CodedError<'PAYLOAD_SCHEMA_UNREPRESENTABLE'> {
-  constructor(message: string, options?: { cause?: unknown }) {
+  /** Every field without a JSON Schema form, in schema order; empty when the reason is not a field (a cycle...). */
+  readonly fields: UnrepresentableField[];
+  constructor(message: string, options?: { cause?: unknown; fields?: UnrepresentableField[] }) {
     super('PAYLOAD_SCHEMA_UNREPRESENTABLE', message, options);
     this.name = 'PayloadSchemaUnrepresentable';
+    this.fields = options?.fields ?? [];
   }
 }
 
+const ADVICE = 'use JSON types only (strings, numbers, booleans, arrays, objects; dates as z.iso.datetime())';
+
+// The payload path of a place in the emitted JSON Schema: property names as written, `[]` for every
+// element of an array, `[n]` for a tuple's position, `*` for any key of a record; the branches of a
+// union (anyOf...) are not part of the payload's path.
+function payloadPathOf(jsonPath: readonly (string | number)[]): string {
+  let path = '';
+  for (let i = 0; i < jsonPath.length; i++) {
+    const step = jsonPath[i];
+    if (step === 'properties' || step === 'patternProperties') {
+      const key = String(jsonPath[++i]);
+      path += path === '' ? key : `.${key}`;
+    } else if (step === 'items') path += '[]';
+    else if (step === 'prefixItems') path += `[${String(jsonPath[++i])}]`;
+    else if (step === 'additionalProperties' || step === 'propertyNames') path += path === '' ? '*' : '.*';
+    else if (step === 'anyOf' || step === 'oneOf' || step === 'allOf') i++;
+  }
+  return path;
+}
+
 /**
- * The JSON Schema of a zod payload schema; throws PayloadSchemaUnrepresentable when part of it has no
- * JSON Schema form (zod's `unrepresentable: 'throw'`), so tasks:check can name the unit.
+ * The JSON Schema of a zod payload schema; throws PayloadSchemaUnrepresentable naming every field that
+ * has no JSON Schema form (with its path), so tasks:check reports them all in one pass.
  */
 export function payloadJsonSchema(schema: ZodType): PayloadJsonSchema {
+  const fields: UnrepresentableField[] = [];
+  let emitted: PayloadJsonSchema;
   try {
-    return z.toJSONSchema(schema, { io: 'input', unrepresentable: 'throw', target: 'draft-2020-12' });
+    emitted = z.toJSONSchema(schema, {
+      io: 'input',
+      target: 'draft-2020-12',
+      unrepresentable: (ctx) => {
+        fields.push({ path: payloadPathOf(ctx.path), type: ctx.message.replace(/ cannot be represented in JSON Schema$/, '') });
+        return 'any';
+      },
+    });
   } catch (cause) {
-    throw new PayloadSchemaUnrepresentable(
-      `payload schema cannot be expressed as JSON Schema (${(cause as Error).message}): use JSON types only (strings, numbers, booleans, arrays, objects; dates as z.iso.datetime())`,
-      { cause },
-    );
+    throw new PayloadSchemaUnrepresentable(`payload schema cannot be expressed as JSON Schema (${(cause as Error).message}): ${ADVICE}`, { cause, fields });
   }
+  if (fields.length > 0) {
+    const named = fields.map((f) => `${f.path || '(payload)'} (${f.type})`).join(', ');
+    throw new PayloadSchemaUnrepresentable(`payload schema cannot be expressed as JSON Schema: ${fields.length === 1 ? 'field' : 'fields'} ${named}: ${ADVICE}`, { fields });
+  }
+  return emitted;
 }
 
 /** A zod check, as the workers and typed dispatch run it. */

@@ -9,22 +9,72 @@ export interface UnitFailure {
   readonly permanent: boolean;
 }
 
-/** Base for failures that will not succeed on retry. */
+/** The shape of a failure code: upper-case letters, digits and underscores, 2 to 64 characters. */
+export const FAILURE_CODE = /^[A-Z][A-Z0-9_]{1,63}$/;
+
+/** A failure described as one object: `code` defaults to the class's code. */
+export interface FailureInit {
+  code?: string;
+  message: string;
+  cause?: unknown;
+}
+
+type FailureOptions = { cause?: unknown };
+
+// Accepts the natural `(message)`, the explicit `(code, message)` and `{ code?, message }`. A code that is
+// not code-shaped never becomes the outcome's code (a sentence there would be matched on by operators and
+// alerts): it is kept as the head of the message and the class's default code applies.
+function failureArgs(
+  defaultCode: string,
+  first: string | FailureInit,
+  second?: string | FailureOptions,
+  third?: FailureOptions,
+): { code: string; message: string; options: FailureOptions | undefined } {
+  if (typeof first === 'object' && first !== null) {
+    const options = 'cause' in first ? { cause: first.cause } : undefined;
+    const shaped = typeof first.code === 'string' && FAILURE_CODE.test(first.code);
+    const message = first.code !== undefined && !shaped ? `${String(first.code)}: ${first.message}` : first.message;
+    return { code: shaped ? first.code! : defaultCode, message, options };
+  }
+  if (typeof second === 'string') {
+    if (FAILURE_CODE.test(first)) return { code: first, message: second, options: third };
+    return { code: defaultCode, message: `${first}: ${second}`, options: third };
+  }
+  // A lone code-shaped argument is a code (the message repeats it, so the outcome is never empty).
+  return { code: FAILURE_CODE.test(first) ? first : defaultCode, message: first, options: second };
+}
+
+/**
+ * Base for failures that will not succeed on retry: `new PermanentFailure('amount -5 is negative')`,
+ * `new PermanentFailure('AMOUNT_NEGATIVE', 'amount -5 is negative')` or `new PermanentFailure({ code, message })`.
+ * The code defaults to PERMANENT_FAILURE.
+ */
 export class PermanentFailure extends Error implements UnitFailure {
   readonly code: string;
   readonly permanent = true;
-  constructor(code: string, message: string, options?: { cause?: unknown }) {
+  constructor(message: string, options?: FailureOptions);
+  constructor(code: string, message: string, options?: FailureOptions);
+  constructor(init: FailureInit);
+  constructor(first: string | FailureInit, second?: string | FailureOptions, third?: FailureOptions) {
+    const { code, message, options } = failureArgs('PERMANENT_FAILURE', first, second, third);
     super(message, options);
     this.code = code;
     this.name = 'PermanentFailure';
   }
 }
 
-/** Base for failures worth retrying (a dependency is down, a lock timed out). */
+/**
+ * Base for failures worth retrying (a dependency is down, a lock timed out); called like PermanentFailure.
+ * The code defaults to TRANSIENT_FAILURE.
+ */
 export class TransientFailure extends Error implements UnitFailure {
   readonly code: string;
   readonly permanent = false;
-  constructor(code: string, message: string, options?: { cause?: unknown }) {
+  constructor(message: string, options?: FailureOptions);
+  constructor(code: string, message: string, options?: FailureOptions);
+  constructor(init: FailureInit);
+  constructor(first: string | FailureInit, second?: string | FailureOptions, third?: FailureOptions) {
+    const { code, message, options } = failureArgs('TRANSIENT_FAILURE', first, second, third);
     super(message, options);
     this.code = code;
     this.name = 'TransientFailure';

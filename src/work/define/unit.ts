@@ -7,7 +7,7 @@ import type { z } from 'zod';
 import type { Logger } from 'pino';
 import type { TxSql } from '../../db/client.ts';
 import { GROUP_COMMIT_MAX_RUNS, MAX_BACKOFF_MS, QUEUE_NAMES, RUNTIME_MAX_RECEIVES, type QueueName } from '../../config/limits.ts';
-import { isValidScheduleExpression } from './schedule-expression.ts';
+import { scheduleExpressionProblem } from './schedule-expression.ts';
 
 /** Queues a unit may name (the spec's four; each has a dead-letter queue). */
 export const UNIT_QUEUES = QUEUE_NAMES;
@@ -156,7 +156,7 @@ interface CommonOptions<S extends z.ZodType> {
 }
 
 export interface TaskOptions<S extends z.ZodType> extends CommonOptions<S> {
-  /** `rate(<n> <unit>)`: the schedule dispatches this task at each moment. Default none. */
+  /** `rate(<n> <unit>)` or `cron(<min> <hour> <dom> <mon> <dow>)` in UTC: the schedule dispatches this task at each moment. Default none. */
   schedule?: string;
   /** Only for scheduled tasks: `skip` (default) skips a moment while an earlier run is active. */
   overlap?: Overlap;
@@ -293,9 +293,9 @@ export function unitProblems(unit: WorkUnit): string[] {
   }
   problems.push(...retryProblems(unit.retry).map((p) => `unit '${String(unit.name)}': ${p}`));
   if (unit.kind === 'task') {
-    if (unit.schedule !== null && !isValidScheduleExpression(unit.schedule)) {
-      problems.push(`invalid schedule '${unit.schedule}': write rate(<n> <unit>) with unit minute(s), hour(s) or day(s)`);
-    }
+    // The parser's reason (singular or plural, at least 1...), not a generic form: the author sees what to change.
+    const scheduleProblem = unit.schedule === null ? null : scheduleExpressionProblem(unit.schedule);
+    if (scheduleProblem !== null) problems.push(scheduleProblem);
     // A scheduled run is a platform run without a tenant (the scheduler has none to bind), so a tenant
     // task with a schedule would be refused with RUN_CONTEXT_MISMATCH at every firing.
     if (unit.schedule !== null && unit.context === 'tenant') {

@@ -59,7 +59,7 @@ export async function databaseNowMs(sql: Sql | TxSql): Promise<number> {
 
 /**
  * Fires one scheduled moment of `unit`. `at` defaults to the database clock; the moment is the latest
- * multiple of the schedule's interval not after `at`.
+ * moment of the schedule not after `at` (schedule-expression.ts scheduledMomentAt).
  */
 export async function fireSchedule(sql: Sql, unit: TaskUnit, at: Date | undefined, options: FireOptions = {}): Promise<FireResult> {
   if (unit.schedule === null) throw new ScheduleError('SCHEDULE_NOT_FOUND', `task '${unit.name}' has no schedule`);

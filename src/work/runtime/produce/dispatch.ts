@@ -172,15 +172,19 @@ function checkSize(name: string, payload: unknown): void {
   }
 }
 
-/** Size cap, then the unit's schema; returns the payload as the schema outputs it, or the issues. */
+/**
+ * Size cap, then the unit's schema; returns the payload to store (the caller's, once the schema accepts
+ * it) or the issues. The worker parses the stored payload with the same schema, so storing the schema's
+ * output would run its transforms twice (an output is not an input: `z.string().transform(Number)` then
+ * refuses the number for good); defaults are applied by the worker's parse the same way.
+ */
 function payloadIssues(target: DispatchTarget, payload: unknown): { ok: true; value: unknown } | { ok: false; issues: PayloadIssue[] } {
   checkSize(target.name, payload);
   const check = target.payload ? zodPayloadCheck(target.payload) : target.check;
   if (!check) return { ok: true, value: payload ?? null };
   const result = check(payload);
   if (!result.ok) return result;
-  checkSize(target.name, result.value);
-  return { ok: true, value: result.value ?? null };
+  return { ok: true, value: payload ?? null };
 }
 
 function describeIssues(issues: readonly PayloadIssue[]): string {
