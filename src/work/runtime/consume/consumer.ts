@@ -127,7 +127,7 @@ export interface QueueConsumer {
  * the envelope's checks all read this one value. undefined when the body is not JSON (the checks then
  * dead-letter it as malformed).
  */
-function parseBody(body: string | undefined): { name?: unknown; traceparent?: unknown } | undefined {
+function parseBody(body: string | undefined): { name?: unknown; run_id?: unknown; traceparent?: unknown } | undefined {
   try {
     const json: unknown = JSON.parse(body ?? '');
     return typeof json === 'object' && json !== null ? json : undefined;
@@ -351,7 +351,7 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
         // A wait outlived its deadline (counted by the watch): the message comes back as after a database
         // failure; whatever the abandoned wait still held was released or its session ended.
         log.warn(
-          { stage: bounds.missedStage ?? (error as { stage?: string }).stage, messageId: message.MessageId, code: (error as { code?: unknown }).code },
+          { stage: bounds.missedStage ?? (error as { stage?: string }).stage, messageId: message.MessageId, runId: typeof json?.run_id === 'string' ? json.run_id : undefined, code: (error as { code?: unknown }).code },
           'a delivery stage did not finish within its deadline: the message goes back to the queue',
         );
         await port.retryAfter(backoffSeconds(receiveCount, o.runner.backoff)).catch(() => {});
