@@ -4,7 +4,7 @@
 import type { OutboxBacklog, QueueDepth } from '../observe/backlog.ts';
 import type { DeadLetter, DlqRedriveReport } from '../work/operate/dead-letter-queue.ts';
 import type { BulkRedriveOutcome } from '../work/operate/redrive-run.ts';
-import type { RunSummary } from '../work/operate/list-runs.ts';
+import type { RunSummary, StuckRunSummary } from '../work/operate/list-runs.ts';
 import { RUN_STATUSES } from '../work/operate/list-runs.ts';
 import type { RunDetail } from '../work/operate/show-run.ts';
 import { QUEUE_NAMES, type QueueName } from '../queue/names.ts';
@@ -161,7 +161,7 @@ ${v.refresh ? `<input type="hidden" name="refresh" value="${v.refresh}">` : ''}<
   const here = (extra: Record<string, string | number> = {}) => `/${listQuery(f, { offset: v.offset, refresh: v.refresh, ...extra })}`;
   const refreshBar = `<nav class="bar" id="refresh"><a href="${esc(here())}" id="refresh-now">Refresh</a><span>auto-refresh:</span>${REFRESH_CHOICES.map(
     (s) => `<a href="${esc(here({ refresh: s }))}" data-refresh="${s}"${s === v.refresh ? ' class="current"' : ''}>${s === 0 ? 'off' : `${s} s`}</a>`,
-  ).join('')}${v.writable && v.viewer.operator !== null ? `<a class="button" id="bulk-redrive" href="/redrive${esc(listQuery({ ...f, status: '' }))}">Redrive failed runs matching these filters…</a>` : ''}</nav>`;
+  ).join('')}<a href="/stuck" id="stuck-link">Stuck runs</a>${v.writable && v.viewer.operator !== null ? `<a class="button" id="bulk-redrive" href="/redrive${esc(listQuery({ ...f, status: '' }))}">Redrive failed runs matching these filters…</a>` : ''}</nav>`;
   const rows = v.runs
     .map(
       (r) => `<tr class="run" data-run-id="${esc(r.runId)}"><td><a href="/runs/${esc(r.runId)}"><code>${esc(r.runId)}</code></a></td><td>${esc(r.tenant ?? '(platform)')}</td>
@@ -345,5 +345,29 @@ export function deadLetterResultPage(queue: QueueName, report: DlqRedriveReport,
     } messages of runs redriven before deleted, ${report.outcomes.filter((o) => o.action === 'left').length} left.</div>
 <table id="results"><thead><tr><th>run</th><th>action</th><th>new run</th><th>reason</th></tr></thead><tbody>${rows}</tbody></table><p><a href="/dead-letters/${esc(queue)}">Back to the dead letters</a> · <a href="/">the runs</a></p>`,
     viewer,
+  );
+}
+
+export interface StuckView {
+  /** null: the console was started without the windows to judge them. */
+  runs: readonly StuckRunSummary[] | null;
+  viewer: Viewer;
+}
+
+/** Runs past their due with no live delivery: what the rescuer sends again (svc runs list --stuck). */
+export function stuckPage(v: StuckView): string {
+  if (v.runs === null) return page('Stuck runs', '<h1>Stuck runs</h1><p class="muted">unavailable: this console cannot judge overdue runs</p>', v.viewer);
+  const rows = v.runs
+    .map(
+      (r) => `<tr class="stuck" data-run-id="${esc(r.runId)}"><td><a href="/runs/${esc(r.runId)}"><code>${esc(r.runId)}</code></a></td><td>${esc(r.tenant ?? '(platform)')}</td>
+<td>${esc(r.unit)}</td><td>${esc(r.queue)}</td><td>${statusBadge(r.status)}</td><td>${esc(r.state)}</td><td>${esc(r.reason)}</td><td class="num">${r.waitedSeconds}</td><td>${esc(r.since)}</td><td class="num">${r.rescues}</td></tr>`,
+    )
+    .join('');
+  const table = `<table id="stuck-runs"><thead><tr><th>run</th><th>tenant</th><th>unit</th><th>queue</th><th>status</th><th>state</th><th>reason</th><th>waited s</th><th>since</th><th>rescues</th></tr></thead>
+<tbody>${rows || '<tr><td colspan="10" class="muted">no stuck run: every active run has a live delivery or is within its window</td></tr>'}</tbody></table>`;
+  return page(
+    'Stuck runs',
+    `<h1>Stuck runs</h1><p class="muted">Active runs past their queue's visibility, their unit's timeout and the margin with no live delivery, longest waiting first. The rescuer beside the relay sends them again.</p>${table}<p class="muted"><span id="stuck-count">${v.runs.length}</span> stuck.</p>`,
+    v.viewer,
   );
 }

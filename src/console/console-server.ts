@@ -16,7 +16,8 @@ import { readOutboxBacklog, readQueueDepths, type OutboxBacklog, type QueueDepth
 import { dlqUrl, isQueueName } from '../queue/names.ts';
 import { cancelRunNow } from '../work/operate/cancel-run.ts';
 import { listDeadLetters, redriveDeadLetters } from '../work/operate/dead-letter-queue.ts';
-import { listRuns, parseRunFilters, type RawRunFilters } from '../work/operate/list-runs.ts';
+import { listRuns, listStuckRuns, parseRunFilters, type RawRunFilters } from '../work/operate/list-runs.ts';
+import type { OverdueWindows } from '../work/runtime/store/stranded-runs.ts';
 import { checkRunId, OperateError, type OperateErrorCode } from '../work/operate/operate-error.ts';
 import { BULK_REDRIVE_UNCONFIRMED_MAX, redriveRunNow, redriveRuns, type KeySource } from '../work/operate/redrive-run.ts';
 import { showRun } from '../work/operate/show-run.ts';
@@ -35,6 +36,7 @@ import {
   runPage,
   runsPage,
   type ListFilters,
+  stuckPage,
   type StatusCounts,
   type Viewer,
 } from './console-pages.ts';
@@ -70,6 +72,8 @@ export interface ConsoleDeps {
   loginWindowSeconds?: number;
   /** Runs a list page shows. Default 200. */
   pageSize?: number;
+  /** How the stuck runs page judges a run overdue (as the rescuer: visibility, unit timeouts, margin). Without it the page says it is unavailable. */
+  stuckWindows?: OverdueWindows | undefined;
   logger: Logger | false;
 }
 
@@ -315,6 +319,12 @@ export async function buildConsole(deps: ConsoleDeps): Promise<FastifyInstance> 
       200,
       runsPage({ filters, runs, offset, pageSize, hasMore: rows.length > offset + pageSize, counts, redrivenAs: marks, depths, backlog, writable: gate.writable, viewer: viewer(request), refresh }),
     );
+  });
+
+  // Runs past their due with no live delivery (what the rescuer sends again), longest waiting first.
+  app.get('/stuck', async (request, reply) => {
+    const runs = deps.stuckWindows ? await listStuckRuns(deps.sql, deps.stuckWindows, { limit: 200 }) : null;
+    return html(reply, 200, stuckPage({ runs, viewer: viewer(request) }));
   });
 
   app.get<{ Params: { runId: string }; Querystring: { notice?: unknown } }>('/runs/:runId', async (request, reply) => {

@@ -7,7 +7,8 @@ import { checkConsoleAccess, consoleGate } from '../console/console-access.ts';
 import { consoleSchema } from '../console/console-config.ts';
 import { buildConsole } from '../console/console-server.ts';
 import { createLogger } from '../logging/logger.ts';
-import { loadKeySource, openOperateConnections } from './operate-connections.ts';
+import { overdueConfig } from '../config/workers.ts';
+import { loadKeySource, loadUnitTimeouts, openOperateConnections } from './operate-connections.ts';
 import { stopSignal } from './stop-signal.ts';
 
 export async function run(args: string[]): Promise<number> {
@@ -31,8 +32,13 @@ export async function run(args: string[]): Promise<number> {
     });
     // Only a writable console redrives, so only it needs the units' business keys.
     const keySource = gate.writable ? await loadKeySource() : undefined;
+    // The stuck runs page judges as the rescuer does: visibility per queue and margin from the same
+    // variables, unit timeouts from the build's units.
+    const { visibilitySeconds, marginMs } = overdueConfig(process.env);
+    const stuckWindows = { visibilitySeconds, marginMs, unitTimeoutSeconds: await loadUnitTimeouts() };
     const app = await buildConsole({
       sql: c.sql,
+      stuckWindows,
       redis: c.redis,
       sqs: c.sqs,
       gate,
