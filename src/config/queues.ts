@@ -2,9 +2,8 @@
 // SVC_SQS_* variables) and their visibility timeouts (the workers' SVC_VISIBILITY_*_S), with the same
 // rules and defaults as the workers, read from the workers' own schema.
 import { z } from 'zod';
-import type { QueueName } from './limits.ts';
 import { EVEN_WITH_OTHER_PROBLEMS, parsedOk, parseEnv, type Env } from './parse.ts';
-import { workersSchema } from './workers.ts';
+import { visibilityByQueue, workersSchema } from './workers.ts';
 
 const w = workersSchema.in.shape;
 
@@ -27,12 +26,7 @@ export const queuesSchema = z
   .transform((c) => ({
     ...c,
     SVC_SQS_QUEUE_URL_PREFIX: c.SVC_SQS_QUEUE_URL_PREFIX ?? `${c.SVC_SQS_ENDPOINT!.replace(/\/+$/, '')}/000000000000/`,
-    visibilitySeconds: {
-      critical: c.SVC_VISIBILITY_CRITICAL_S,
-      default: c.SVC_VISIBILITY_DEFAULT_S,
-      bulk: c.SVC_VISIBILITY_BULK_S,
-      maintenance: c.SVC_VISIBILITY_MAINTENANCE_S,
-    } satisfies Record<QueueName, number>,
+    visibilitySeconds: visibilityByQueue(c),
   }));
 
 export type QueuesConfig = z.infer<typeof queuesSchema>;

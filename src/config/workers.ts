@@ -232,15 +232,20 @@ export const workersSchema = z
     /** Drain window of a shutdown: the stop budget minus the reserve. */
     drainMs: c.SVC_STOP_TIMEOUT_MS - STOP_BUDGET_RESERVE_MS,
     /** Visibility timeout per queue, seconds. */
-    visibilitySeconds: {
-      critical: c.SVC_VISIBILITY_CRITICAL_S,
-      default: c.SVC_VISIBILITY_DEFAULT_S,
-      bulk: c.SVC_VISIBILITY_BULK_S,
-      maintenance: c.SVC_VISIBILITY_MAINTENANCE_S,
-    } satisfies Record<QueueName, number>,
+    visibilitySeconds: visibilityByQueue(c),
   }));
 
 export type WorkersConfig = z.infer<typeof workersSchema>;
+
+/** The visibility timeout of each queue, seconds, from its SVC_VISIBILITY_*_S variable. */
+export function visibilityByQueue(c: {
+  SVC_VISIBILITY_CRITICAL_S: number;
+  SVC_VISIBILITY_DEFAULT_S: number;
+  SVC_VISIBILITY_BULK_S: number;
+  SVC_VISIBILITY_MAINTENANCE_S: number;
+}): Record<QueueName, number> {
+  return { critical: c.SVC_VISIBILITY_CRITICAL_S, default: c.SVC_VISIBILITY_DEFAULT_S, bulk: c.SVC_VISIBILITY_BULK_S, maintenance: c.SVC_VISIBILITY_MAINTENANCE_S };
+}
 
 /** The variables `svc runs list --stuck` reads to judge runs as the rescuer does (visibility per queue, rescue margin). */
 const overdueSchema = z.object({
