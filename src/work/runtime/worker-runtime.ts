@@ -257,7 +257,13 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
   };
   let health: HealthServer | undefined;
   if (o.healthPort !== undefined && o.healthPort !== null) {
-    health = await startHealthServer({ port: o.healthPort, host: o.healthHost, state });
+    try {
+      health = await startHealthServer({ port: o.healthPort, host: o.healthHost, state });
+    } catch (error) {
+      // A taken port stops the boot: the cancel listener's connection must not keep the process alive.
+      await cancelNotices?.stop();
+      throw error;
+    }
   }
 
   const consuming = (async () => {
