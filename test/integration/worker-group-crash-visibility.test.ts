@@ -10,6 +10,7 @@ import { queueUrl } from '../../src/queue/names.ts';
 import { causalProblems } from '../fixtures/trail-causality.ts';
 import { CHAOS_GROUP_UNITS } from '../fixtures/units/runtime-units.ts';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
+import { recordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
 import { waitFor } from '../support/wait-for.ts';
 
 /** The visibility timeout of the child's receives: far past the unit's window. */
@@ -17,12 +18,28 @@ const QUEUE_VISIBILITY_SECONDS = 60;
 
 let h: WorkHarness;
 let child: ChildProcess | undefined;
+/** Between the child and the queue server: what the child asked of SQS. */
+let sqsProxy: RecordingProxy;
+
+/** Receipt handles whose visibility the child set below the queue's (kept for the unit's window). */
+function keptReceipts(): Set<string> {
+  const text = sqsProxy.chunks.join('');
+  const kept = new Set<string>();
+  for (const entry of text.match(/\{[^{}]*"ReceiptHandle"[^{}]*\}/g) ?? []) {
+    const receipt = /"ReceiptHandle":"([^"]+)"/.exec(entry)?.[1];
+    const seconds = Number(/"VisibilityTimeout":(\d+)/.exec(entry)?.[1] ?? NaN);
+    if (receipt && seconds < QUEUE_VISIBILITY_SECONDS) kept.add(receipt);
+  }
+  return kept;
+}
 
 beforeAll(async () => {
   h = await workHarness({ units: CHAOS_GROUP_UNITS });
+  sqsProxy = await recordingProxy(h.endpoint);
 });
 afterAll(async () => {
   if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  await sqsProxy?.close();
   await h?.close();
 });
 
@@ -33,7 +50,7 @@ function startChild(): Promise<ChildProcess> {
       ...process.env,
       CHILD_DATABASE_URL: h.db.url,
       CHILD_REDIS_URL: h.redisUrl ?? '',
-      CHILD_SQS_ENDPOINT: h.endpoint,
+      CHILD_SQS_ENDPOINT: sqsProxy.url,
       CHILD_QUEUE_URL_PREFIX: h.queueUrlPrefix,
       CHILD_UNITS: 'group',
       CHILD_VISIBILITY_SECONDS: String(QUEUE_VISIBILITY_SECONDS),
@@ -69,6 +86,9 @@ describe('group commit: a dead worker’s messages', () => {
       await waitFor(async () => (await h.sql`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO fixture_effects%'`).length > 0, 15_000, {
         what: 'a group of the child inside its transaction',
       });
+      // And the child has kept them for the unit's window (a message it had not kept yet when killed would
+      // wait out the queue's visibility: that is the window this test is not about).
+      await waitFor(() => keptReceipts().size >= 29, 15_000, { what: 'the held messages kept for the unit\'s window' });
       const exited = new Promise((r) => child!.once('exit', r));
       child.kill('SIGKILL');
       await exited;
