@@ -14,17 +14,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ChangeMessageVisibilityCommand, DeleteMessageCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createSql, type Sql } from '../../src/db/client.ts';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded-postgres.ts';
-import { freePort } from '../../src/kv/redis-server.ts';
+import type { Sql } from '../../src/db/client.ts';
 import { signalOutbox } from '../../src/kv/wake.ts';
-import { applyMigrations } from '../../src/migrator/runner.ts';
 import { dlqUrl, queueUrl, type QueueName } from '../../src/queue/names.ts';
 import { NATIVE_REDRIVE_MAX_RECEIVES } from '../../src/config/limits.ts';
 import { causalProblems } from '../fixtures/trail-causality.ts';
@@ -32,9 +27,9 @@ import { CHAOS_GROUP_UNITS } from '../fixtures/units/runtime-units.ts';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import type { ChildUnits } from '../fixtures/worker-child.ts';
 import { stoppableRedis, type StoppableRedis } from '../support/stoppable-redis.ts';
+import { ownCluster, type OwnCluster } from '../support/own-cluster.ts';
 import { waitFor, within } from '../support/wait-for.ts';
 
-const ROOT = path.resolve(import.meta.dirname, '..', '..');
 const RUNS = Number(process.env.CHAOS_RUNS ?? 300);
 const FREEZE_MS = Number(process.env.CHAOS_FREEZE_MS ?? 3_000);
 /** How long PostgreSQL stays down: the fault's shape, not a synchronisation. */
@@ -58,9 +53,7 @@ const MAX_RECEIVES = 100;
 const FINAL_WITHIN_MS = 60_000 + RUNS * 30;
 const STAGE_DEADLINE_LOG = 'a delivery stage did not finish within its deadline';
 
-let scratch: string;
-let pgPort: number;
-let pg: EmbeddedPostgres | undefined;
+let cluster: OwnCluster;
 let sql: Sql;
 let h: WorkHarness;
 let redis: StoppableRedis;
@@ -71,19 +64,10 @@ let childLines: string[] = [];
 /** The relay children's last lines (warnings and errors), for a failure's report. */
 const relayLines: string[] = [];
 
-const startPg = () => startEmbeddedPostgres({ dataDir: path.join(scratch, 'pg'), port: pgPort, fast: true });
-
 beforeAll(async () => {
-  scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-chaos-test-'));
-  fs.chmodSync(scratch, 0o755);
-  pgPort = await freePort();
-  pg = await startPg();
-  sql = createSql(pg.url, { max: 30 });
-  // Commits wait for their WAL to be written, as in production (the fast cluster turns that off on its
-  // command line): the immediate stop then loses no commit a client saw succeed.
-  await sql`ALTER DATABASE postgres SET synchronous_commit = on`;
-  await applyMigrations(sql, { root: ROOT });
-  h = await workHarness({ redis: false, units: CHAOS_GROUP_UNITS, database: { name: 'postgres', url: pg.url, sql, drop: async () => {} } });
+  cluster = await ownCluster('svc-chaos-test');
+  sql = cluster.sql;
+  h = await workHarness({ redis: false, units: CHAOS_GROUP_UNITS, database: cluster.database });
   redis = await stoppableRedis('chaos', { commandTimeoutMs: COMMAND_TIMEOUT_MS });
 }, 120_000);
 afterAll(async () => {
@@ -91,31 +75,10 @@ afterAll(async () => {
     for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
     await h?.close();
     await redis?.close();
-    await sql?.end({ timeout: 5 });
   } finally {
-    await pg?.stop();
-    if (scratch) fs.rmSync(scratch, { recursive: true, force: true });
+    await cluster?.close();
   }
 });
-
-/** Stops PostgreSQL as `pg_ctl stop -m immediate` does (SIGQUIT to the postmaster: every backend quits at once, crash recovery at the start). */
-async function stopPgImmediately(): Promise<void> {
-  const server = pg!;
-  pg = undefined;
-  const postmaster = Number(fs.readFileSync(path.join(server.dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
-  process.kill(postmaster, 'SIGQUIT');
-  const gone = () => {
-    try {
-      process.kill(postmaster, 0);
-      return false;
-    } catch {
-      return true;
-    }
-  };
-  await waitFor(gone, 20_000, { what: 'the postmaster gone after an immediate shutdown' });
-  // Gives this process's lease up; there is no server left to stop.
-  await server.stop();
-}
 
 function startChild(childUnits: ChildUnits, role: 'worker' | 'relay'): Promise<ChildProcess> {
   const script = path.resolve(import.meta.dirname, '..', 'fixtures', 'worker-child.ts');
@@ -268,9 +231,9 @@ async function chaos(s: ChaosScenario): Promise<{ runIds: string[]; prefix: stri
         async act(release) {
           const from = Date.now();
           mark('db-stop');
-          await stopPgImmediately();
+          await cluster.stop('immediate');
           await sleep(OUTAGE_MS);
-          pg = await startPg();
+          await cluster.start();
           downMs = Date.now() - from;
           release();
         },

@@ -1,9 +1,9 @@
 // A worker process killed with SIGKILL mid-handler: the message reappears after its visibility, the
 // idempotency lease of the dead holder runs out, another worker executes it, and the run ends
 // succeeded with exactly one effect.
-import { spawn, type ChildProcess } from 'node:child_process';
-import path from 'node:path';
+import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startWorkerChild } from '../fixtures/worker-child-process.ts';
 import { events, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import { causalProblems } from '../fixtures/trail-causality.ts';
 import { CHAOS_GROUP_UNITS } from '../fixtures/units/runtime-units.ts';
@@ -21,26 +21,7 @@ afterAll(async () => {
   await h?.close();
 });
 
-function startChild(units: 'runtime' | 'group' = 'runtime'): Promise<ChildProcess> {
-  const script = path.resolve(import.meta.dirname, '..', 'fixtures', 'worker-child.ts');
-  const proc = spawn(process.execPath, [script], {
-    env: {
-      ...process.env,
-      CHILD_DATABASE_URL: h.db.url,
-      CHILD_REDIS_URL: h.redisUrl ?? '',
-      CHILD_SQS_ENDPOINT: h.endpoint,
-      CHILD_QUEUE_URL_PREFIX: h.queueUrlPrefix,
-      CHILD_UNITS: units,
-    },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  return new Promise((resolve, reject) => {
-    proc.once('exit', (code) => reject(new Error(`worker child exited early with ${code}`)));
-    proc.stdout.on('data', (chunk: Buffer) => {
-      if (chunk.toString().includes('consuming')) resolve(proc);
-    });
-  });
-}
+const startChild = (units: 'runtime' | 'group' = 'runtime') => startWorkerChild(h, units);
 
 /**
  * Waits until the child holds the run key's advisory lock (inside its effect transaction: a condition,

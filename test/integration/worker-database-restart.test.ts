@@ -3,51 +3,33 @@
 // then, nothing may stay stuck: every run ends final with exactly one effect and a causal trail, and
 // no delivery is left in flight (a stuck one would hold its slot and keep its message invisible).
 // A cluster of this test's own, stopped and started through src/db/embedded-postgres.ts.
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createSql, type Sql } from '../../src/db/client.ts';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded-postgres.ts';
-import { freePort } from '../../src/kv/redis-server.ts';
-import { applyMigrations } from '../../src/migrator/runner.ts';
+import type { Sql } from '../../src/db/client.ts';
 import type { WorkUnit } from '../../src/work/define/unit.ts';
 import type { WorkerRuntime } from '../../src/work/runtime/worker-runtime.ts';
 import { effectTask } from '../fixtures/units/runtime-units.ts';
 import { causalProblems } from '../fixtures/trail-causality.ts';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
+import { ownCluster, type OwnCluster } from '../support/own-cluster.ts';
 import { waitFor } from '../support/wait-for.ts';
 
-const ROOT = path.resolve(import.meta.dirname, '..', '..');
 const RUNS = 60;
 /** How long the server stays down: the fault's shape, not a synchronisation. */
 const OUTAGE_MS = 2_000;
 const VISIBILITY_SECONDS = 5;
 
-let scratch: string;
-let pgPort: number;
-let pg: EmbeddedPostgres | undefined;
+let cluster: OwnCluster;
 let sql: Sql;
 let h: WorkHarness;
 let workers: WorkerRuntime | undefined;
 
-const startPg = () => startEmbeddedPostgres({ dataDir: path.join(scratch, 'pg'), port: pgPort, fast: true });
-
 beforeAll(async () => {
-  scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-restart-test-'));
-  fs.chmodSync(scratch, 0o755);
-  pgPort = await freePort();
-  pg = await startPg();
-  sql = createSql(pg.url, { max: 30 });
-  // Commits wait for their WAL to be written, as in production (the fast cluster turns that off on its
-  // command line): an immediate shutdown then loses no commit a client saw succeed, and a run left
-  // behind can only be one the workers left.
-  await sql`ALTER DATABASE postgres SET synchronous_commit = on`;
-  await applyMigrations(sql, { root: ROOT });
+  cluster = await ownCluster('svc-restart-test');
+  sql = cluster.sql;
   h = await workHarness({
     units: new Map<string, WorkUnit>([[effectTask.name, effectTask]]),
-    database: { name: 'postgres', url: pg.url, sql, drop: async () => {} },
+    database: cluster.database,
     visibilitySeconds: VISIBILITY_SECONDS,
   });
 }, 120_000);
@@ -56,40 +38,10 @@ afterAll(async () => {
   try {
     await workers?.stop();
     await h?.close();
-    await sql?.end({ timeout: 5 });
   } finally {
-    await pg?.stop();
-    if (scratch) fs.rmSync(scratch, { recursive: true, force: true });
+    await cluster?.close();
   }
 });
-
-/**
- * Stops the server as `pg_ctl stop -m immediate` does (SIGQUIT to the postmaster: every backend quits
- * at once, no checkpoint, crash recovery at the next start) or `-m fast` (embedded-postgres.ts's stop:
- * sessions terminated, a clean shutdown). Resolves once the postmaster is gone.
- */
-async function stopPg(mode: 'immediate' | 'fast'): Promise<void> {
-  const server = pg!;
-  pg = undefined;
-  if (mode === 'immediate') {
-    const postmaster = Number(fs.readFileSync(path.join(server.dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
-    process.kill(postmaster, 'SIGQUIT');
-    await waitFor(
-      () => {
-        try {
-          process.kill(postmaster, 0);
-          return false;
-        } catch {
-          return true;
-        }
-      },
-      20_000,
-      { what: 'the postmaster gone after an immediate shutdown' },
-    );
-  }
-  // Gives this process's lease up; after an immediate shutdown there is no server left to stop.
-  await server.stop();
-}
 
 /** The harness's reads, retried while the server is away. */
 const settled = async <T>(read: () => Promise<T>): Promise<T | undefined> => read().catch(() => undefined);
@@ -116,9 +68,9 @@ describe('PostgreSQL restarts while the workers drain', () => {
     await waitFor(async () => ((await settled(finished)) ?? 0) >= 5, 30_000, { what: 'the drain under way' });
     expect(await finished()).toBeLessThan(RUNS);
     expect(workers.inFlight()).toBeGreaterThan(0);
-    await stopPg(mode);
+    await cluster.stop(mode);
     await new Promise((resolve) => setTimeout(resolve, OUTAGE_MS));
-    pg = await startPg();
+    await cluster.start();
 
     await waitFor(async () => (await settled(finished)) === RUNS, 90_000, { what: `all ${RUNS} runs succeeded after the restart` }).catch(async (error: unknown) => {
       const open = await sql<{ run_id: string; status: string }[]>`SELECT run_id, status FROM platform_task_runs WHERE run_id IN ${sql(runIds)} AND status <> 'succeeded'`;

@@ -2,13 +2,13 @@
 // come back once the unit's window has passed (its lease: timeout 5 s + margin 1 s), not after the
 // queue's visibility timeout (60 s here, standing for the bulk queue's 15 minutes), so the runs complete
 // within seconds of the kill.
-import { spawn, type ChildProcess } from 'node:child_process';
-import path from 'node:path';
+import type { ChildProcess } from 'node:child_process';
 import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queueUrl } from '../../src/queue/names.ts';
 import { causalProblems } from '../fixtures/trail-causality.ts';
 import { CHAOS_GROUP_UNITS } from '../fixtures/units/runtime-units.ts';
+import { startWorkerChild } from '../fixtures/worker-child-process.ts';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import { recordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
 import { waitFor } from '../support/wait-for.ts';
@@ -43,27 +43,8 @@ afterAll(async () => {
   await h?.close();
 });
 
-function startChild(): Promise<ChildProcess> {
-  const script = path.resolve(import.meta.dirname, '..', 'fixtures', 'worker-child.ts');
-  const proc = spawn(process.execPath, [script], {
-    env: {
-      ...process.env,
-      CHILD_DATABASE_URL: h.db.url,
-      CHILD_REDIS_URL: h.redisUrl ?? '',
-      CHILD_SQS_ENDPOINT: sqsProxy.url,
-      CHILD_QUEUE_URL_PREFIX: h.queueUrlPrefix,
-      CHILD_UNITS: 'group',
-      CHILD_VISIBILITY_SECONDS: String(QUEUE_VISIBILITY_SECONDS),
-    },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  return new Promise((resolve, reject) => {
-    proc.once('exit', (code) => reject(new Error(`worker child exited early with ${code}`)));
-    proc.stdout.on('data', (chunk: Buffer) => {
-      if (chunk.toString().includes('consuming')) resolve(proc);
-    });
-  });
-}
+// The child's SQS calls go through the recording proxy; its receives keep messages for the queue's visibility.
+const startChild = () => startWorkerChild(h, 'group', { CHILD_SQS_ENDPOINT: sqsProxy.url, CHILD_VISIBILITY_SECONDS: String(QUEUE_VISIBILITY_SECONDS) });
 
 async function visibleInBulk(): Promise<number> {
   const out = await h.sqs.send(new GetQueueAttributesCommand({ QueueUrl: queueUrl(h.queueUrlPrefix, 'bulk'), AttributeNames: ['ApproximateNumberOfMessages'] }));
