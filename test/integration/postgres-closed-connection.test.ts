@@ -15,6 +15,13 @@
 // statements handed to it while it is busy, and sent them once it was free; if it closed first, they
 // waited for ever (a unit of work whose context went out behind a statement being described hung, its
 // delivery with it). Patched, they reject with `CONNECTION_CLOSED`; the third test fails without it.
+//
+// A new connection first reads the server's array types, and postgres.js started that read without
+// waiting on it: a connection that died during it (a database restart) left a rejection nobody handled,
+// which ends a Node process. And a connection that closed while it started up kept the backend's error:
+// its successor failed its first statement with it and never read the types, so arrays came back as text
+// on it. Patched, the read's failure is left to the connection's error handling and the successor starts
+// clean; the fourth test fails without it (the process ends; the statement fails; `{a,b}` for an array).
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -23,6 +30,7 @@ import { runNodeProcess } from '../support/node-process.ts';
 import { freshDatabase, type TestDatabase } from '../support/services.ts';
 
 const FIXTURE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'closed-connection.ts');
+const TYPE_FETCH_FIXTURE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'type-fetch-drop.ts');
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -100,5 +108,16 @@ describe('a PostgreSQL connection whose backend died', () => {
     } finally {
       await sql.end({ timeout: 5 });
     }
+  });
+
+  it.each(['fatal', 'drop'])('keeps the process alive when a new connection dies while it reads the array types (%s), and the pool works after', async (mode) => {
+    const { code, stdout, stderr } = await runNodeProcess([TYPE_FETCH_FIXTURE, db.url, mode]);
+    expect(stdout, stderr).not.toContain('uncaught');
+    expect(code, stderr).toBe(0);
+    const result = JSON.parse(stdout.trim().split('\n').at(-1)!) as { dropped: number; statement: string; list: unknown };
+    expect(result.dropped).toBe(1);
+    // The statement waiting for the connection never ran: it goes out on the next connection.
+    expect(result.statement).toBe('ok');
+    expect(result.list).toEqual(['a', 'b']);
   });
 });
