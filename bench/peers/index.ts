@@ -1,5 +1,5 @@
-// `npm run bench -- peers [--smoke]`: the same workloads through ours, graphile-worker (default and
-// batched), pg-boss (best and default) and BullMQ, in one invocation, on this machine, against the
+// `npm run bench -- peers [--smoke]`: the same workloads through ours (a default unit, and `ours-group`
+// with the opt-in group commit), graphile-worker (default and batched), pg-boss (best and default) and BullMQ, in one invocation, on this machine, against the
 // same PostgreSQL 18 and Redis. See bench/peers/README.md for what is measured and how.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -30,6 +30,8 @@ async function makeAdapter(name: SystemName): Promise<SystemAdapter> {
       return (await import('./systems/bullmq.ts')).bullmq();
     case 'ours':
       return (await import('./systems/ours.ts')).ours();
+    case 'ours-group':
+      return (await import('./systems/ours.ts')).ours({ groupCommit: true });
   }
 }
 
@@ -82,7 +84,7 @@ export async function main(args: string[]): Promise<number> {
 
   const started = Date.now();
   try {
-    services = await startServices({ sqs: options.systems.includes('ours'), log });
+    services = await startServices({ sqs: options.systems.some((s) => s === 'ours' || s === 'ours-group'), log });
     const svc = services;
     const machine = describeMachine({ postgres: svc.postgresVersion, redis: svc.redisVersion });
     log(`machine: ${JSON.stringify(machine)}`);

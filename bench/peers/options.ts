@@ -1,6 +1,6 @@
 // Command-line options of `npm run bench -- peers`. Pure (unit tested).
 
-export const ALL_SYSTEMS = ['ours', 'graphile-worker', 'graphile-worker-batched', 'pg-boss', 'pg-boss-default', 'bullmq'] as const;
+export const ALL_SYSTEMS = ['ours', 'ours-group', 'graphile-worker', 'graphile-worker-batched', 'pg-boss', 'pg-boss-default', 'bullmq'] as const;
 export type SystemName = (typeof ALL_SYSTEMS)[number];
 
 export interface PeersOptions {

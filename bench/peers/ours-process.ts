@@ -6,7 +6,8 @@
 // runtime built from explicit settings. Prints READY once running and stops gracefully on SIGTERM.
 //
 // Environment: BENCH_ROLE, BENCH_DATABASE_URL, BENCH_REDIS_URL, BENCH_SQS_ENDPOINT,
-// BENCH_SQS_QUEUE_URL_PREFIX, BENCH_CONCURRENCY, BENCH_SQS_WAIT_SECONDS (default 2), BENCH_RELAY=true
+// BENCH_SQS_QUEUE_URL_PREFIX, BENCH_CONCURRENCY, BENCH_GROUP_COMMIT=true (the fixture unit with group commit;
+// default: a default unit), BENCH_SQS_WAIT_SECONDS (default 2), BENCH_RELAY=true
 // (workers: run the relay too), BENCH_RELAY_PAUSED=true (the relay starts paused, waiting for `resume`),
 // BENCH_TENANT_INFLIGHT_MAX (relay: the fairness cap, default 0 = off; above 0 the workers also wake a capped
 // relay as they finish runs, which BENCH_ROOM_SIGNALS=true asks of a workers process serving a relay of its own), BENCH_CAPPED_POLL_MS (relay: its
@@ -71,7 +72,9 @@ async function start(): Promise<void> {
   }
   const loaded = await loadUnits(root, { dir: FIXTURE_UNITS_DIR });
   // Same concurrency as every other system: the fixture's slots come from the harness.
-  const units = new Map<string, WorkUnit>([...loaded].map(([name, unit]) => [name, { ...unit, concurrency }]));
+  // BENCH_GROUP_COMMIT=true: the opt-in group commit (the system `ours-group`); otherwise a default unit.
+  const groupCommit = process.env.BENCH_GROUP_COMMIT === 'true';
+  const units = new Map<string, WorkUnit>([...loaded].map(([name, unit]) => [name, { ...unit, concurrency, groupCommit }]));
 
   const queueUrlPrefix = required('BENCH_SQS_QUEUE_URL_PREFIX');
   const instance = `bench-${role}-${process.pid}`;

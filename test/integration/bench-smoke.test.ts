@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { runBenchSmoke } from '../support/bench-smoke.ts';
 
 describe('bench work --smoke', () => {
-  it('runs dispatch → relay → SQS → workers end to end and prints SUMMARY with nothing lost or duplicated', async () => {
+  it('runs dispatch → relay → SQS → workers end to end with a default unit, then with group commit, and prints SUMMARY with nothing lost or duplicated', async () => {
     const { code, out } = await runBenchSmoke('work');
     expect(code, out).toBe(0);
     // The raw hop through both clients (the service's own, which baseline_ratio divides by, and the
@@ -43,6 +43,12 @@ describe('bench work --smoke', () => {
     expect(p50, workersGc![0]).toBeGreaterThan(0);
     expect(max, workersGc![0]).toBeGreaterThanOrEqual(p50);
     expect(gcMs, workersGc![0]).toBeGreaterThanOrEqual(max);
+    // The same rounds with the opt-in group commit, reported beside the default unit under their own name.
+    expect(out).toMatch(/^ROUND system=ours-group workload=burn round=1 /m);
+    expect(out).toMatch(/^ROUND system=ours-group workload=steady round=1 /m);
+    expect(out).toMatch(/^MODE system=ours-group runs_per_s=[\d.]+ p50_ms=[\d.]+ p99_ms=[\d.]+ cpu_ms_per_run=[\d.]+ lost=0 duplicated=0$/m);
+    // SUMMARY reports the default unit (the first system's rounds), never the group-commit one.
+    expect(out.indexOf('ROUND system=ours workload=burn round=1 ')).toBeLessThan(out.indexOf('ROUND system=ours-group '));
     const last = out.trim().split('\n').at(-1)!;
     expect(last).toMatch(
       /^SUMMARY runs_per_s=[\d.]+ p50_ms=[\d.]+ p99_ms=[\d.]+ lost=0 duplicated=0 baseline_ratio=[\d.]+ cpu_ms_per_run=[\d.]+$/,

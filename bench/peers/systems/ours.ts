@@ -220,7 +220,10 @@ export type OursAdapter = SystemAdapter & {
   workersGcPauses(): Promise<GcPause[]>;
 };
 
-export function ours(): OursAdapter {
+/** `groupCommit`: the fixture unit with the opt-in group commit, reported as the system `ours-group`. */
+export function ours(options: { groupCommit?: boolean } = {}): OursAdapter {
+  const groupCommit = options.groupCommit === true;
+  const unitEnv = { BENCH_GROUP_COMMIT: String(groupCommit) };
   let ctx: SystemContext;
   let stack: OursStack | undefined;
   // BENCH_RELAY_SEPARATE=true: the older topology (bench/results/hot-path-levers-2026-11-24.md), the
@@ -238,20 +241,20 @@ export function ours(): OursAdapter {
   const roundTenant = (round: number) => tenants.get(round) ?? tenantId;
 
   return {
-    name: 'ours',
+    name: groupCommit ? 'ours-group' : 'ours',
     durable: true,
     workers: 'external',
     get settings() {
-      return `fixture task bench.job (tenant context, queue default, unit concurrency=C), ${separateRelay ? `workers process (pool 2C+2, long poll 2 s) and relay process (${relaySetting}) separate` : `one workers process (pool 2C+2, long poll 2 s) running the relay too, as SVC_RELAY=true does (${relaySetting})`}; the harness dispatches in transactions of ${BULK_CHUNK} runs (burst) or 1 run (steady) and pushes the wake signal after commit; PostgreSQL durable, Redis gate/cache/wake, fauxqs SQS server in the harness process`;
+      return `fixture task bench.job (tenant context, queue default, unit concurrency=C, ${groupCommit ? 'groupCommit: true' : 'a default unit: no groupCommit'}), ${separateRelay ? `workers process (pool 2C+2, long poll 2 s) and relay process (${relaySetting}) separate` : `one workers process (pool 2C+2, long poll 2 s) running the relay too, as SVC_RELAY=true does (${relaySetting})`}; the harness dispatches in transactions of ${BULK_CHUNK} runs (burst) or 1 run (steady) and pushes the wake signal after commit; PostgreSQL durable, Redis gate/cache/wake, fauxqs SQS server in the harness process`;
     },
     async setup(c) {
       ctx = c;
       stack = await prepareOurs({ pgUrl: c.pgUrl, redisUrl: c.redisUrl, sqs: c.sqs, concurrency: c.concurrency, log: c.log });
       if (separateRelay) {
-        workers = await spawnOurs('workers', stack.env);
+        workers = await spawnOurs('workers', { ...stack.env, ...unitEnv });
         relay = await spawnOurs('relay', { ...stack.env, BENCH_RELAY_PAUSED: 'true' });
       } else {
-        workers = await spawnOurs('workers', { ...stack.env, BENCH_RELAY: 'true', BENCH_RELAY_PAUSED: 'true' });
+        workers = await spawnOurs('workers', { ...stack.env, ...unitEnv, BENCH_RELAY: 'true', BENCH_RELAY_PAUSED: 'true' });
       }
     },
     async enqueueBulk(jobs) {
