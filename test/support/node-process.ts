@@ -35,3 +35,9 @@ export function runNodeProcess(
     });
   });
 }
+
+/**
+ * The bound for a CLI that type-checks (`svc tasks check`): seconds on an idle machine, minutes when
+ * both cores are busy, which the suite must survive.
+ */
+export const TYPECHECK_CLI_TIMEOUT_MS = 240_000;
