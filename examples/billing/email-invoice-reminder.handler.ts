@@ -1,10 +1,10 @@
 // billing.email_invoice_reminder: subscriber of billing.invoice_reminded v1 (published by
 // billing.send_invoice_reminder); e-mails the customer and stamps the reminder emailed_at.
+// #region unit
 import { z } from 'zod';
 import { defineSubscriber, NotFoundFailure } from '../../src/work/index.ts';
 import { mailerFor } from '../../src/mail/mailer.ts';
 
-// #region unit
 export const emailInvoiceReminder = defineSubscriber({
   name: 'billing.email_invoice_reminder',
   event: { type: 'billing.invoice_reminded', version: 1 },

@@ -2,8 +2,9 @@
 // of work (one transaction under the actor's context), dispatches billing.send_invoice_reminder in it,
 // and wakes the relay once after commit. Whatever else the use case writes through `tx` commits with the
 // runs, or none of it does.
-import type { Sql } from '../../src/db/client.ts';
-import type { Redis } from '../../src/kv/client.ts';
+// #region dispatch
+import type { Sql } from '../../src/db/client.ts';                    // createSql(DATABASE_URL): one pool per process
+import type { Redis } from '../../src/kv/client.ts';                  // createRedis(REDIS_URL): optional, only the wake signal
 import { inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
 import { afterCommit } from '../../src/kv/wake.ts';
 import { dispatchMany, dispatchTask, type DispatchedRun } from '../../src/work/index.ts';
@@ -16,7 +17,6 @@ export interface UnpaidInvoice {
   dueOn: string;
 }
 
-// #region dispatch
 const reminderOf = (invoice: UnpaidInvoice) => ({ invoiceId: invoice.id, email: invoice.email, amountCents: invoice.amountCents, dueOn: invoice.dueOn });
 
 /** Reminds one invoice, unless a reminder of it is still waiting or running: then returns that run (`deduplicated`). */

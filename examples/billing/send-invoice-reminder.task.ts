@@ -2,13 +2,13 @@
 // example's own table, invoice-reminders.sql) and publishes billing.invoice_reminded v1, which
 // billing.email_invoice_reminder turns into an e-mail. After three reminders of one invoice it refuses
 // for good: a person should call that customer.
+// #region unit
 import { z } from 'zod';
 import { defineTask, PermanentFailure } from '../../src/work/index.ts';
 
 /** Reminders of one invoice before the task refuses. */
 export const MAX_REMINDERS = 3;
 
-// #region unit
 export const sendInvoiceReminder = defineTask({
   name: 'billing.send_invoice_reminder',   // dot-separated [a-z][a-z0-9_]* segments, ≤ 64 characters
   queue: 'default',                        // critical | default | bulk | maintenance
