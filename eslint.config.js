@@ -10,7 +10,7 @@ export default defineConfig(
     ignores: ["node_modules/**", "dist/**", "catalog/**", "docs/**", "deploy/**", "bench/results/**"],
   },
   {
-    files: ["src/**/*.ts", "units/**/*.ts", "seeders/**/*.ts", "test/**/*.ts", "bench/**/*.ts", "*.ts"],
+    files: ["src/**/*.ts", "units/**/*.ts", "seeders/**/*.ts", "test/**/*.ts", "bench/**/*.ts", "examples/**/*.ts", "*.ts"],
     extends: [js.configs.recommended, ...tseslint.configs.recommended],
     languageOptions: {
       parserOptions: {
