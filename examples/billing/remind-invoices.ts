@@ -3,11 +3,16 @@
 // and wakes the relay once after commit. Whatever else the use case writes through `tx` commits with the
 // runs, or none of it does.
 // #region dispatch
-import type { Sql } from '../../src/db/client.ts';                    // createSql(DATABASE_URL): one pool per process
-import type { Redis } from '../../src/kv/client.ts';                  // createRedis(REDIS_URL): optional, only the wake signal
-import { inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
-import { afterCommit } from '../../src/kv/wake.ts';
-import { dispatchMany, dispatchTask, type DispatchedRun } from '../../src/work/index.ts';
+import {
+  afterCommit,              // wakes the relay once the transaction committed
+  dispatchMany,
+  dispatchTask,
+  inUnitOfWork,             // one transaction under the actor's context
+  type Actor,               // who acts: a user of a tenant, the system (for a tenant or not), the scheduler
+  type DispatchedRun,
+  type Redis,               // createRedis(REDIS_URL) from src/kv/client.ts: optional, only the wake signal
+  type Sql,                 // createSql(DATABASE_URL) from src/db/client.ts: one pool per process
+} from '../../src/work/index.ts';
 import { sendInvoiceReminder } from './send-invoice-reminder.task.ts';
 
 export interface UnpaidInvoice {

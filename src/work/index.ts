@@ -27,3 +27,9 @@ export {
 } from './define/unit.ts';
 export { ForbiddenFailure, NotFoundFailure, PermanentFailure, TransientFailure, ValidationFailure, type FailureInit, type UnitFailure } from './define/unit-errors.ts';
 export { DispatchError, dispatchMany, dispatchTask, MAX_BULK_RUNS, type DispatchErrorCode, type DispatchOptions, type UnitDispatchOptions } from './runtime/produce/dispatch.ts';
+// What a use case needs around a dispatch: its pool, the unit of work it dispatches in, the actor, and
+// the relay's wake signal after commit (Redis optional: without it the relay's sweep finds the rows).
+export type { Sql } from '../db/client.ts';
+export { inUnitOfWork, type Actor } from '../db/unit-of-work.ts';
+export type { Redis } from '../kv/client.ts';
+export { afterCommit } from '../kv/wake.ts';

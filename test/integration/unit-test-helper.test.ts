@@ -1,5 +1,5 @@
 // testUnit: a unit author runs a handler once against a real database transaction with a real run row,
-// without SQS, Redis or the relay; the README's worked example is the first test here.
+// without SQS, Redis or the relay.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -102,7 +102,7 @@ const patient = defineTask({
 });
 
 describe('testUnit', () => {
-  it('README example: runs identity.login_notification_email once and returns its outcome, the succeeded run and its trail', async () => {
+  it('runs identity.login_notification_email once and returns its outcome, the succeeded run and its trail', async () => {
     const { outcome, error, run, trail } = await testUnit(
       loginNotificationEmail,
       { userId: '1', email: 'ana@example.com', occurredAt: '2030-01-01T00:00:00Z' },
