@@ -97,6 +97,15 @@ export interface UniqueDispatchOptions<P = unknown> {
   uniqueFor?: number;
   /** States in which a keyed run holds its key; default the unfinished ones: queued, running, retrying. */
   uniqueStates?: readonly RunState[];
+  /**
+   * Debounce (with `uniqueKey`; not with `uniqueFor`, `uniqueStates` or `delaySeconds`): the run is due
+   * this many seconds after the dispatch, and a later dispatch of the key while the run still waits to
+   * be sent moves it to that many seconds after itself instead of writing a run. Once the run was sent,
+   * the next dispatch of the key writes a new one. A burst thus runs once, after it goes quiet.
+   */
+  debounceSeconds?: number;
+  /** With `debounceSeconds`: the payload the run keeps, the first dispatch's (default) or the last one's. */
+  debouncePayload?: 'first' | 'last';
 }
 
 /** Options of a follow-up dispatch from inside a handler. */

@@ -19,7 +19,7 @@ import { newRunId } from './run-id.ts';
 import { zodPayloadCheck, type PayloadCheck, type PayloadIssue } from '../../define/payload-schema.ts';
 import { insertRun, insertScheduleOrigin, RUN_TABLE, type RunScope, type RunTrigger } from '../store/run-store.ts';
 import { isWorkUnit, type DispatchedRun as PublicDispatchedRun, type TaskUnit, type UniqueDispatchOptions, type UnitContext, type WorkUnit } from '../../define/unit.ts';
-import { claimUniqueKeys, uniqueKeys, uniqueRule, type KeyedRun } from './unique-dispatch.ts';
+import { claimUniqueKeys, debounceRuns, uniqueKeys, uniqueRule, type KeyedRun } from './unique-dispatch.ts';
 
 /** What dispatch needs to know about a unit (a task, or an event subscriber). */
 export interface DispatchTarget {
@@ -436,20 +436,45 @@ async function writeTaskRuns(
   inputs: readonly unknown[],
   options: DispatchOptions,
 ): Promise<DispatchedRun[]> {
-  if (options.uniqueKey === undefined || writes.length === 0) return writeRuns(tx, instance, writes);
-  const { target, tenantId } = writes[0]!;
   const refuse = (message: string) =>
-    new DispatchError('DISPATCH_UNIQUE_INVALID', `unique dispatch of ${target.name}: ${message}`, { unit: target.name });
+    new DispatchError('DISPATCH_UNIQUE_INVALID', `unique dispatch of ${writes[0]?.target.name ?? 'a task'}: ${message}`, { unit: writes[0]?.target.name ?? '' });
+  if (options.uniqueKey === undefined) {
+    if (options.debounceSeconds !== undefined || options.debouncePayload !== undefined) throw refuse('debounceSeconds needs a uniqueKey');
+    return writeRuns(tx, instance, writes);
+  }
   const rule = uniqueRule(options);
   if (typeof rule === 'string') throw refuse(rule);
+  if (writes.length === 0) return writeRuns(tx, instance, writes);
+  const { target, tenantId } = writes[0]!;
   const keys = uniqueKeys(options.uniqueKey, inputs);
   if (typeof keys === 'string') throw refuse(keys);
+  const debounce = rule.debounce;
+  // Debounced runs are due that many seconds after the dispatch that wrote (or last moved) them.
+  const due = (w: RunWrite): RunWrite => (debounce ? { ...w, delaySeconds: debounce.seconds } : w);
   const keyed = keys.filter((k): k is string => k !== undefined);
-  if (keyed.length === 0) return writeRuns(tx, instance, writes);
+  if (keyed.length === 0) return writeRuns(tx, instance, writes.map(due));
   const scope: RunScope = tenantId === null ? 'platform' : 'tenant';
   const { isolation, runs } = await claimUniqueKeys(tx, scope, tenantId, target.name, keyed, rule);
   if (isolation !== 'read committed') {
     throw refuse(`it needs a READ COMMITTED transaction (this one is ${isolation}): a run committed while the dispatch waited on its key would be invisible to it`);
+  }
+  if (debounce && runs.size > 0) {
+    // Each found run moved once, carrying its key's last payload of this batch when the payload follows.
+    const lastPayload = new Map<string, unknown>();
+    writes.forEach((w, i) => keys[i] !== undefined && lastPayload.set(keys[i], w.payload));
+    const found = [...runs];
+    const moved = await debounceRuns(
+      tx,
+      scope,
+      found.map(([, run]) => run.runId),
+      debounce.seconds,
+      debounce.payload === 'last' ? found.map(([key]) => lastPayload.get(key)) : undefined,
+    );
+    // A run the relay sent meanwhile no longer holds its key: the key gets a new run.
+    for (const [key, run] of found) {
+      if (!moved.has(run.runId)) runs.delete(key);
+      else if (debounce.payload === 'last' && run.envelope) runs.set(key, { ...run, envelope: { ...run.envelope, payload: lastPayload.get(key) } });
+    }
   }
   // A run written by this batch is queued, so it holds its key for the batch's later payloads exactly
   // when a queued run would hold it for a later dispatch.
@@ -458,12 +483,16 @@ async function writeTaskRuns(
   const firstOfKey = new Map<string, number>();
   const plan = writes.map((w, i): { existing: KeyedRun } | { fresh: number; again: boolean } => {
     const key = keys[i];
-    if (key === undefined) return { fresh: fresh.push(w) - 1, again: false };
+    if (key === undefined) return { fresh: fresh.push(due(w)) - 1, again: false };
     const existing = runs.get(key);
     if (existing) return { existing };
     const seen = firstOfKey.get(key);
-    if (seen !== undefined && batchHolds) return { fresh: seen, again: true };
-    const at = fresh.push({ ...w, uniqueKey: key }) - 1;
+    if (seen !== undefined && batchHolds) {
+      // Debounce with the last payload: the batch's run carries its key's last one.
+      if (debounce?.payload === 'last') fresh[seen] = { ...fresh[seen]!, payload: w.payload };
+      return { fresh: seen, again: true };
+    }
+    const at = fresh.push({ ...due(w), uniqueKey: key }) - 1;
     firstOfKey.set(key, at);
     return { fresh: at, again: false };
   });

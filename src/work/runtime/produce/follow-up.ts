@@ -66,8 +66,8 @@ export function createFollowUps(ctx: FollowUpContext): FollowUps {
           resolve: (name) => (name === unit.name && unit.kind === 'task' ? targetOfUnit(unit) : undefined),
           instance: ctx.instance,
         });
-        const { delaySeconds, uniqueKey, uniqueFor, uniqueStates } = options;
-        const unique = { uniqueKey, uniqueFor, uniqueStates } as DispatchOptions;
+        const { delaySeconds, uniqueKey, uniqueFor, uniqueStates, debounceSeconds, debouncePayload } = options;
+        const unique = { uniqueKey, uniqueFor, uniqueStates, debounceSeconds, debouncePayload } as DispatchOptions;
         const run = await permanentOnRefusal(dispatcher.dispatchTask(ctx.tx, unit.name, payload, { ...lineage, ...unique, delaySeconds }));
         if (!run.deduplicated) wrote(started);
         return run;

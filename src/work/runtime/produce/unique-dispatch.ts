@@ -22,13 +22,36 @@ const RUN_STATUSES: readonly RunStatus[] = ['queued', 'running', 'retrying', 'su
 /** Longest unique key, in characters (it is stored in the 2048-byte detail of the `queued` event). */
 export const MAX_UNIQUE_KEY_LENGTH = 255;
 
+/** Longest debounce, in seconds (a day): a run is never postponed further by one dispatch. */
+export const MAX_DEBOUNCE_SECONDS = 86_400;
+
 export interface UniqueRule {
   states: readonly RunStatus[];
   forSeconds: number;
+  /** Debounce: only a run still waiting to be sent holds the key, and each dispatch of it moves the run. */
+  debounce?: { seconds: number; payload: 'first' | 'last' };
 }
 
 /** The rule of the options, or a sentence saying what is wrong with them. */
-export function uniqueRule(options: Pick<UniqueDispatchOptions, 'uniqueFor' | 'uniqueStates'>): UniqueRule | string {
+export function uniqueRule(
+  options: Pick<UniqueDispatchOptions, 'uniqueFor' | 'uniqueStates' | 'debounceSeconds' | 'debouncePayload'> & { delaySeconds?: number },
+): UniqueRule | string {
+  if (options.debounceSeconds !== undefined) {
+    const seconds = options.debounceSeconds;
+    if (typeof seconds !== 'number' || !Number.isFinite(seconds) || seconds <= 0 || seconds > MAX_DEBOUNCE_SECONDS) {
+      return `debounceSeconds must be a number of seconds above 0 and at most ${MAX_DEBOUNCE_SECONDS}`;
+    }
+    if (options.uniqueFor !== undefined || options.uniqueStates !== undefined) {
+      return `debounceSeconds decides which run holds the key (one still waiting to be sent): it does not combine with uniqueFor or uniqueStates`;
+    }
+    if (options.delaySeconds !== undefined && options.delaySeconds !== 0) {
+      return `debounceSeconds sets the run's delay: it does not combine with delaySeconds`;
+    }
+    const payload = options.debouncePayload ?? 'first';
+    if (payload !== 'first' && payload !== 'last') return `debouncePayload must be 'first' or 'last'`;
+    return { states: ['queued'], forSeconds: 0, debounce: { seconds, payload } };
+  }
+  if (options.debouncePayload !== undefined) return `debouncePayload needs debounceSeconds`;
   const forSeconds = options.uniqueFor ?? 0;
   if (typeof forSeconds !== 'number' || !Number.isFinite(forSeconds) || forSeconds < 0) {
     return `uniqueFor must be a finite number of seconds, at least 0`;
@@ -102,8 +125,11 @@ export async function claimUniqueKeys(
       JOIN ${tx(RUN_TABLE[scope])} r ON r.run_id = e.run_id
       LEFT JOIN ${tx(OUTBOX[scope])} o ON o.run_id = r.run_id
      WHERE r.name = ${name}
-       AND (r.status = ANY (${rule.states as RunStatus[]}::text[])
-            OR r.queued_at > clock_timestamp() - make_interval(secs => ${rule.forSeconds}::float8))
+       AND ${rule.debounce
+         // Debounce: only a run still waiting to be sent holds its key.
+         ? tx`r.status = 'queued' AND o.sent_at IS NULL`
+         : tx`(r.status = ANY (${rule.states as RunStatus[]}::text[])
+            OR r.queued_at > clock_timestamp() - make_interval(secs => ${rule.forSeconds}::float8))`}
      ORDER BY k.key, r.queued_at DESC, r.run_id`;
   const [[lock], rows] = await Promise.all([locked, found]);
   return {
@@ -116,4 +142,29 @@ export async function claimUniqueKeys(
       causationId: r.causation_id,
     }])),
   };
+}
+
+/**
+ * Debounce: moves each found run's outbox row to `seconds` from now (with `payloads`, also replaces the
+ * payload its envelope carries), if the row still waits to be sent. Returns the runs moved: a row the
+ * relay sent meanwhile (it held the row locked; this statement waited for its commit, then found it sent)
+ * is not, and its key gets a new run.
+ */
+export async function debounceRuns(
+  tx: TxSql,
+  scope: RunScope,
+  runIds: readonly string[],
+  seconds: number,
+  payloads?: readonly unknown[],
+): Promise<Set<string>> {
+  if (runIds.length === 0) return new Set();
+  const texts = payloads?.map((p) => JSON.stringify(p ?? null)) ?? null;
+  const rows = await tx<Array<{ run_id: string }>>`
+    UPDATE ${tx(OUTBOX[scope])} o
+       SET available_at = clock_timestamp() + make_interval(secs => ${seconds}::float8)
+           ${texts ? tx`, envelope = jsonb_set(o.envelope, '{payload}', u.p::jsonb)` : tx``}
+      FROM unnest(${runIds as string[]}::uuid[], ${texts ?? runIds.map(() => '')}::text[]) AS u(r, p)
+     WHERE o.run_id = u.r AND o.sent_at IS NULL
+    RETURNING o.run_id::text`;
+  return new Set(rows.map((r) => r.run_id));
 }
