@@ -1,6 +1,7 @@
 // Cancels the statement an effect transaction is running, from another connection: a release on
 // shutdown or an operator's cancel must not wait behind a handler's statement (pg_sleep, a lock wait),
-// or the ROLLBACK would queue past the stop budget. Shared by a delivery alone and a group.
+// or the ROLLBACK would queue past the stop budget. Shared by a delivery alone and a group, through
+// the attempt that decides when (attempt.ts).
 import type { Logger } from 'pino';
 import type { Sql } from '../../../db/client.ts';
 
@@ -21,4 +22,33 @@ export function cancelStatement(sql: Sql, backend: EffectBackend, log: Pick<Logg
     () => {},
     (error: unknown) => log.warn({ err: error }, `could not cancel the statement of ${what}`),
   );
+}
+
+/**
+ * The effect transaction's backend while it is open (one per transaction: a delivery alone's, or a
+ * group's, shared by its members): `cancel` before `open` and after `close` sends nothing, since there
+ * is no statement of this transaction to cancel then.
+ */
+export class EffectStatement {
+  readonly #sql: Sql;
+  readonly #log: Pick<Logger, 'warn'>;
+  #backend: EffectBackend | null = null;
+
+  constructor(sql: Sql, log: Pick<Logger, 'warn'>) {
+    this.#sql = sql;
+    this.#log = log;
+  }
+
+  open(backend: EffectBackend): void {
+    this.#backend = backend;
+  }
+
+  close(): void {
+    this.#backend = null;
+  }
+
+  /** Cancels the transaction's current statement, if it is open; `what` names it in the log line of a failure. */
+  cancel(what: string): void {
+    if (this.#backend) cancelStatement(this.#sql, this.#backend, this.#log, what);
+  }
 }

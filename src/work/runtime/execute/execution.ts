@@ -7,17 +7,14 @@ import { traceStage } from '../../../observe/work-tracing.ts';
 import type { TxSql } from '../../../db/client.ts';
 import { beginPipelined } from '../../../db/pipelined-begin.ts';
 import { boundStage, isStageTimeout } from '../../../db/stage-deadline.ts';
-import { DEFAULT_HEARTBEAT_INTERVAL_MS } from '../../../config/limits.ts';
-import { watchForCancel, type CancelWatch } from './cancel-watch.ts';
 import { advisoryKeyOf, claimKeyAndStart, type GateState } from '../store/idempotency.ts';
 import { finishDelivery } from '../store/run-store.ts';
-import { UnitTimedOut } from '../../define/unit-errors.ts';
-import { cancelStatement, type EffectBackend } from './cancel-statement.ts';
+import { EffectStatement } from './cancel-statement.ts';
+import { openAttempt } from './attempt.ts';
 import {
   actorSettingsOf,
   evict,
   ledgerScope,
-  ReleasedOnShutdown,
   releaseOwnGate,
   type DeliveryContext,
   type DeliveryResult,
@@ -45,22 +42,13 @@ export async function deliverAlone(
 ): Promise<DeliveryResult> {
   const { deps, scope, tenantId } = c;
   const unit = c.unit;
-  // Aborted by the deadline, a release on shutdown or an operator's cancel; callHandler closes
-  // run.transaction on abort, before the rollback is sent, so no late statement reaches the database.
-  const controller = new AbortController();
   const timeoutMs = (unit?.timeoutSeconds ?? 60) * 1000;
-  let timer: NodeJS.Timeout | undefined;
-  // Learns of an operator's cancel while the handler runs: pushed, and polled as the fallback (cancel-watch.ts).
-  let cancelWatch: CancelWatch | undefined;
-  // The effect transaction's backend while it is open: a release cancels its current statement, or
-  // the ROLLBACK would queue behind a handler statement (pg_sleep, a lock wait) past the stop budget.
-  let effectBackend: EffectBackend | null = null;
-  const onRelease = () => {
-    controller.abort(new ReleasedOnShutdown());
-    if (effectBackend) {
-      cancelStatement(deps.sql, effectBackend, c.log, 'a released run');
-    }
-  };
+  // The effect transaction's backend while it is open: a release or a cancel cancels its current
+  // statement, or the ROLLBACK would queue behind a handler statement (pg_sleep, a lock wait) past the stop budget.
+  const statement = new EffectStatement(deps.sql, c.log);
+  // Aborted by the deadline, a release on shutdown or an operator's cancel (attempt.ts); callHandler
+  // closes run.transaction on abort, before the rollback is sent, so no late statement reaches the database.
+  const lifetime = openAttempt({ deps, log: c.log, statement, cancelsStatement: true, releaseSignal: deps.releaseSignal });
   let registration: Registration | undefined;
   let evicted: Promise<void> = Promise.resolve();
   let startedAt: string | null = null;
@@ -83,7 +71,7 @@ export async function deliverAlone(
       (tx, [opened], beforeCommit) => effect(tx, opened!, beforeCommit),
     );
     async function effect(tx: TxSql, opened: { locked: boolean; pid: number; xact_start: string }, beforeCommit: <S>(statement: Promise<S>) => Promise<S>) {
-      effectBackend = { pid: opened.pid, xactStart: opened.xact_start };
+      statement.open({ pid: opened.pid, xactStart: opened.xact_start });
       // Bounded (SVC_STAGE_TIMEOUT_MS): a registration that answers after its deadline may have committed
       // `received` and `running`; the message comes back and the next delivery registers again.
       registration = registered ?? (await traceStage('registration', c.envelope.name, () => boundStage('registration', register(c, early, gate, opened.locked, leaseMs)))); // span (src/observe)
@@ -92,24 +80,9 @@ export async function deliverAlone(
       // Not awaited: later Redis commands of this delivery go down the same connection after it.
       evicted = evict(c);
       const { run, attempt, scheduledFor } = registration;
-      // The deadline starts with the execution; a release on shutdown aborts it too.
-      timer = setTimeout(() => controller.abort(new UnitTimedOut(unit!.name, unit!.timeoutSeconds)), timeoutMs);
-      cancelWatch = watchForCancel({
-        sql: deps.sql,
-        scope,
-        run: { runId: run.runId, tenantId },
-        intervalMs: deps.cancelCheckIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS,
-        notices: deps.cancelNotices,
-        // As a release: abort the handler and cancel its statement; settlement then finds the run failed and acks.
-        onCancel: (reason) => {
-          controller.abort(reason);
-          if (effectBackend) cancelStatement(deps.sql, effectBackend, c.log, 'a cancelled run');
-        },
-        onError: (error) => c.log.warn({ err: error }, 'could not check whether the run was cancelled'),
-      });
-      if (deps.releaseSignal?.aborted) onRelease();
-      else deps.releaseSignal?.addEventListener('abort', onRelease, { once: true });
-      controller.signal.throwIfAborted();
+      // The deadline starts with the execution, as the cancel watch and the release do.
+      lifetime.start({ unit: unit!, scope, run: { runId: run.runId, tenantId } });
+      lifetime.signal.throwIfAborted();
       // The claim's statements are bounded as one stage; past the deadline the effect transaction is
       // abandoned (rolled back), nothing of it committed.
       const claimed = await boundStage(
@@ -130,7 +103,7 @@ export async function deliverAlone(
       );
       if (claimed.replay) return { replayed: true, outcome: claimed.replay.replayed };
       startedAt = claimed.startedAt;
-      const { outcome, followUps } = await callHandler(c, tx, { run, attempt, scheduledFor, payload, signal: controller.signal });
+      const { outcome, followUps } = await callHandler(c, tx, { run, attempt, scheduledFor, payload, signal: lifetime.signal });
       followUpsSince = followUps.writtenSince();
       // Ledger `completed`, run `succeeded`, trail `succeeded`: one statement, committed with the effect.
       // Sent before COMMIT without waiting (one round trip, not two); if it fails, beginPipelined
@@ -149,19 +122,13 @@ export async function deliverAlone(
       );
       return { replayed: false, outcome };
     }
-    effectBackend = null;
-    cancelWatch?.stop();
-    clearTimeout(timer);
-    deps.releaseSignal?.removeEventListener('abort', onRelease);
+    lifetime.end();
     if (result && registration?.kind === 'execute') {
       const recorded = recordResults(deps, evicted, [gateResultOf(c, result.outcome)]);
       return await settleSuccess(c, registration.run, { outcome: result.outcome, replayed: result.replayed, followUpsSince }, recorded);
     }
   } catch (error) {
-    effectBackend = null;
-    cancelWatch?.stop();
-    clearTimeout(timer);
-    deps.releaseSignal?.removeEventListener('abort', onRelease);
+    lifetime.end();
     await evicted;
     if (registration?.kind !== 'execute') throw error; // the registration itself failed: the consumer retries
     if (isStageTimeout(error)) {
@@ -171,7 +138,7 @@ export async function deliverAlone(
       void releaseOwnGate(c).catch(() => {});
       throw error;
     }
-    return settleExecuted(c, registration.run, registration.attempt, error, controller.signal.aborted ? controller.signal.reason : undefined, startedAt, leaseMs);
+    return settleExecuted(c, registration.run, registration.attempt, error, lifetime.abortReason, startedAt, leaseMs);
   }
   return traceStage('settlement', c.envelope.name, () => settleRegistration(c, registration!, early)); // span (src/observe)
 }

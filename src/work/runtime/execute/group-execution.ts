@@ -28,18 +28,17 @@
 //   opening (before any member registered) is retried by the consumer, as one delivery's would be.
 import type { TxSql } from '../../../db/client.ts';
 import { beginPipelined } from '../../../db/pipelined-begin.ts';
-import { DEFAULT_HEARTBEAT_INTERVAL_MS, RUNNING_VISIBLE_AFTER_MS } from '../../../config/limits.ts';
+import { RUNNING_VISIBLE_AFTER_MS } from '../../../config/limits.ts';
 import { recordRunStarted } from '../../../observe/delivery-metrics.ts';
 import { traceStage } from '../../../observe/work-tracing.ts';
-import { watchForCancel } from './cancel-watch.ts';
 import { advisoryKeyOf, claimExistingKey, unclaimFreshKey, type FreshClaim, type GateState } from '../store/idempotency.ts';
 import { evictRunStatus } from '../../../kv/run-status-cache.ts';
 import { finishDeliveries, lockRunningRun, type RunRow, type RunStatus } from '../store/run-store.ts';
-import { UnitTimedOut } from '../../define/unit-errors.ts';
 import type { UnitOutcome } from '../../define/unit.ts';
 import { actOnClaim, claimInstant } from './claim.ts';
 import { actorSettingsOf, ledgerScope, ReleasedOnShutdown, RunMovedOn, type DeliveryContext, type DeliveryResult, type RunnerDeps, type SlotRelease } from './context.ts';
-import { cancelStatement, type EffectBackend } from './cancel-statement.ts';
+import { EffectStatement } from './cancel-statement.ts';
+import { openAttempt, type AttemptLifetime } from './attempt.ts';
 import { deliverAlone } from './execution.ts';
 import { callHandler } from './handler-call.ts';
 import { groupOpening, openedGroup, restoreGroupSettings } from './group-opening.ts';
@@ -69,7 +68,8 @@ interface MemberState {
   m: GroupMember;
   registration?: Registration;
   registrationError?: { error: unknown };
-  controller: AbortController;
+  /** Its signal, deadline and cancel watch (attempt.ts): from the group's start to its transaction's end. */
+  lifetime: AttemptLifetime;
   /** This member's key had no ledger row: claimed by the group's opening. */
   fresh?: FreshClaim;
   /**
@@ -102,7 +102,11 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
   const unit = first.unit!;
   const timeoutMs = unit.timeoutSeconds * 1000;
   const leaseMs = members[0]!.leaseMs;
-  const states: MemberState[] = members.map((m) => ({ m, controller: new AbortController(), startedAt: null }));
+  // The group's effect transaction while it is open: a release cancels its statement (and a cancel, in a group of one).
+  const statement = new EffectStatement(deps.sql, first.log);
+  // Alone in its group, the backend is this run's only: an operator's cancel cancels its statement at once.
+  const cancelsStatement = members.length === 1;
+  const states: MemberState[] = members.map((m) => ({ m, lifetime: openAttempt({ deps, log: m.c.log, statement, cancelsStatement }), startedAt: null }));
   // The opening's settings, and the session's as it read them: put back after each member (restoreGroupSettings).
   const groupSettings = { settings: actorSettingsOf(first.actor), timeoutMs };
   let kept: string[] = [];
@@ -110,16 +114,15 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
   let slotGivenBack = false;
   // The executing members' cached statuses, evicted in one DEL once they registered (settlement waits for it).
   let evicted: Promise<void> = Promise.resolve();
-  let backend: EffectBackend | null = null;
   let released = false;
   // Set once this function is past its transaction: beginPipelined gives up on a lost connection
   // while the callback may still be running its members, and such a late group must not enter the tail.
   let ended = false;
   const onRelease = () => {
     released = true;
-    for (const s of states) s.controller.abort(new ReleasedOnShutdown());
+    for (const s of states) s.lifetime.abort(new ReleasedOnShutdown());
     // The whole group goes back to the queue: cancelling its current statement hurts no neighbour.
-    if (backend) cancelStatement(deps.sql, backend, first.log, 'a released group');
+    statement.cancel('a released group');
   };
   if (deps.releaseSignal?.aborted) released = true;
   else deps.releaseSignal?.addEventListener('abort', onRelease, { once: true });
@@ -138,7 +141,7 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
       (tx) => groupOpening(tx, opening),
       async (tx, rows, beforeCommit) => {
         const opened = openedGroup(rows);
-        backend = { pid: opened.pid, xactStart: opened.xactStart };
+        statement.open({ pid: opened.pid, xactStart: opened.xactStart });
         kept = opened.kept;
         // A member claimed fresh executes with its registration deferred; the others register as
         // ordinary deliveries do (the start coalescer makes it one statement).
@@ -221,7 +224,7 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
       for (const s of states) {
         if (s.registration?.kind !== 'execute' || !left.has(s.registration.run.runId)) continue;
         s.done = undefined;
-        s.failure = { error: new RunMovedOn(), reason: s.controller.signal.aborted ? s.controller.signal.reason : undefined };
+        s.failure = { error: new RunMovedOn(), reason: s.lifetime.abortReason };
       }
     }
   } catch (error) {
@@ -243,6 +246,8 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
   const tailUntilSettled = settling.some((s) => s.gaveBack && (groupError !== null || s.failure !== undefined));
   if (inTail && !tailUntilSettled) deps.groups.leaveTail(unit.name);
   deps.releaseSignal?.removeEventListener('abort', onRelease);
+  // Nothing aborts a member from here on: its reason, if any, is what its settlement reads.
+  for (const s of states) s.lifetime.end();
   // The committed members' results go to Redis in one pipeline; each member's settlement waits for it.
   const succeeded = groupError ? [] : states.filter((s) => s.registration?.kind === 'execute' && s.done);
   const recorded = recordResults(deps, evicted, succeeded.map((s) => gateResultOf(s.m.c, s.done!.outcome)));
@@ -317,21 +322,8 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
       opened.catch(() => {}); // awaited below; sent in the same write as the statement that needed it
     };
     if (!s.fresh) openSavepoint();
-    // The deadline starts with the member's turn, not with its group.
-    const timer = setTimeout(() => s.controller.abort(new UnitTimedOut(unit.name, unit.timeoutSeconds)), timeoutMs);
-    const watch = watchForCancel({
-      sql: deps.sql,
-      scope,
-      run: { runId: run.runId, tenantId },
-      intervalMs: deps.cancelCheckIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS,
-      notices: deps.cancelNotices,
-      onCancel: (reason) => {
-        s.controller.abort(reason);
-        // Alone in its group, the backend is this run's only: its statement is cancelled at once.
-        if (states.length === 1 && backend) cancelStatement(deps.sql, backend, c.log, 'a cancelled run');
-      },
-      onError: (error) => c.log.warn({ err: error }, 'could not check whether the run was cancelled'),
-    });
+    // The deadline and the cancel watch start with the member's turn, not with its group.
+    s.lifetime.start({ unit, scope, run: { runId: run.runId, tenantId } });
     // A deferred member whose handler outlives RUNNING_VISIBLE_AFTER_MS is registered on its own, so a
     // poller sees its run `running` while it runs.
     let visible: NodeJS.Timeout | undefined;
@@ -357,7 +349,7 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
         attempt,
         scheduledFor,
         payload: s.m.payload,
-        signal: s.controller.signal,
+        signal: s.lifetime.signal,
         beforeFirstStatement: opened ? undefined : openSavepoint,
         // progress() writes `running` rows of its own: the run must be registered first.
         beforeProgress: s.deferred
@@ -385,15 +377,14 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
       tx.unsafe(`RELEASE SAVEPOINT ${savepoint}`).catch(() => {}); // as above; sent with the next member's first statement
       s.done = { outcome, replayed: false, followUpsSince: followUps.writtenSince(), startedToWrite, unchecked: false };
     } catch (error) {
-      s.failure = { error, reason: s.controller.signal.aborted ? s.controller.signal.reason : undefined };
+      s.failure = { error, reason: s.lifetime.abortReason };
       if (released) throw error; // the whole group goes back to the queue
       // This member's effect (and a take-over of its key) rolls back alone; a fresh claim is taken back.
       if (opened) await tx.unsafe(`ROLLBACK TO SAVEPOINT ${savepoint}`);
       if (s.fresh) await unclaimFreshKey(tx, ledgerScope(c), c.key!);
     } finally {
       clearTimeout(visible);
-      clearTimeout(timer);
-      watch.stop();
+      s.lifetime.stop();
     }
   }
 
@@ -503,7 +494,7 @@ async function settleMember(
       run = started.run;
       attempt = started.run.attempts;
     }
-    const own = s.failure ?? { error: groupError!.error, reason: s.controller.signal.aborted ? s.controller.signal.reason : undefined };
+    const own = s.failure ?? { error: groupError!.error, reason: s.lifetime.abortReason };
     s.m.resolve(await settleExecuted(c, run, attempt, own.error, own.reason, s.startedAt, leaseMs));
   } catch (error) {
     s.m.reject(error);
