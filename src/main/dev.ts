@@ -12,6 +12,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { emitAll, DIST_DIR, PROJECT_ROOT } from './emit.ts';
+import { watchUnitFiles, type UnitWatch } from './dev-unit-watch.ts';
 import { WORKERS_NODE_FLAGS } from './workers-node-flags.ts';
 import { resolveDatabase } from '../db/connect.ts';
 import { startRedisServer, redisServerInstalled } from '../kv/redis-server.ts';
@@ -369,16 +370,56 @@ export async function run(args: string[]): Promise<number> {
       SVC_RESCUE_INTERVAL_MS: env.SVC_RESCUE_INTERVAL_MS ?? '5000',
       SVC_RESCUE_MARGIN_MS: env.SVC_RESCUE_MARGIN_MS ?? '10000',
     };
-    spawnTracked('workers', ['workers'], workersEnv, WORKERS_NODE_FLAGS);
-    spawnTracked('api', ['api'], childEnv);
+    let workers = spawnTracked('workers', ['workers'], workersEnv, WORKERS_NODE_FLAGS);
+    let api = spawnTracked('api', ['api'], childEnv);
     log(`API on http://127.0.0.1:${apiPort} (docs at /docs), workers health on http://127.0.0.1:${healthPort}/healthz; Ctrl-C stops everything`);
 
-    const exited = children.map((child) => exitOf(child).then((c) => ({ c })));
-    const first = await Promise.race([stopRequested.then(() => null), ...exited]);
-    if (first !== null) log(`a child process exited (code ${first.c}); stopping the rest`);
+    // A change to a unit file reloads the units: the catalog is emitted again in a process of its own
+    // (this one has the old unit modules cached), and only when the units pass do the workers and the
+    // API restart with them; otherwise they keep the last good ones and the problem is printed.
+    const unitsDir = path.join(env.SVC_UNITS_ROOT ?? PROJECT_ROOT, env.SVC_UNITS_DIR ?? 'units');
+    let watch: UnitWatch | undefined;
+    try {
+      watch = watchUnitFiles(unitsDir);
+      cleanups.push(async () => watch?.close());
+      log(`watching ${path.relative(process.cwd(), unitsDir) || unitsDir}: a changed unit reloads the workers and the API`);
+    } catch (error) {
+      log(`unit files not watched (${(error as Error).message}): restart npm start after changing a unit`);
+    }
+    const replace = async (old: ChildProcess, start: () => ChildProcess): Promise<ChildProcess> => {
+      old.kill('SIGTERM');
+      await exitOf(old);
+      const at = children.indexOf(old);
+      children.splice(at, 1);
+      childNames.splice(at, 1);
+      return start();
+    };
+    for (;;) {
+      const exited = [workers, api].map((child) => exitOf(child).then((c) => ({ c })));
+      const first = await Promise.race([stopRequested.then(() => 'stop' as const), ...(watch ? [watch.next().then(() => 'units' as const)] : []), ...exited]);
+      if (first === 'stop') break;
+      if (first === 'units') {
+        log('unit files changed: checking the units');
+        const emitted = await exitOf(spawnTracked('tasks emit', ['tasks', 'emit', '--out', childEnv.SVC_TASKS_CATALOG!], childEnv));
+        children.splice(-1, 1);
+        childNames.splice(-1, 1);
+        if (stopRequests > 0) break;
+        if (emitted !== 0) {
+          log('the units do not pass (see above): the workers and the API keep the last good units');
+          continue;
+        }
+        workers = await replace(workers, () => spawnTracked('workers', ['workers'], workersEnv, WORKERS_NODE_FLAGS));
+        api = await replace(api, () => spawnTracked('api', ['api'], childEnv));
+        log('units reloaded: the workers and the API restarted with them');
+        continue;
+      }
+      log(`a child process exited (code ${first.c}); stopping the rest`);
+      await stopChildren();
+      return 1;
+    }
     const clean = await stopChildren();
     // Asked to stop (once, or twice to skip the drain): 0 once everything stopped.
-    return first === null && (clean || hurried) ? 0 : 1;
+    return clean || hurried ? 0 : 1;
   } catch (error) {
     if (error instanceof StopRequested) return 0;
     throw error;

@@ -7,7 +7,10 @@ import net from 'node:net';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/kv/redis-server.ts';
+import { z } from 'zod';
 import { createSql, type Sql } from '../../src/db/client.ts';
+import { inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
+import { createDispatcher } from '../../src/work/runtime/produce/dispatch.ts';
 import { freshRedisUrl, services } from '../support/services.ts';
 import { waitFor } from '../support/wait-for.ts';
 import { pidsWhere } from '../support/process-list.ts';
@@ -329,4 +332,53 @@ describe('npm start (svc dev)', () => {
       blocker.close();
     }
   }, 60_000);
+
+  it('reloads the units when a unit file changes: a new unit runs without a restart; a broken one is refused and the last good units keep running', async () => {
+    const pgPort = await freePort();
+    // Units of the test's own, importing the authoring API by absolute path (the project's units/ stays as it is).
+    const unitsRoot = fs.mkdtempSync(path.join(services().baseDir, 'dev-units-'));
+    const api = path.join(root, 'src', 'work', 'index.ts');
+    const unitFile = (name: string) => `import { z } from 'zod';
+import { defineTask } from '${api}';
+export const unit = defineTask({ name: 'demo.${name}', queue: 'default', context: 'system', payload: z.object({}), async handler() { return { unit: '${name}' }; } });
+`;
+    fs.symlinkSync(path.join(root, 'node_modules'), path.join(unitsRoot, 'node_modules'));
+    fs.mkdirSync(path.join(unitsRoot, 'units', 'demo'), { recursive: true });
+    fs.writeFileSync(path.join(unitsRoot, 'units', 'demo', 'first.task.ts'), unitFile('first'));
+    const env = { ...(await baseEnv(pgPort)), REDIS_URL: await freshRedisUrl(), SVC_UNITS_ROOT: unitsRoot, SVC_DATA_DIR: `${dataDir}-reload`, LOG_LEVEL: 'info' };
+    const dev = startDev(env);
+    started.push(dev);
+    await waitReady(`http://127.0.0.1:${env.SVC_HEALTH_PORT}/readyz`, dev);
+    expect(dev.output.join('')).toMatch(/watching .*units: a changed unit reloads the workers and the API/);
+
+    const sql = createSql(`postgres://postgres@127.0.0.1:${pgPort}/svc`, { max: 2 });
+    try {
+      const system: Actor = { kind: 'system', label: 'dev-reload-test' };
+      const dispatcher = createDispatcher({
+        resolve: (name) => (name.startsWith('demo.') ? { name, queue: 'default', context: 'system', payload: z.object({}) } : undefined),
+        instance: 'dev-reload-test',
+      });
+      const runOf = async (name: string) => (await inUnitOfWork(sql, system, (tx) => dispatcher.dispatchTask(tx, name, {}, { actor: system }))).runId;
+      const statusOf = async (runId: string) => (await sql<{ status: string }[]>`SELECT status FROM platform_task_runs WHERE run_id = ${runId}`)[0]?.status;
+
+      // A new unit file: the units are checked, the workers and the API restart, and its runs succeed.
+      fs.writeFileSync(path.join(unitsRoot, 'units', 'demo', 'second.task.ts'), unitFile('second'));
+      await waitOutput(dev, /units reloaded: the workers and the API restarted with them/, 120_000);
+      const second = await runOf('demo.second');
+      await waitFor(async () => (await statusOf(second)) === 'succeeded', 60_000, { stepMs: 200, what: 'the new unit run by the reloaded workers' });
+
+      // A broken unit file: refused, said so, and the workers keep the last good units.
+      const mark = dev.output.length;
+      fs.writeFileSync(path.join(unitsRoot, 'units', 'demo', 'third.task.ts'), `import { nothing } from './missing.ts';\nexport const unit = nothing;\n`);
+      await waitOutput(dev, /the units do not pass \(see above\): the workers and the API keep the last good units/, 120_000);
+      expect(dev.output.slice(mark).join('')).not.toMatch(/units reloaded/);
+      const first = await runOf('demo.first');
+      await waitFor(async () => (await statusOf(first)) === 'succeeded', 60_000, { stepMs: 200, what: 'a run of the last good units' });
+      expect(await fetch(`http://127.0.0.1:${env.SVC_HEALTH_PORT}/readyz`).then((r) => r.status)).toBe(200);
+    } finally {
+      await sql.end({ timeout: 5 });
+    }
+    ctrlC(dev);
+    expect(await dev.exit, dev.output.join('')).toBe(0);
+  }, 300_000);
 });
