@@ -2,11 +2,14 @@
 // throughput of the dispatch path alone, on one durable embedded PostgreSQL 18 database in one run:
 //   single: one dispatchTask call per run (run, user-actor-free system actor, `queued` event and
 //           outbox row written by that call), `batch` calls per transaction;
-//   bulk:   one dispatchMany call per transaction of `batch` payloads (multi-row unnest statements).
+//   bulk:   one dispatchMany call per transaction of `batch` payloads (multi-row unnest statements);
+//   unique: like single, each call with a unique key of its own (the key's advisory lock and lookup);
+//   debounce: like unique, with debounceSeconds (the lookup also reads the outbox row).
 // Both commit the same number of runs per transaction, so the ratio is the cost of the per-run
 // statements the bulk path removes, not of commits. Lines, in order:
-//   INTERVAL mode=<single|bulk> round=<r> t_s=<elapsed> runs=<cumulative> runs_per_s=<rate in the interval>  (about once a second)
-//   MODE mode=<single|bulk> round=<r> runs=<n> seconds=<s> runs_per_s=<n>
+//   INTERVAL mode=<single|bulk|unique|debounce> round=<r> t_s=<elapsed> runs=<cumulative> runs_per_s=<rate in the interval>  (about once a second)
+//   MODE mode=<single|bulk|unique|debounce> round=<r> runs=<n> seconds=<s> runs_per_s=<n>
+//   OPTION option=<unique|debounce> runs_per_s=<n> us_per_run=<n> extra_us_per_run=<over single>  (medians)
 //   COUNT_MISMATCH ... (only when rows are missing: the benchmark then exits 1)
 // and last, exactly: SUMMARY single_runs_per_s=<n> bulk_runs_per_s=<n> ratio=<bulk/single>
 // (the median of the rounds). Targets (reported against, not asserted): bulk ≥ 10,000 runs/s, ratio ≥ 8.
@@ -35,18 +38,19 @@ interface DispatchBenchOptions {
 }
 
 const USAGE = `usage: npm run bench -- dispatch [--smoke] [--runs N] [--batch N] [--rounds N]
-  defaults: --runs 20000 --batch 1000 --rounds 3 (smoke: 2000 runs, 1 round)`;
+  defaults: --runs 20000 --batch 1000 --rounds 3 (smoke: 1000 runs, 1 round)`;
 
 export function parseDispatchOptions(args: readonly string[]): DispatchBenchOptions {
   const smoke = args.includes('--smoke');
-  const o: DispatchBenchOptions = { smoke, runs: smoke ? 2_000 : 20_000, batch: 1_000, rounds: smoke ? 1 : 3 };
+  const o: DispatchBenchOptions = { smoke, runs: smoke ? 1_000 : 20_000, batch: 1_000, rounds: smoke ? 1 : 3 };
   const keys: Record<string, 'runs' | 'batch' | 'rounds'> = { '--runs': 'runs', '--batch': 'batch', '--rounds': 'rounds' };
   applyNumericFlags(args, keys, o, USAGE, { integers: true });
   if (o.batch > 10_000) throw new Error(`BENCH_BAD_OPTION: --batch ${o.batch} is over dispatchMany's 10000\n${USAGE}`);
   return o;
 }
 
-type Mode = 'single' | 'bulk';
+const MODES = ['single', 'bulk', 'unique', 'debounce'] as const;
+type Mode = (typeof MODES)[number];
 
 async function measure(sql: Sql, actor: Actor, mode: Mode, round: number, o: DispatchBenchOptions, print: (line: string) => void): Promise<number> {
   const start = nowMs();
@@ -58,7 +62,13 @@ async function measure(sql: Sql, actor: Actor, mode: Mode, round: number, o: Dis
     const payloads = Array.from({ length: n }, (_, k) => ({ r: round, s: done + k, t: Date.now() }));
     await inUnitOfWork(sql, actor, async (tx) => {
       if (mode === 'bulk') await dispatchMany(tx, benchJob, payloads, { actor });
-      else for (const p of payloads) await dispatchTask(tx, benchJob, p, { actor });
+      else if (mode === 'single') for (const p of payloads) await dispatchTask(tx, benchJob, p, { actor });
+      else {
+        for (const p of payloads) {
+          const uniqueKey = `bench-${mode}-${round}-${p.s}`;
+          await dispatchTask(tx, benchJob, p, mode === 'unique' ? { actor, uniqueKey } : { actor, uniqueKey, debounceSeconds: 3_600 });
+        }
+      }
     });
     done += n;
     const now = nowMs();
@@ -95,21 +105,19 @@ export async function main(args: string[]): Promise<number> {
     const actor: Actor = { kind: 'system', tenantId, label: 'bench-dispatch' };
     log(`PostgreSQL ${services.postgresVersion}; ${o.runs} runs per mode and round, ${o.batch} per transaction, ${o.rounds} round(s)`);
     // Warm-up: plans and connections, both paths, not measured.
-    await measure(sql, actor, 'single', 0, { ...o, runs: Math.min(o.batch, 500) }, () => {});
-    await measure(sql, actor, 'bulk', 0, { ...o, runs: Math.min(o.batch, 500) }, () => {});
+    for (const mode of MODES) await measure(sql, actor, mode, 0, { ...o, runs: Math.min(o.batch, 500) }, () => {});
     // A fresh database's work tables hold one page when a connection first checks a foreign key: the
     // check's plan, cached for the connection, is then a sequential scan, which grows with the table
     // (~0.5 ms per row at a few thousand runs). A live database has statistics (autovacuum's ANALYZE
     // invalidates those plans); give this one the same before measuring.
     await sql`ANALYZE task_runs, task_run_events, task_run_user_actors, outbox_messages`;
-    const single: number[] = [];
-    const bulk: number[] = [];
+    const rates = new Map<Mode, number[]>(MODES.map((m) => [m, []]));
     for (let round = 1; round <= o.rounds; round++) {
       // Alternate the order, so a drift of the (shared, noisy) machine does not favour one mode.
-      const order: Mode[] = round % 2 ? ['single', 'bulk'] : ['bulk', 'single'];
-      for (const mode of order) (mode === 'single' ? single : bulk).push(await measure(sql, actor, mode, round, o, print));
+      const order: Mode[] = round % 2 ? [...MODES] : [...MODES].reverse();
+      for (const mode of order) rates.get(mode)!.push(await measure(sql, actor, mode, round, o, print));
     }
-    const expected = 2 * o.runs * o.rounds + 2 * Math.min(o.batch, 500);
+    const expected = MODES.length * (o.runs * o.rounds + Math.min(o.batch, 500));
     const [c] = await sql<{ runs: number; events: number; outbox: number }[]>`
       SELECT (SELECT count(*) FROM task_runs WHERE tenant_id = ${tenantId})::int AS runs,
              (SELECT count(*) FROM task_run_events WHERE tenant_id = ${tenantId} AND event = 'queued')::int AS events,
@@ -118,8 +126,13 @@ export async function main(args: string[]): Promise<number> {
       print(`COUNT_MISMATCH expected=${expected} runs=${c!.runs} queued_events=${c!.events} outbox=${c!.outbox}`);
       return 1;
     }
-    const s = percentile(single, 50);
-    const b = percentile(bulk, 50);
+    const s = percentile(rates.get('single')!, 50);
+    const b = percentile(rates.get('bulk')!, 50);
+    // What each dispatch option costs per run, beside a plain single dispatch in the same run.
+    for (const option of ['unique', 'debounce'] as const) {
+      const r = percentile(rates.get(option)!, 50);
+      print(`OPTION option=${option} runs_per_s=${num(r)} us_per_run=${num(1e6 / r, 1)} extra_us_per_run=${num(1e6 / r - 1e6 / s, 1)}`);
+    }
     print(`SUMMARY single_runs_per_s=${num(s)} bulk_runs_per_s=${num(b)} ratio=${num(b / s, 2)}`);
     return 0;
   } finally {
