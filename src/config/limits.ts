@@ -136,5 +136,13 @@ export const DEFAULT_SQS_REQUEST_TIMEOUT_MS = 10_000;
  */
 export const DEFAULT_CAPPED_POLL_MS = 50;
 
+/**
+ * How long a tenant the relay sent rows for still contends for its queue, ms: meanwhile no other tenant
+ * of that queue gets the lone room (SVC_TENANT_INFLIGHT_LONE_MAX). Longer than the gaps of a tenant that
+ * trickles (one run every 50 ms is held in flight a fraction of the time), short enough that a burst
+ * left alone gets the whole of the workers back within a couple of seconds.
+ */
+export const CONTENTION_MEMORY_MS = 2_000;
+
 /** Default deadline of each database wait of a relay or rescue pass, ms: far above a healthy pass (a few ms to a few hundred). */
 export const DEFAULT_PASS_DEADLINE_MS = 60_000;
