@@ -99,6 +99,8 @@ export interface RelayPassOptions {
   tenantInflightLoneMax?: number;
   /** The groups the relay sent for lately (startRelay keeps one for its passes); without it, only what the statement sees contends. */
   recentGroups?: RecentGroups;
+  /** The lone room's bound in time: it applies while the tenant's oldest sent, still queued run is younger than this, ms. Default LONE_ROOM_MAX_WAIT_MS (250). */
+  loneMaxWaitMs?: number;
   /** Send MessageGroupId (tenant uid, `platform` for platform runs) with each message. Default false. */
   fairGroups?: boolean;
   /**
@@ -269,7 +271,7 @@ async function passAll(
 ): Promise<{ total: RelayPassResult; capped: Array<{ scope: RunScope; capped: boolean | Promise<boolean> }>; failedRuns: RunRow[] }> {
   // With fairness on (tenantInflightMax > 0) the selection is tenant-inflight.ts's: per-tenant room,
   // round robin between tenants, dispatch order within one. The outboxes' selections go out together.
-  const lone = { loneMax: fairness.loneMax, recent: fairness.recent?.active() };
+  const lone = { loneMax: fairness.loneMax, recent: fairness.recent?.active(), maxWaitMs: fairness.loneMaxWaitMs };
   const fairRows =
     fairness.cap > 0
       ? await Promise.all(scopes.map((scope) => selectFairRows(tx, scope, fairness.cap, batchSize, actorContextSelect(tx, RELAY_ACTOR), lone)))
@@ -424,6 +426,7 @@ interface Fairness {
   groups: boolean;
   loneMax: number;
   recent: RecentGroups | undefined;
+  loneMaxWaitMs: number | undefined;
 }
 
 /**
@@ -446,6 +449,7 @@ export async function relayPass(
     groups: options.fairGroups ?? false,
     loneMax: options.tenantInflightLoneMax ?? 0,
     recent: options.recentGroups,
+    loneMaxWaitMs: options.loneMaxWaitMs,
   };
   const distinct = [...new Set(scopes)];
   const maxAttempts = options.maxAttempts ?? DEFAULT_OUTBOX_MAX_ATTEMPTS;
@@ -518,6 +522,7 @@ export function startRelay(options: RelayOptions): Relay {
     tenantInflightLoneMax: options.tenantInflightLoneMax ?? 0,
     // The relay's memory of whom it sent for (tenant-inflight.ts): a trickling tenant contends between its runs too.
     recentGroups: options.recentGroups ?? new RecentGroups(),
+    ...(options.loneMaxWaitMs === undefined ? {} : { loneMaxWaitMs: options.loneMaxWaitMs }),
     fairGroups: options.fairGroups ?? false,
     maxAttempts: options.maxAttempts ?? DEFAULT_OUTBOX_MAX_ATTEMPTS,
   };

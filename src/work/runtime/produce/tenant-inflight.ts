@@ -27,10 +27,14 @@
 // read in the statement), or had a row sent by this relay within CONTENTION_MEMORY_MS (`recent`, kept in
 // the relay's memory): a trickling tenant is seldom pending or in flight at the instant of a pass, and
 // between two of its runs the lone room would queue hundreds of the burst's messages ahead of its next
-// one. What a newcomer pays is bounded: its first runs wait behind at most `loneMax` of the burst's
-// (what is in flight when it arrives); from its first pending row on, the burst gets `cap` again.
+// one. What a newcomer pays is bounded: its first runs wait behind what the burst has in flight when it
+// arrives, and from its first pending row on the burst gets `cap` again. So the lone room is bounded
+// twice: by `loneMax` runs, and in time: it applies only while the group's oldest run sent and still
+// `queued` (not yet taken by a worker, or in a `groupCommit` group not yet committed) was sent less than
+// LONE_ROOM_MAX_WAIT_MS ago. Past that, the workers are not keeping up and more in flight would only
+// queue, so a newcomer's first runs wait about that long at most, however fast or loaded the workers.
 import type { TxSql } from '../../../db/client.ts';
-import { CONTENTION_MEMORY_MS, DEFAULT_CAPPED_POLL_MS } from '../../../config/limits.ts';
+import { CONTENTION_MEMORY_MS, DEFAULT_CAPPED_POLL_MS, LONE_ROOM_MAX_WAIT_MS } from '../../../config/limits.ts';
 import type { actorContextSelect } from '../../../db/unit-of-work.ts';
 import type { RunScope } from '../store/run-store.ts';
 
@@ -105,10 +109,12 @@ export async function selectFairRows(
   cap: number,
   batchSize: number,
   context: ReturnType<typeof actorContextSelect>,
-  lone: { loneMax: number; recent?: { queues: string[]; groups: string[] } } = { loneMax: 0 },
+  lone: { loneMax: number; recent?: { queues: string[]; groups: string[] } | undefined; maxWaitMs?: number | undefined } = { loneMax: 0 },
 ): Promise<FairRow[] | null> {
   const loneMax = Math.max(cap, lone.loneMax);
   const recent = lone.recent ?? { queues: [], groups: [] };
+  // A sent run still queued past this instant waits for the workers: the lone room stops there.
+  const freshSince = tx`clock_timestamp() - ${lone.maxWaitMs ?? LONE_ROOM_MAX_WAIT_MS}::int * interval '1 millisecond'`;
   // Returns null when another relay holds this outbox's fair pass (the lock is released at its commit).
   // The in-flight count must walk its partial index with a plain index scan: every run leaves dead
   // entries there (its status updates cannot be HOT), a plain scan marks them dead as it passes so the
@@ -139,7 +145,12 @@ export async function selectFairRows(
                                         AND (r.status IN ('running', 'retrying') OR (r.status = 'queued' AND r.updated_at > r.queued_at)))
                      AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.tenant_id > g.tenant_id AND r.queue = g.queue
                                         AND (r.status IN ('running', 'retrying') OR (r.status = 'queued' AND r.updated_at > r.queued_at)))
-                    THEN ${loneMax}::int ELSE ${cap}::int END - f.in_flight AS room
+                    -- A nested CASE: the age is read only for a group that is alone.
+                    THEN CASE WHEN ((SELECT min(r.updated_at) FROM task_runs r WHERE r.tenant_id = g.tenant_id AND r.queue = g.queue
+                                       AND r.status = 'queued' AND r.updated_at > r.queued_at) > ${freshSince})
+                                   IS NOT FALSE
+                              THEN ${loneMax}::int ELSE ${cap}::int END
+                    ELSE ${cap}::int END - f.in_flight AS room
           FROM grp g CROSS JOIN LATERAL (
             SELECT count(*)::int AS in_flight FROM task_runs r
              WHERE r.tenant_id = g.tenant_id AND r.queue = g.queue
@@ -180,7 +191,11 @@ export async function selectFairRows(
              CASE WHEN ${loneMax}::int > ${cap}::int
                    AND NOT EXISTS (SELECT 1 FROM unnest(${recent.queues}::text[], ${recent.groups}::text[]) AS rc(queue, grp)
                                     WHERE rc.queue = g.queue AND rc.grp <> ${PLATFORM_MESSAGE_GROUP})
-                  THEN ${loneMax}::int ELSE ${cap}::int END - f.in_flight AS room
+                  THEN CASE WHEN ((SELECT min(r.updated_at) FROM platform_task_runs r WHERE r.queue = g.queue
+                                     AND r.status = 'queued' AND r.updated_at > r.queued_at) > ${freshSince})
+                                 IS NOT FALSE
+                            THEN ${loneMax}::int ELSE ${cap}::int END
+                  ELSE ${cap}::int END - f.in_flight AS room
         FROM grp g CROSS JOIN LATERAL (
           SELECT count(*)::int AS in_flight FROM platform_task_runs r
            WHERE r.queue = g.queue
