@@ -19,6 +19,8 @@
 //   CPU mode=<m> ms_per_run=<n> <process>=<ms per run> ...
 //     CPU of the drain per run (harness with the in-process SQS server, PostgreSQL, Redis, relay,
 //     workers; bench/peers/cpu.ts): what fairness costs end to end.
+//   GROUPS mode=<m> runs_per_commit=<n>
+//     A's runs per finishing transaction (the bench unit is `groupCommit`): how full the workers' groups were.
 //   COST inflight_index_bytes=<n> pending_index_bytes=<n> count_ms_p50=<n> count_ms_max=<n>
 //     what the in-flight accounting costs: its partial index holds the runs in flight, not the backlog.
 //   SUMMARY victim_p99_ms=<n> unfair_victim_p99_ms=<n> throughput_ratio=<fair/unfair> lone_throughput_ratio=<lone/unfair>
@@ -228,6 +230,12 @@ async function runMode(
       duplicated,
       countMs,
     };
+    // How many of A's runs each finishing transaction carried: a `groupCommit` unit's groups are only as
+    // large as what the relay keeps in flight (40 in flight over 10 slots: about 4 a group).
+    const [commits] = await sql<{ runs: number; commits: number }[]>`
+      SELECT count(*)::int AS runs, count(DISTINCT e.xmin::text)::int AS commits FROM task_run_events e JOIN task_runs r ON r.run_id = e.run_id
+       WHERE r.tenant_id = ${a} AND e.event = 'succeeded'`;
+    print(`GROUPS mode=${mode} runs_per_commit=${num(commits!.runs / commits!.commits, 2)}`);
     const perRun = (seconds: number) => num((seconds * 1000) / result.runs, 3);
     print(
       `CPU mode=${mode} ms_per_run=${perRun(spent.total)} harness=${perRun(spent.self)} ` +
