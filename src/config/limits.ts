@@ -136,5 +136,21 @@ export const DEFAULT_SQS_REQUEST_TIMEOUT_MS = 10_000;
  */
 export const DEFAULT_CAPPED_POLL_MS = 50;
 
+/**
+ * How long a tenant the relay sent rows for still contends for its queue, ms: meanwhile no other tenant
+ * of that queue gets the lone room (SVC_TENANT_INFLIGHT_LONE_MAX). Longer than the gaps of a tenant that
+ * trickles (one run every 50 ms is held in flight a fraction of the time), short enough that a burst
+ * left alone gets the whole of the workers back within a couple of seconds.
+ */
+export const CONTENTION_MEMORY_MS = 2_000;
+
+/**
+ * The lone room's bound in time, ms (src/work/runtime/produce/tenant-inflight.ts): a tenant alone on its
+ * queue gets more than SVC_TENANT_INFLIGHT_MAX in flight only while its oldest run sent and still queued
+ * was sent less than this long ago. It is about what a newly arriving tenant's first runs wait behind the
+ * burst: the number of runs that is depends on the workers' speed, the time does not.
+ */
+export const LONE_ROOM_MAX_WAIT_MS = 250;
+
 /** Default deadline of each database wait of a relay or rescue pass, ms: far above a healthy pass (a few ms to a few hundred). */
 export const DEFAULT_PASS_DEADLINE_MS = 60_000;

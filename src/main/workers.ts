@@ -98,6 +98,7 @@ export async function run(args: string[]): Promise<number> {
       ? {
           sweepIntervalMs: config.SVC_RELAY_SWEEP_INTERVAL_MS,
           tenantInflightMax: config.SVC_TENANT_INFLIGHT_MAX,
+          tenantInflightLoneMax: config.SVC_TENANT_INFLIGHT_LONE_MAX,
           fairGroups: config.SVC_SQS_FAIR_GROUPS,
           cappedPollMs: config.SVC_RELAY_CAPPED_POLL_MS,
           maxAttempts: config.SVC_OUTBOX_MAX_ATTEMPTS,

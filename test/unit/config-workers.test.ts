@@ -37,6 +37,12 @@ describe('workers configuration', () => {
     expect(problems({ ...base, SVC_CANCEL_LISTEN: 'off' })[0]!.variable).toBe('SVC_CANCEL_LISTEN');
   });
 
+  it('SVC_TENANT_INFLIGHT_LONE_MAX (the lone room of a tenant nobody contends with) is a whole number, 0 allowed, default 440', () => {
+    expect(workersConfig(base).SVC_TENANT_INFLIGHT_LONE_MAX).toBe(440);
+    expect(workersConfig({ ...base, SVC_TENANT_INFLIGHT_LONE_MAX: '0' }).SVC_TENANT_INFLIGHT_LONE_MAX).toBe(0);
+    for (const bad of ['-1', '2.5', 'many']) expect(problems({ ...base, SVC_TENANT_INFLIGHT_LONE_MAX: bad }).map((x) => x.variable)).toEqual(['SVC_TENANT_INFLIGHT_LONE_MAX']);
+  });
+
   it('SVC_TENANT_INFLIGHT_MAX is a whole number, 0 (fairness off) allowed, default 40; SVC_SQS_FAIR_GROUPS defaults to true; SVC_RELAY_CAPPED_POLL_MS defaults to 50', () => {
     expect(workersConfig(base).SVC_TENANT_INFLIGHT_MAX).toBe(40);
     expect(workersConfig({ ...base, SVC_TENANT_INFLIGHT_MAX: '0' }).SVC_TENANT_INFLIGHT_MAX).toBe(0);

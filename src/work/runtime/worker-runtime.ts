@@ -77,7 +77,7 @@ export interface WorkerRuntimeOptions {
    */
   roomSignals?: boolean;
   /** Runs the outbox relay in this process (SVC_RELAY=true). */
-  relay?: { sweepIntervalMs?: number; tenantInflightMax?: number; fairGroups?: boolean; cappedPollMs?: number; maxAttempts?: number; rescue?: RescueSettings | null } | null;
+  relay?: { sweepIntervalMs?: number; tenantInflightMax?: number; tenantInflightLoneMax?: number; fairGroups?: boolean; cappedPollMs?: number; maxAttempts?: number; rescue?: RescueSettings | null } | null;
   /** Fires schedules in-process (SVC_LOCAL_SCHEDULER=true). */
   localScheduler?: { tickMs: number } | null;
   /** Interval of the Redis probe that switches the workers to their database paths while Redis hangs or is down, ms. Default 1000. */
@@ -333,6 +333,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
         sweepIntervalMs: o.relay.sweepIntervalMs,
         wakeTimeoutMs: o.redisTimeoutMs,
         tenantInflightMax: o.relay.tenantInflightMax,
+        tenantInflightLoneMax: o.relay.tenantInflightLoneMax,
         fairGroups: o.relay.fairGroups,
         cappedPollMs: o.relay.cappedPollMs,
         maxAttempts: o.relay.maxAttempts,

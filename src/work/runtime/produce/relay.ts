@@ -40,7 +40,7 @@ import { startRelaySendSpans } from '../../../observe/work-tracing.ts';
 import { bodyBytes, packBatches } from '../../../queue/batch.ts';
 import { isQueueName, queueUrl } from '../../../queue/names.ts';
 import { sendMessageBatch } from '../../../queue/send.ts';
-import { DEFAULT_CAPPED_POLL_MS, dueRowsWaiting, markSent, PLATFORM_MESSAGE_GROUP, selectFairRows, type FairRow } from './tenant-inflight.ts';
+import { DEFAULT_CAPPED_POLL_MS, dueRowsWaiting, markSent, PLATFORM_MESSAGE_GROUP, RecentGroups, selectFairRows, type FairRow } from './tenant-inflight.ts';
 import { defaultInstanceLabel } from './dispatch.ts';
 import { appendTrailEvent, FINAL_RUN_STATUSES, insertTrailEvents, OUTBOX_TABLE, RUN_TABLE, transitionRun, type RunRow, type RunScope, type RunStatus, type TrailEventInput } from '../store/run-store.ts';
 import { failedOutcome } from '../complete/failure-outcome.ts';
@@ -91,6 +91,16 @@ export interface RelayPassOptions {
   log?: RelayLogger;
   /** Fair share: at most this many runs of one tenant (per queue) sent and not final; 0 = off, first come first served. Default 0. */
   tenantInflightMax?: number;
+  /**
+   * Work-conserving fair share: a tenant no other tenant contends with on its queue (none pending, in
+   * flight, nor sent for within CONTENTION_MEMORY_MS) may have up to this many runs in flight instead of
+   * `tenantInflightMax`; at most `tenantInflightMax` (or 0): the cap holds always. Default 0.
+   */
+  tenantInflightLoneMax?: number;
+  /** The groups the relay sent for lately (startRelay keeps one for its passes); without it, only what the statement sees contends. */
+  recentGroups?: RecentGroups;
+  /** The lone room's bound in time: it applies while the tenant's oldest sent, still queued run is younger than this, ms. Default LONE_ROOM_MAX_WAIT_MS (250). */
+  loneMaxWaitMs?: number;
   /** Send MessageGroupId (tenant uid, `platform` for platform runs) with each message. Default false. */
   fairGroups?: boolean;
   /**
@@ -255,15 +265,16 @@ async function passAll(
   batchSize: number,
   instance: string,
   log: RelayLogger,
-  fairness: { cap: number; groups: boolean },
+  fairness: Fairness,
   beforeCommit: <S>(statement: Promise<S>) => Promise<S>,
   maxAttempts: number,
 ): Promise<{ total: RelayPassResult; capped: Array<{ scope: RunScope; capped: boolean | Promise<boolean> }>; failedRuns: RunRow[] }> {
   // With fairness on (tenantInflightMax > 0) the selection is tenant-inflight.ts's: per-tenant room,
   // round robin between tenants, dispatch order within one. The outboxes' selections go out together.
+  const lone = { loneMax: fairness.loneMax, recent: fairness.recent?.active(), maxWaitMs: fairness.loneMaxWaitMs };
   const fairRows =
     fairness.cap > 0
-      ? await Promise.all(scopes.map((scope) => selectFairRows(tx, scope, fairness.cap, batchSize, actorContextSelect(tx, RELAY_ACTOR))))
+      ? await Promise.all(scopes.map((scope) => selectFairRows(tx, scope, fairness.cap, batchSize, actorContextSelect(tx, RELAY_ACTOR), lone)))
       : undefined;
   const outcomes = new Map<RunScope, ScopeOutcome>();
   scopes.forEach((scope, i) => {
@@ -312,6 +323,7 @@ async function passAll(
         );
         endSpans(new Set(result.failed.map((f) => batch.findIndex((i) => i.row.id === f.id))));
         const byId = new Map(batch.map((i) => [i.row.id, i.row]));
+        if (outcome.fair) fairness.recent?.record(result.sent.map((s) => byId.get(s.id)!));
         for (const s of result.sent) {
           const row = byId.get(s.id)!;
           outcome.sentIds.push(row.id);
@@ -409,6 +421,14 @@ async function passAll(
 
 const BOTH_SCOPES: readonly RunScope[] = ['tenant', 'platform'];
 
+interface Fairness {
+  cap: number;
+  groups: boolean;
+  loneMax: number;
+  recent: RecentGroups | undefined;
+  loneMaxWaitMs: number | undefined;
+}
+
 /**
  * One pass over both outboxes (or the given ones), in ONE transaction: a pass costs BEGIN and COMMIT
  * once, not once per outbox (with fairness off, one statement selects the due rows of both), which a
@@ -424,7 +444,13 @@ export async function relayPass(
   const batchSize = options.batchSize ?? DEFAULT_RELAY_BATCH_SIZE;
   const instance = options.instance ?? defaultInstanceLabel();
   const log = options.log ?? silent;
-  const fairness = { cap: options.tenantInflightMax ?? 0, groups: options.fairGroups ?? false };
+  const fairness: Fairness = {
+    cap: options.tenantInflightMax ?? 0,
+    groups: options.fairGroups ?? false,
+    loneMax: options.tenantInflightLoneMax ?? 0,
+    recent: options.recentGroups,
+    loneMaxWaitMs: options.loneMaxWaitMs,
+  };
   const distinct = [...new Set(scopes)];
   const maxAttempts = options.maxAttempts ?? DEFAULT_OUTBOX_MAX_ATTEMPTS;
   const { total, capped, failedRuns } = await beginPipelined(
@@ -493,6 +519,10 @@ export function startRelay(options: RelayOptions): Relay {
     instance: options.instance ?? defaultInstanceLabel(),
     log,
     tenantInflightMax: options.tenantInflightMax ?? 0,
+    tenantInflightLoneMax: options.tenantInflightLoneMax ?? 0,
+    // The relay's memory of whom it sent for (tenant-inflight.ts): a trickling tenant contends between its runs too.
+    recentGroups: options.recentGroups ?? new RecentGroups(),
+    ...(options.loneMaxWaitMs === undefined ? {} : { loneMaxWaitMs: options.loneMaxWaitMs }),
     fairGroups: options.fairGroups ?? false,
     maxAttempts: options.maxAttempts ?? DEFAULT_OUTBOX_MAX_ATTEMPTS,
   };

@@ -19,8 +19,22 @@
 // holding it selects with a snapshot taken after the previous holder committed; another relay skips
 // this pass and looks again shortly. Rows stay locked SKIP LOCKED-style against relays with
 // fairness off.
+//
+// Work-conserving: a group no other group contends with on its queue may go past `cap`, up to `loneMax`
+// (SVC_TENANT_INFLIGHT_LONE_MAX), so a lone tenant's burst keeps every slot busy (a `groupCommit` slot
+// holds up to 40 messages, and 40 in flight left its groups a few messages each: half the speed, twice
+// the CPU per run). Contended means another group of the queue has rows pending or runs in flight (both
+// read in the statement), or had a row sent by this relay within CONTENTION_MEMORY_MS (`recent`, kept in
+// the relay's memory): a trickling tenant is seldom pending or in flight at the instant of a pass, and
+// between two of its runs the lone room would queue hundreds of the burst's messages ahead of its next
+// one. What a newcomer pays is bounded: its first runs wait behind what the burst has in flight when it
+// arrives, and from its first pending row on the burst gets `cap` again. So the lone room is bounded
+// twice: by `loneMax` runs, and in time: it applies only while the group's oldest run sent and still
+// `queued` (not yet taken by a worker, or in a `groupCommit` group not yet committed) was sent less than
+// LONE_ROOM_MAX_WAIT_MS ago. Past that, the workers are not keeping up and more in flight would only
+// queue, so a newcomer's first runs wait about that long at most, however fast or loaded the workers.
 import type { TxSql } from '../../../db/client.ts';
-import { DEFAULT_CAPPED_POLL_MS } from '../../../config/limits.ts';
+import { CONTENTION_MEMORY_MS, DEFAULT_CAPPED_POLL_MS, LONE_ROOM_MAX_WAIT_MS } from '../../../config/limits.ts';
 import type { actorContextSelect } from '../../../db/unit-of-work.ts';
 import type { RunScope } from '../store/run-store.ts';
 
@@ -41,9 +55,53 @@ export interface FairRow {
   attempts: number;
 }
 
+/** A group's key in RecentGroups: the tenant id as text, PLATFORM_MESSAGE_GROUP for platform runs. */
+export function groupOf(row: { tenant_id?: string | undefined }): string {
+  return row.tenant_id ?? PLATFORM_MESSAGE_GROUP;
+}
+
+/**
+ * The groups this relay sent rows for lately, per queue (both outboxes): a group sent for within
+ * `memoryMs` contends with every other group of its queue, so none of them gets the lone room.
+ */
+export class RecentGroups {
+  private readonly seen = new Map<string, Map<string, number>>();
+  private readonly memoryMs: number;
+  constructor(memoryMs: number = CONTENTION_MEMORY_MS) {
+    this.memoryMs = memoryMs;
+  }
+
+  record(rows: ReadonlyArray<{ queue: string; tenant_id?: string | undefined }>, now: number = performance.now()): void {
+    for (const row of rows) {
+      let groups = this.seen.get(row.queue);
+      if (!groups) this.seen.set(row.queue, (groups = new Map()));
+      groups.set(groupOf(row), now);
+    }
+  }
+
+  /** The (queue, group) pairs sent for within the memory, as two arrays for the statement. */
+  active(now: number = performance.now()): { queues: string[]; groups: string[] } {
+    const queues: string[] = [];
+    const groups: string[] = [];
+    for (const [queue, byGroup] of this.seen) {
+      for (const [group, at] of byGroup) {
+        if (now - at > this.memoryMs) byGroup.delete(group);
+        else {
+          queues.push(queue);
+          groups.push(group);
+        }
+      }
+      if (byGroup.size === 0) this.seen.delete(queue);
+    }
+    return { queues, groups };
+  }
+}
+
 /**
  * The relay's row selection with fairness on: locks at most `batchSize` due pending rows of `scope`,
- * no group beyond `cap` in flight. `context` is the relay's actor-context select, applied first.
+ * no group beyond `cap` in flight, or beyond `loneMax` when nothing contends with it on its queue
+ * (`recent`: the groups the relay sent for lately; see the header). `context` is the relay's
+ * actor-context select, applied first.
  */
 export async function selectFairRows(
   tx: TxSql,
@@ -51,7 +109,12 @@ export async function selectFairRows(
   cap: number,
   batchSize: number,
   context: ReturnType<typeof actorContextSelect>,
+  lone: { loneMax: number; recent?: { queues: string[]; groups: string[] } | undefined; maxWaitMs?: number | undefined } = { loneMax: 0 },
 ): Promise<FairRow[] | null> {
+  const loneMax = Math.max(cap, lone.loneMax);
+  const recent = lone.recent ?? { queues: [], groups: [] };
+  // A sent run still queued past this instant waits for the workers: the lone room stops there.
+  const freshSince = tx`clock_timestamp() - ${lone.maxWaitMs ?? LONE_ROOM_MAX_WAIT_MS}::int * interval '1 millisecond'`;
   // Returns null when another relay holds this outbox's fair pass (the lock is released at its commit).
   // The in-flight count must walk its partial index with a plain index scan: every run leaves dead
   // entries there (its status updates cannot be HOT), a plain scan marks them dead as it passes so the
@@ -70,8 +133,24 @@ export async function selectFairRows(
           SELECT o.tenant_id, o.queue FROM outbox_messages o
            WHERE o.sent_at IS NULL AND (o.tenant_id, o.queue) > (g.tenant_id, g.queue)
            ORDER BY o.tenant_id, o.queue LIMIT 1) n),
+      -- The lone room: no other group of the queue pending (grp), sent for lately (recent) or in flight.
+      -- The in-flight probe reads the other tenants' ranges of the index only, never the lone group's runs.
       room AS (
-        SELECT g.tenant_id, g.queue, f.in_flight, ${cap}::int - f.in_flight AS room
+        SELECT g.tenant_id, g.queue, f.in_flight,
+               CASE WHEN ${loneMax}::int > ${cap}::int
+                     AND NOT EXISTS (SELECT 1 FROM grp x WHERE x.queue = g.queue AND x.tenant_id <> g.tenant_id)
+                     AND NOT EXISTS (SELECT 1 FROM unnest(${recent.queues}::text[], ${recent.groups}::text[]) AS rc(queue, grp)
+                                      WHERE rc.queue = g.queue AND rc.grp <> g.tenant_id::text)
+                     AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.tenant_id < g.tenant_id AND r.queue = g.queue
+                                        AND (r.status IN ('running', 'retrying') OR (r.status = 'queued' AND r.updated_at > r.queued_at)))
+                     AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.tenant_id > g.tenant_id AND r.queue = g.queue
+                                        AND (r.status IN ('running', 'retrying') OR (r.status = 'queued' AND r.updated_at > r.queued_at)))
+                    -- A nested CASE: the age is read only for a group that is alone.
+                    THEN CASE WHEN ((SELECT min(r.updated_at) FROM task_runs r WHERE r.tenant_id = g.tenant_id AND r.queue = g.queue
+                                       AND r.status = 'queued' AND r.updated_at > r.queued_at) > ${freshSince})
+                                   IS NOT FALSE
+                              THEN ${loneMax}::int ELSE ${cap}::int END
+                    ELSE ${cap}::int END - f.in_flight AS room
           FROM grp g CROSS JOIN LATERAL (
             SELECT count(*)::int AS in_flight FROM task_runs r
              WHERE r.tenant_id = g.tenant_id AND r.queue = g.queue
@@ -106,8 +185,17 @@ export async function selectFairRows(
       UNION ALL
       SELECT n.queue FROM grp g CROSS JOIN LATERAL (
         SELECT o.queue FROM platform_outbox_messages o WHERE o.sent_at IS NULL AND o.queue > g.queue ORDER BY o.queue LIMIT 1) n),
+    -- The platform is one group per queue: lone unless a tenant was sent for on that queue lately.
     room AS (
-      SELECT g.queue, f.in_flight, ${cap}::int - f.in_flight AS room
+      SELECT g.queue, f.in_flight,
+             CASE WHEN ${loneMax}::int > ${cap}::int
+                   AND NOT EXISTS (SELECT 1 FROM unnest(${recent.queues}::text[], ${recent.groups}::text[]) AS rc(queue, grp)
+                                    WHERE rc.queue = g.queue AND rc.grp <> ${PLATFORM_MESSAGE_GROUP})
+                  THEN CASE WHEN ((SELECT min(r.updated_at) FROM platform_task_runs r WHERE r.queue = g.queue
+                                     AND r.status = 'queued' AND r.updated_at > r.queued_at) > ${freshSince})
+                                 IS NOT FALSE
+                            THEN ${loneMax}::int ELSE ${cap}::int END
+                  ELSE ${cap}::int END - f.in_flight AS room
         FROM grp g CROSS JOIN LATERAL (
           SELECT count(*)::int AS in_flight FROM platform_task_runs r
            WHERE r.queue = g.queue
