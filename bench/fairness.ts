@@ -20,7 +20,7 @@
 //     CPU of the drain per run (harness with the in-process SQS server, PostgreSQL, Redis, relay,
 //     workers; bench/peers/cpu.ts): what fairness costs end to end.
 //   GROUPS mode=<m> runs_per_commit=<n>
-//     A's runs per finishing transaction (the bench unit is `groupCommit`): how full the workers' groups were.
+//     A's runs per finishing transaction: 1 for the default unit the bench runs; with BENCH_GROUP_COMMIT=true, how full the groups were.
 //   COST inflight_index_bytes=<n> pending_index_bytes=<n> count_ms_p50=<n> count_ms_max=<n>
 //     what the in-flight accounting costs: its partial index holds the runs in flight, not the backlog.
 //   SUMMARY victim_p99_ms=<n> unfair_victim_p99_ms=<n> throughput_ratio=<fair/unfair> lone_throughput_ratio=<lone/unfair>
