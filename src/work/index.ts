@@ -11,6 +11,8 @@ export {
   type DispatchedRun,
   type FollowUpOptions,
   type Overlap,
+  type RateLimit,
+  type RateLimitScope,
   type RetryPolicy,
   type RunState,
   type SubscriberOptions,
@@ -25,5 +27,5 @@ export {
   type UnitRun,
   type WorkUnit,
 } from './define/unit.ts';
-export { ForbiddenFailure, NotFoundFailure, PermanentFailure, TransientFailure, ValidationFailure, type FailureInit, type UnitFailure } from './define/unit-errors.ts';
+export { ForbiddenFailure, NotFoundFailure, PermanentFailure, RateLimitInvalid, TransientFailure, ValidationFailure, type FailureInit, type UnitFailure } from './define/unit-errors.ts';
 export { DispatchError, dispatchMany, dispatchTask, MAX_BULK_RUNS, type DispatchErrorCode, type DispatchOptions, type UnitDispatchOptions } from './runtime/produce/dispatch.ts';
