@@ -41,7 +41,19 @@ const perTenant = defineTask({
   payload: z.object({ n: z.number() }),
   handler,
 });
-const units = new Map<string, WorkUnit>([[limited.name, limited], [perTenant.name, perTenant]]);
+const LONG_PER_SECOND = 20;
+const LONG_SECONDS = 30;
+/** The longer check, opt-in (SVC_TEST_RATE_LIMIT_LONG=1): 20/s over 30 s. */
+const longLimited = defineTask({
+  name: 'rate.long',
+  queue: 'critical',
+  context: 'system',
+  concurrency: 8,
+  rateLimit: { max: LONG_PER_SECOND, perSeconds: 1 },
+  payload: z.object({ n: z.number() }),
+  handler,
+});
+const units = new Map<string, WorkUnit>([[limited.name, limited], [perTenant.name, perTenant], [longLimited.name, longLimited]]);
 
 let h: WorkHarness;
 let server: RedisServer;
@@ -62,7 +74,7 @@ afterAll(async () => {
 });
 
 /** Two worker runtimes of the same stack, as two workers processes. */
-async function twoWorkers(queue: 'default' | 'bulk', withRedis: boolean) {
+async function twoWorkers(queue: 'default' | 'bulk' | 'critical', withRedis: boolean) {
   const options = { queues: [queue], redis: withRedis ? redis : undefined, redisProbeIntervalMs: 200 };
   return [await h.startWorkers({ ...options, workerInstance: 'worker-a' }), await h.startWorkers({ ...options, workerInstance: 'worker-b' })];
 }
@@ -119,11 +131,17 @@ function expectPace(at: number[], perSecond: number, seconds: number): void {
     Math.floor(perSecond * seconds * 0.9),
   );
   expect(measured).toBeLessThanOrEqual(Math.ceil(perSecond * seconds * 1.1));
-  // The sliding window's estimate bounds any second to under twice the limit, even against the first
-  // burst (src/kv/rate-limit.ts); one more for measuring starts, which follow their admissions by a
-  // varying few ms.
-  if (process.env.RATE_LIMIT_TEST_REPORT) console.log(`pace: ${measured} starts in ${seconds} s after the first second (limit ${perSecond}/s), busiest second ${Math.max(...at.map((t) => startedWithin(at, t, 1_000)))}`);
-  for (const t of at) expect(startedWithin(at, t, 1_000)).toBeLessThanOrEqual(2 * perSecond + 1);
+  // Starts follow their admissions by a varying few ms (more when a burst is larger than the slots), so
+  // seconds measured on starts get a margin of a fifth of the limit (at least 2) over the window's bounds:
+  // once the windows the first burst weighs on are past (two seconds), `max` in any second; with the
+  // first burst, under twice that (the estimate takes the burst as spread over its window, src/kv/rate-limit.ts).
+  const margin = Math.max(2, Math.ceil(perSecond / 5));
+  const busiest = (from: number) => Math.max(...at.filter((t) => t >= from).map((t) => startedWithin(at, t, 1_000)));
+  if (process.env.SVC_TEST_RATE_LIMIT_REPORT) {
+    console.log(`pace: ${measured} starts in ${seconds} s after the first second (limit ${perSecond}/s); busiest second ${busiest(first)}, after the first two ${busiest(first + 2_000)}`);
+  }
+  expect(busiest(first + 2_000)).toBeLessThanOrEqual(perSecond + margin);
+  expect(busiest(first)).toBeLessThanOrEqual(2 * perSecond + margin);
 }
 
 describe('rateLimit', () => {
@@ -169,6 +187,22 @@ describe('rateLimit', () => {
     expect(Math.abs(firsts[0]! - firsts[1]!)).toBeLessThan(1_000);
     await h.fenceAbandonedPolls('bulk');
   });
+
+  it.runIf(process.env.SVC_TEST_RATE_LIMIT_LONG === '1')(
+    `opt-in: a unit limited to ${LONG_PER_SECOND}/s over two workers holds it ±10% for ${LONG_SECONDS} s`,
+    async () => {
+      const workers = await twoWorkers('critical', true);
+      const total = LONG_PER_SECOND * (LONG_SECONDS + 3);
+      const runIds: string[] = [];
+      for (let n = 0; n < total; n++) runIds.push((await h.dispatch(longLimited.name, { n })).runId);
+      await relayAll();
+      await expectEachRanOnceWithoutSpentReceives(runIds);
+      for (const w of workers) await w.stop();
+      expectPace((await starts(runIds)).map((s) => s.at), LONG_PER_SECOND, LONG_SECONDS);
+      await h.fenceAbandonedPolls('critical');
+    },
+    180_000,
+  );
 
   it('with Redis stopped the database counts, and the limit still holds over two workers', async () => {
     const workers = await twoWorkers('default', true);
