@@ -330,10 +330,10 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
     }
     const slot = o.unitSlots.get(unit ?? '');
     // The unit's rate limit is taken with the slot held, just before the delivery runs (rate-limit.ts).
-    // Over it, the message waits without its slot: here when the window has room within the queue's
-    // one-second step (RATE_LIMIT_WAIT_IN_PROCESS_MS; at most the unit's slots' worth of its messages
-    // wait so at once, waitsInProcess), else back in the queue until it has, keeping its receives. Neither Redis nor the
-    // database able to count: back in the queue for a short while.
+    // Over it, the message waits without its unit's slot (its tenant's share it keeps): here when the
+    // window has room within the queue's one-second step (waitsInProcess bounds how many wait so), else
+    // back in the queue until it has, keeping its receives. Neither Redis nor the database able to
+    // count: back in the queue for a short while.
     for (let waits = 0; ; waits++) {
       if (slot && !(await slot.acquire(slotWaitSignal))) {
         if (tenantSlot) o.tenantSlots!.release(tenantSlot);
