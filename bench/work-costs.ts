@@ -13,7 +13,6 @@
 //   effect            the full effect transaction of a no-op handler: skeleton + ledger claim + `started`
 //                     + ledger completed + run succeeded + `succeeded`
 //   rate_limit_redis  a unit's rateLimit: one place taken in its shared window (the Redis script), per run
-//   rate_limit_db     the same in the database, as while Redis is down (the UPSERT of work_rate_windows)
 // Lines: COST step=<name> runs=<n> wall_ms=<x> client_cpu_ms=<x> pg_cpu_ms=<x> redis_cpu_ms=<x> (per run).
 import fs from 'node:fs';
 import { randomUUID } from 'node:crypto';
@@ -29,7 +28,6 @@ import { advisoryKeyOf, claimKeyAndStart, fingerprintOf, gateKeyOf, idempotencyK
 import { relayPass } from '../src/work/runtime/produce/relay.ts';
 import { admitInRedis } from '../src/kv/rate-limit.ts';
 import { rateLimitKey } from '../src/kv/keys.ts';
-import { admitInDatabase } from '../src/work/runtime/store/rate-windows.ts';
 import { finishDelivery, startDelivery } from '../src/work/runtime/store/run-store.ts';
 import { benchJob } from './fixtures/units/bench/job.task.ts';
 import { startServices } from './peers/services.ts';
@@ -139,12 +137,9 @@ export async function main(args: string[]): Promise<number> {
         await recordGateResultsAndEvict(redis, [{ evictKey: runStatusKey(runId), gateKey: key, fingerprint: fingerprintOf({ r: 0 }), outcome: {} }], 86_400_000);
       };
       // A limit no run reaches (every call is admitted): the cost of counting, not of waiting.
-      const rateWindow = { unit: benchJob.name, scopeKey: '', max: 1_000_000, windowMs: 60_000 };
+      const rateWindow = { max: 1_000_000, windowMs: 60_000 };
       const rateRedis = async () => {
         await admitInRedis(redis, rateLimitKey(await databaseIdentityOf(sql), benchJob.name, rateWindow.windowMs, null), rateWindow.max, rateWindow.windowMs);
-      };
-      const rateDatabase = async () => {
-        await admitInDatabase(sql, rateWindow);
       };
       const drainQueue = async (expected: number) => {
         let got = 0;
@@ -171,7 +166,6 @@ export async function main(args: string[]): Promise<number> {
       await perRun(warm, skeleton);
       await perRun(warm, effect);
       await perRun(warm, rateRedis);
-      await perRun(warm, rateDatabase);
 
       const measured: string[] = [];
       await step('dispatch', () => dispatch(runs, measured));
@@ -182,7 +176,6 @@ export async function main(args: string[]): Promise<number> {
       await step('effect_skeleton', () => perRun(measured, skeleton));
       await step('effect', () => perRun(measured, effect));
       await step('rate_limit_redis', () => perRun(measured, rateRedis));
-      await step('rate_limit_db', () => perRun(measured, rateDatabase));
       const [check] = await sql<{ done: number }[]>`SELECT count(*)::int AS done FROM task_runs WHERE tenant_id = ${tenantId} AND status = 'succeeded'`;
       log(`runs succeeded: ${check?.done ?? 0} of ${2 * runs} (the warm-up's and the measured ones)`);
     } finally {

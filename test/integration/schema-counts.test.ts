@@ -31,8 +31,6 @@ const NON_IDENTITY_PRIMARY_KEYS: Record<string, string[]> = {
   access_profile_template_change_decisions: ['change_id', 'access_profile_id'],
 };
 const RUN_TABLES = ['task_runs', 'platform_task_runs', 'task_run_user_actors', 'platform_task_run_schedule_origins'];
-/** Infrastructure after the baseline: a rate-limit window is keyed by what it counts (unit, scope, length, start). */
-const RATE_WINDOW_KEY = ['unit', 'scope_key', 'window_ms', 'window_start'];
 const UID_TABLES = [
   'tenants', 'credentials', 'sessions', 'brokers', 'broker_affiliations', 'teams', 'memberships', 'invitations',
   'invitation_deliveries', 'platform_invitations', 'platform_invitation_deliveries', 'broker_prospects',
@@ -51,10 +49,8 @@ afterAll(async () => {
 });
 
 describe('migrated database figures', () => {
-  // The spec's 82 (10 infrastructure) plus work_rate_windows (migration 0024): the database's count of
-  // units' rate-limit windows while Redis is down, an infrastructure table outside the spec's baseline.
-  it('R-DB-01 has 83 tables: 71 domain, 11 infrastructure (the spec\'s 10 and work_rate_windows) and mikro_orm_migrations', async () => {
-    expect(await num(`SELECT count(*) FROM pg_tables WHERE schemaname = 'public'`)).toBe(83);
+  it('R-DB-01 has 82 tables: 71 domain, 10 infrastructure and mikro_orm_migrations', async () => {
+    expect(await num(`SELECT count(*) FROM pg_tables WHERE schemaname = 'public'`)).toBe(82);
     expect(await num(`SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename = 'mikro_orm_migrations'`)).toBe(1);
   });
 
@@ -128,12 +124,11 @@ describe('migrated database figures', () => {
     const pk = new Map(rows.map((r) => [r.table_name as string, r.columns as string[]]));
     for (const [table, columns] of Object.entries(NON_IDENTITY_PRIMARY_KEYS)) expect(pk.get(table), table).toEqual(columns);
     for (const table of RUN_TABLES) expect(pk.get(table), table).toEqual(['run_id']);
-    expect(pk.get('work_rate_windows')).toEqual(RATE_WINDOW_KEY);
     const identityTables = await db.sql`SELECT DISTINCT table_name FROM information_schema.columns
       WHERE table_schema = 'public' AND is_identity = 'YES'`;
     const withoutIdentity = [...pk.keys()].filter((t) => !identityTables.some((r) => r.table_name === t)).sort();
     // mikro_orm_migrations keeps MikroORM's serial id.
-    expect(withoutIdentity).toEqual([...Object.keys(NON_IDENTITY_PRIMARY_KEYS), ...RUN_TABLES, 'work_rate_windows', 'mikro_orm_migrations'].sort());
+    expect(withoutIdentity).toEqual([...Object.keys(NON_IDENTITY_PRIMARY_KEYS), ...RUN_TABLES, 'mikro_orm_migrations'].sort());
   });
 
   it('R-DB-06 every instant column is timestamptz; creation/audit times default to clock_timestamp()', async () => {

@@ -18,11 +18,11 @@ const tables = (Object.values({ ...idempotency, ...work }) as unknown[]).filter(
 );
 
 describe('hand-written tables parity', () => {
-  it('covers the eleven infrastructure tables (the spec\'s ten and work_rate_windows)', () => {
+  it('covers the ten infrastructure tables', () => {
     expect(tables.map((t) => getTableConfig(t).name).sort()).toEqual([
       'idempotency_keys', 'outbox_messages', 'platform_idempotency_keys', 'platform_outbox_messages',
       'platform_task_run_events', 'platform_task_run_schedule_origins', 'platform_task_runs', 'task_run_events',
-      'task_run_user_actors', 'task_runs', 'work_rate_windows',
+      'task_run_user_actors', 'task_runs',
     ]);
   });
 

@@ -1,28 +1,26 @@
 // How long a delivery over its unit's rate limit waits, and where: the time until the sliding window
-// has room (the database's arithmetic, the Redis script's twin), the queue delay made of it (whole
+// has room (the in-process window's arithmetic, the Redis script's twin), the queue delay made of it (whole
 // seconds, jittered, capped at SQS's 900 s), and which waits stay in the process.
 import { describe, expect, it } from 'vitest';
 import { RATE_LIMIT_MAX_DELAY_SECONDS, rateLimitDelaySeconds, waitsInProcess, type RateVerdict } from '../../src/work/runtime/consume/rate-limit.ts';
-import { waitForRoom } from '../../src/work/runtime/store/rate-windows.ts';
+import { waitForRoom } from '../../src/work/runtime/consume/process-rate-windows.ts';
 
 describe('waitForRoom', () => {
-  const w = { max: 10, windowMs: 1_000 };
-
   it('a full window waits for the next, until its count has faded below the limit', () => {
     // 10 at 200 ms into the window: 800 ms to its end, then 10 × (1 − y) < 10 for any y > 0.
-    expect(waitForRoom(w, 200, 0, 10)).toBe(801);
+    expect(waitForRoom(10, 1_000, 200, 0, 10)).toBe(801);
     // 20 counted (a burst over two workers' races cannot pass 10, but a changed limit can): half the next window too.
-    expect(waitForRoom(w, 200, 0, 20)).toBe(1_301);
+    expect(waitForRoom(10, 1_000, 200, 0, 20)).toBe(1_301);
   });
 
   it("room in this window's count waits for the previous window's weight to fade", () => {
     // 10 last window, 4 now: at 300 ms the estimate is 10 × 0.7 + 4 = 11; at 400 ms 10 × 0.6 + 4 = 10, not
     // under 10 yet; just past it, it is.
-    expect(waitForRoom(w, 300, 10, 4)).toBe(101);
+    expect(waitForRoom(10, 1_000, 300, 10, 4)).toBe(101);
   });
 
   it('never answers less than 1 ms', () => {
-    expect(waitForRoom(w, 999, 10, 9)).toBeGreaterThanOrEqual(1);
+    expect(waitForRoom(10, 1_000, 999, 10, 9)).toBeGreaterThanOrEqual(1);
   });
 });
 

@@ -2,7 +2,7 @@
 // are created by the frozen hand-written SQL sql/work/0016_work.sql (CHECKs, guard triggers, deferred
 // checks); this file is excluded from drizzle-kit generation and kept equal to the database by
 // test/integration/work-tables-parity.test.ts.
-import { integer, jsonb, pgTable, primaryKey, smallint, text, unique, uuid } from 'drizzle-orm/pg-core';
+import { integer, jsonb, pgTable, smallint, text, unique, uuid } from 'drizzle-orm/pg-core';
 import { bigintRef, clockInstant, identityId, instant, jsonObject } from '../../columns.ts';
 
 type QueueName = 'critical' | 'default' | 'bulk' | 'maintenance';
@@ -101,16 +101,3 @@ const trailColumns = () => ({
 export const taskRunEvents = pgTable('task_run_events', { ...trailColumns(), tenantId: bigintRef('tenant_id').notNull() });
 
 export const platformTaskRunEvents = pgTable('platform_task_run_events', { ...trailColumns() });
-
-/** The database's count of rate-limit windows while Redis is down (sql/work/0024_rate-limit-windows.sql). */
-export const workRateWindows = pgTable(
-  'work_rate_windows',
-  {
-    unit: text('unit').notNull(),
-    scopeKey: text('scope_key').notNull(),
-    windowMs: integer('window_ms').notNull(),
-    windowStart: instant('window_start').notNull(),
-    admitted: integer('admitted').notNull(),
-  },
-  (t) => [primaryKey({ columns: [t.unit, t.scopeKey, t.windowMs, t.windowStart] })],
-);

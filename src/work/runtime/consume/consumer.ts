@@ -332,8 +332,8 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
     // The unit's rate limit is taken with the slot held, just before the delivery runs (rate-limit.ts).
     // Over it, the message waits without its unit's slot (its tenant's share it keeps): here when the
     // window has room within the queue's one-second step (waitsInProcess bounds how many wait so), else
-    // back in the queue until it has, keeping its receives. Neither Redis nor the database able to
-    // count: back in the queue for a short while.
+    // back in the queue until it has, keeping its receives. Not counted within the stage deadline:
+    // back in the queue for a short while.
     for (let waits = 0; ; waits++) {
       if (slot && !(await slot.acquire(slotWaitSignal))) {
         if (tenantSlot) o.tenantSlots!.release(tenantSlot);

@@ -2,18 +2,19 @@
 // delivery of a limited unit runs, it takes one place in the unit's shared window (per tenant for
 // scope 'tenant'), across every workers process. Redis holds the windows (src/kv/rate-limit.ts),
 // keyed by the database's identity like the gate; while Redis is down, slow, or the identity not yet
-// read, the database counts instead (src/work/runtime/store/rate-windows.ts). Over the limit, the
-// message goes back to the queue until the window has room, as a copy that keeps its receives
-// (tenant-slots.ts sendBackKeepingReceives): waiting for the limit never spends a receive, and writes
-// nothing to the run's trail, since the run did not start.
+// read, this process counts on its own, in memory, with the same arithmetic (process-rate-windows.ts).
+// Over the limit, the message goes back to the queue until the window has room, as a copy that keeps
+// its receives (tenant-slots.ts sendBackKeepingReceives): waiting for the limit never spends a receive,
+// and writes nothing to the run's trail, since the run did not start.
 //
 // The place is taken once the delivery holds its unit's slot, just before it runs, so the window counts
 // executions as they start. A delivery that then turns out not to run (a duplicate the gate or ledger
 // replays) still spent its place: the limit counts deliveries let through, never more executions.
 //
-// Redis and the database are two counts: while some processes count in one and others in the other
-// (Redis down for only some of them), or right after Redis comes back with a fresh window, the unit can
-// run up to one window's `max` more than its limit.
+// The fallback is per process: while Redis is down, each workers process admits up to `max` per window
+// on its own, so N processes can start up to N × max together. Redis and the processes' windows are
+// separate counts: when Redis answers again its shared window applies, and the moment of the switch can
+// let up to one window's `max` more through.
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Sql } from '../../../db/client.ts';
@@ -21,12 +22,12 @@ import { knownDatabaseIdentity } from '../../../kv/database-identity.ts';
 import { rateLimitKey } from '../../../kv/keys.ts';
 import { admitInRedis, type RateDecision } from '../../../kv/rate-limit.ts';
 import { redisFallback } from '../../../observe/redis-fallback.ts';
-import { admitInDatabase } from '../store/rate-windows.ts';
+import { ProcessRateWindows } from './process-rate-windows.ts';
 import type { RateLimit, WorkUnit } from '../../define/unit.ts';
 
 /** The longest delay SQS gives a message sent back (SendMessage DelaySeconds). */
 export const RATE_LIMIT_MAX_DELAY_SECONDS = 900;
-/** How long a message waits when neither Redis nor the database could count it, seconds. */
+/** How long a message waits when its place could not be counted in time (the stage deadline passed), seconds. */
 export const RATE_LIMIT_UNCOUNTED_DELAY_SECONDS = 2;
 
 export interface RateLimitDeps {
@@ -34,17 +35,20 @@ export interface RateLimitDeps {
   /** The Redis client while it answers, else undefined (the runtime's health probe decides). */
   redis: () => Redis | undefined;
   logger: Logger;
+  /** The process's clock for its own windows (ms, never going back); default performance.now. */
+  now?: () => number;
 }
 
 /**
- * Where a decision was taken (the shared window in Redis, or the database's), the window's key in this
+ * Where a decision was taken (the shared window in Redis, or this process's own), the window's key in this
  * process (unit, and tenant for scope `tenant`), and its scope.
  */
-export type RateVerdict = RateDecision & { via: 'redis' | 'database'; window: string; scope: 'unit' | 'tenant' };
+export type RateVerdict = RateDecision & { via: 'redis' | 'process'; window: string; scope: 'unit' | 'tenant' };
 
 export class RateLimits {
   readonly #limits: ReadonlyMap<string, Required<RateLimit>>;
   readonly #deps: RateLimitDeps;
+  readonly #own = new ProcessRateWindows();
 
   constructor(limits: ReadonlyMap<string, Required<RateLimit>>, deps: RateLimitDeps) {
     this.#limits = limits;
@@ -64,8 +68,8 @@ export class RateLimits {
 
   /**
    * Takes a place in the window of the message's unit (and tenant): null when the message is not limited
-   * (no limit on its unit, an unreadable body: its checks then decide), else the verdict. Throws only
-   * when the database fails while Redis is unusable. `json`: the message body parsed as JSON.
+   * (no limit on its unit, an unreadable body: its checks then decide), else the verdict. Never throws:
+   * Redis failing, the process's own window decides. `json`: the message body parsed as JSON.
    */
   async admit(json: unknown): Promise<RateVerdict | null> {
     if (this.#limits.size === 0) return null;
@@ -88,11 +92,11 @@ export class RateLimits {
         return { ...(await admitInRedis(redis, rateLimitKey(database, name, windowMs, tenant), limit.max, windowMs)), via: 'redis', ...about };
       } catch (error) {
         redisFallback('rate_limit');
-        this.#deps.logger.debug({ err: error, unit: name }, 'rate limit: redis did not answer, the database counts');
+        this.#deps.logger.debug({ err: error, unit: name }, 'rate limit: redis did not answer, this process counts on its own');
       }
     }
-    const decision = await admitInDatabase(this.#deps.sql, { unit: name, scopeKey: tenant ?? '', max: limit.max, windowMs });
-    return { ...decision, via: 'database', ...about };
+    const decision = this.#own.admit(about.window, limit.max, windowMs, this.#deps.now?.() ?? performance.now());
+    return { ...decision, via: 'process', ...about };
   }
 }
 

@@ -1,2 +1,0 @@
--- Hand written: the database's count of unit rate-limit windows while Redis is down or slow (src/work/runtime/store/rate-windows.ts).
--- @load sql/work/0024_rate-limit-windows.sql
