@@ -12,6 +12,7 @@
 //   effect_skeleton   BEGIN; actor context + statement_timeout + advisory lock; COMMIT (no ledger, no trail)
 //   effect            the full effect transaction of a no-op handler: skeleton + ledger claim + `started`
 //                     + ledger completed + run succeeded + `succeeded`
+//   rate_limit_redis  a unit's rateLimit: one place taken in its shared window (the Redis script), per run
 // Lines: COST step=<name> runs=<n> wall_ms=<x> client_cpu_ms=<x> pg_cpu_ms=<x> redis_cpu_ms=<x> (per run).
 import fs from 'node:fs';
 import { randomUUID } from 'node:crypto';
@@ -25,6 +26,8 @@ import { createSqsClient } from '../src/queue/client.ts';
 import { queueUrl } from '../src/queue/names.ts';
 import { advisoryKeyOf, claimKeyAndStart, fingerprintOf, gateKeyOf, idempotencyKeyOf, recordGateResultsAndEvict } from '../src/work/runtime/store/idempotency.ts';
 import { relayPass } from '../src/work/runtime/produce/relay.ts';
+import { admitInRedis } from '../src/kv/rate-limit.ts';
+import { rateLimitKey } from '../src/kv/keys.ts';
 import { finishDelivery, startDelivery } from '../src/work/runtime/store/run-store.ts';
 import { benchJob } from './fixtures/units/bench/job.task.ts';
 import { startServices } from './peers/services.ts';
@@ -133,6 +136,11 @@ export async function main(args: string[]): Promise<number> {
         await redis.del(runStatusKey(runId));
         await recordGateResultsAndEvict(redis, [{ evictKey: runStatusKey(runId), gateKey: key, fingerprint: fingerprintOf({ r: 0 }), outcome: {} }], 86_400_000);
       };
+      // A limit no run reaches (every call is admitted): the cost of counting, not of waiting.
+      const rateWindow = { max: 1_000_000, windowMs: 60_000 };
+      const rateRedis = async () => {
+        await admitInRedis(redis, rateLimitKey(await databaseIdentityOf(sql), benchJob.name, rateWindow.windowMs, null), rateWindow.max, rateWindow.windowMs);
+      };
       const drainQueue = async (expected: number) => {
         let got = 0;
         while (got < expected) {
@@ -157,6 +165,7 @@ export async function main(args: string[]): Promise<number> {
       await perRun(warm, register);
       await perRun(warm, skeleton);
       await perRun(warm, effect);
+      await perRun(warm, rateRedis);
 
       const measured: string[] = [];
       await step('dispatch', () => dispatch(runs, measured));
@@ -166,6 +175,7 @@ export async function main(args: string[]): Promise<number> {
       await step('register', () => perRun(measured, register));
       await step('effect_skeleton', () => perRun(measured, skeleton));
       await step('effect', () => perRun(measured, effect));
+      await step('rate_limit_redis', () => perRun(measured, rateRedis));
       const [check] = await sql<{ done: number }[]>`SELECT count(*)::int AS done FROM task_runs WHERE tenant_id = ${tenantId} AND status = 'succeeded'`;
       log(`runs succeeded: ${check?.done ?? 0} of ${2 * runs} (the warm-up's and the measured ones)`);
     } finally {

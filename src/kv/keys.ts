@@ -19,3 +19,11 @@ export function runStatusKey(runId: string): string {
 export function idempotencyGateKey(database: string, scope: 'tenant' | 'platform', tenantId: string | null, keyHex: string): string {
   return scope === 'tenant' ? `svc:idem:${database}:t:${tenantId}:${keyHex}` : `svc:idem:${database}:p:${keyHex}`;
 }
+
+/**
+ * The shared window of a unit's rate limit (src/kv/rate-limit.ts), in the namespace of its database, for
+ * one window length (a deploy that changes it starts afresh) and, for a per-tenant limit, one tenant.
+ */
+export function rateLimitKey(database: string, unit: string, windowMs: number, tenantId: string | null): string {
+  return tenantId === null ? `svc:rate:${database}:${unit}:${windowMs}` : `svc:rate:${database}:${unit}:${windowMs}:t:${tenantId}`;
+}

@@ -12,6 +12,7 @@ export const REDIS_FALLBACK_OPERATIONS = [
   'run_status_evict',
   'outbox_wake_signal',
   'outbox_wake_wait',
+  'rate_limit',
 ] as const;
 export type RedisFallbackOperation = (typeof REDIS_FALLBACK_OPERATIONS)[number];
 

@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { DEFAULT_IDEMPOTENCY_LEASE_MARGIN_MS, SQS_MAX_VISIBILITY_SECONDS } from '../config/limits.ts';
 import { CodedError } from '../errors/coded-error.ts';
 import { compilePayloadSchema, payloadJsonSchema } from './define/payload-schema.ts';
-import { isWorkUnit, unitProblems, UNIT_CONTEXTS, UNIT_NAME_MAX, UNIT_NAME_RULE, UNIT_QUEUES, type WorkUnit } from './define/unit.ts';
+import { isWorkUnit, RATE_LIMIT_SCOPES, unitProblems, UNIT_CONTEXTS, UNIT_NAME_MAX, UNIT_NAME_RULE, UNIT_QUEUES, type WorkUnit } from './define/unit.ts';
 
 export const CATALOG_VERSION = 1;
 export const TASK_FILE_SUFFIX = '.task.ts';
@@ -25,6 +25,14 @@ const queue = z.enum(UNIT_QUEUES);
  * (its payloads are then checked for JSON and size only).
  */
 const payloadSchema = z.record(z.string(), z.unknown()).optional();
+/**
+ * The unit's rate limit (null: none), for operators and tools reading the catalog; the workers take it
+ * from the unit itself. Optional when read, as payloadSchema.
+ */
+const rateLimit = z
+  .object({ max: z.number().int().min(1), perSeconds: z.number().positive(), scope: z.enum(RATE_LIMIT_SCOPES) })
+  .nullable()
+  .optional();
 
 export const catalogSchema = z
   .object({
@@ -38,6 +46,7 @@ export const catalogSchema = z
         timeoutSeconds: z.number().int().min(1),
         schedule: z.string().nullable(),
         overlap: z.enum(['skip', 'allow']).nullable(),
+        rateLimit,
         payloadSchema,
         file: z.string().min(1),
       }),
@@ -50,6 +59,7 @@ export const catalogSchema = z
         context: z.enum(UNIT_CONTEXTS),
         concurrency: z.number().int().min(1),
         timeoutSeconds: z.number().int().min(1),
+        rateLimit,
         payloadSchema,
         file: z.string().min(1),
       }),
@@ -215,6 +225,7 @@ export function buildCatalog(discovered: DiscoveredUnit[]): Catalog {
         timeoutSeconds: unit.timeoutSeconds,
         schedule: unit.schedule,
         overlap: unit.overlap,
+        rateLimit: unit.rateLimit,
         payloadSchema: payloadJsonSchema(unit.payload),
         file,
       });
@@ -226,6 +237,7 @@ export function buildCatalog(discovered: DiscoveredUnit[]): Catalog {
         context: unit.context,
         concurrency: unit.concurrency,
         timeoutSeconds: unit.timeoutSeconds,
+        rateLimit: unit.rateLimit,
         payloadSchema: payloadJsonSchema(unit.payload),
         file,
       });

@@ -11,6 +11,8 @@ export {
   type DispatchedRun,
   type FollowUpOptions,
   type Overlap,
+  type RateLimit,
+  type RateLimitScope,
   type RetryPolicy,
   type RunState,
   type SubscriberOptions,
@@ -25,7 +27,7 @@ export {
   type UnitRun,
   type WorkUnit,
 } from './define/unit.ts';
-export { ForbiddenFailure, NotFoundFailure, PermanentFailure, TransientFailure, ValidationFailure, type FailureInit, type UnitFailure } from './define/unit-errors.ts';
+export { ForbiddenFailure, NotFoundFailure, PermanentFailure, RateLimitInvalid, TransientFailure, ValidationFailure, type FailureInit, type UnitFailure } from './define/unit-errors.ts';
 export { DispatchError, dispatchMany, dispatchTask, MAX_BULK_RUNS, type DispatchErrorCode, type DispatchOptions, type UnitDispatchOptions } from './runtime/produce/dispatch.ts';
 // What a use case needs around a dispatch: its pool, the unit of work it dispatches in, the actor, and
 // the relay's wake signal after commit (Redis optional: without it the relay's sweep finds the rows).

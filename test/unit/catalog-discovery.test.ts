@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runNodeProcess, TYPECHECK_CLI_TIMEOUT_MS } from '../support/node-process.ts';
-import { CatalogError, discoverUnits, emitCatalog, loadCatalog, subscribersOf, TasksCheckFailed, writeCatalog } from '../../src/work/catalog.ts';
+import { buildCatalog, CatalogError, discoverUnits, emitCatalog, loadCatalog, subscribersOf, TasksCheckFailed, writeCatalog } from '../../src/work/catalog.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
 const CASES = path.join(ROOT, 'test/fixtures/units/catalog');
@@ -23,12 +23,12 @@ describe('tasks:check', () => {
     expect(catalog).toEqual({
       version: 1,
       tasks: [
-        { name: 'demo.nightly_report', queue: 'bulk', context: 'platform', concurrency: 1, timeoutSeconds: 60, schedule: 'rate(1 day)', overlap: 'skip', file: 'units/demo/nightly.task.ts', payloadSchema: EMPTY_OBJECT },
-        { name: 'demo.ping', queue: 'default', context: 'tenant', concurrency: 3, timeoutSeconds: 30, schedule: null, overlap: null, file: 'units/demo/ping.task.ts',
+        { name: 'demo.nightly_report', queue: 'bulk', context: 'platform', concurrency: 1, timeoutSeconds: 60, schedule: 'rate(1 day)', overlap: 'skip', rateLimit: null, file: 'units/demo/nightly.task.ts', payloadSchema: EMPTY_OBJECT },
+        { name: 'demo.ping', queue: 'default', context: 'tenant', concurrency: 3, timeoutSeconds: 30, schedule: null, overlap: null, rateLimit: null, file: 'units/demo/ping.task.ts',
           payloadSchema: { $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'object', properties: { n: { type: 'number' } }, required: ['n'] } },
       ],
       subscriptions: [
-        { name: 'demo.pong_on_ping', event: { type: 'demo.pinged', version: 2 }, queue: 'critical', context: 'tenant', concurrency: 1, timeoutSeconds: 60, file: 'units/demo/pong.handler.ts', payloadSchema: EMPTY_OBJECT },
+        { name: 'demo.pong_on_ping', event: { type: 'demo.pinged', version: 2 }, queue: 'critical', context: 'tenant', concurrency: 1, timeoutSeconds: 60, rateLimit: null, file: 'units/demo/pong.handler.ts', payloadSchema: EMPTY_OBJECT },
       ],
     });
   });
@@ -57,6 +57,18 @@ describe('tasks:check', () => {
     expect(of('units/demo/subsecond.task.ts')).toEqual([
       "unit 'demo.subsecond': retry.backoff.baseMs must be a whole number of ms from 1000 (the queue counts visibility in whole seconds) to 43200000, not 500",
     ]);
+  });
+
+  it('puts a rate limit into the catalog and refuses a wrong one with UNIT_RATE_LIMIT_INVALID, naming the file', async () => {
+    const { units, problems: found } = await discoverUnits(at('rate-limit'));
+    expect(found).toEqual([
+      { file: 'units/demo/zero.task.ts', problem: expect.stringContaining("cannot be loaded: unit 'demo.zero': rateLimit.max must be a whole number from 1") },
+    ]);
+    expect(buildCatalog(units).tasks).toEqual([
+      expect.objectContaining({ name: 'demo.limited', rateLimit: { max: 20, perSeconds: 1, scope: 'tenant' } }),
+    ]);
+    // `svc tasks check` prints these problems (the test above runs it).
+    await expect(emitCatalog(at('rate-limit'))).rejects.toThrow(/units\/demo\/zero\.task\.ts: cannot be loaded: unit 'demo\.zero': rateLimit\.max/);
   });
 
   it('R-UNT-15 refuses a unit in a file discovery does not see, naming the file', async () => {

@@ -3,6 +3,10 @@
 // the dead-letter queue at once; everything else is transient and retried with backoff until the
 // fifth receive. An unknown error (a bug, a dropped connection) is transient: retrying is safe because
 // every handler runs behind the idempotency runner.
+//
+// A unit's definition can be wrong too: that is the author's error, raised where the unit is defined
+// (RateLimitInvalid), never a run's failure.
+import { CodedError } from '../../errors/coded-error.ts';
 
 export interface UnitFailure {
   readonly code: string;
@@ -137,6 +141,19 @@ export class MalformedMessage extends PermanentFailure {
   constructor(message: string, options?: { cause?: unknown }) {
     super('MESSAGE_MALFORMED', message, options);
     this.name = 'MalformedMessage';
+  }
+}
+
+/**
+ * A unit's `rateLimit` is not usable (thrown by defineTask/defineSubscriber): the unit file does not
+ * load, so `tasks:check` and the workers name the file with this message.
+ */
+export class RateLimitInvalid extends CodedError<'UNIT_RATE_LIMIT_INVALID'> {
+  readonly problems: readonly string[];
+  constructor(unit: string, problems: readonly string[]) {
+    super('UNIT_RATE_LIMIT_INVALID', `unit '${String(unit)}': ${problems.join('; ')}`);
+    this.name = 'RateLimitInvalid';
+    this.problems = problems;
   }
 }
 

@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import type { TxSql } from '../../db/client.ts';
 import { GROUP_COMMIT_MAX_RUNS, MAX_BACKOFF_MS, QUEUE_NAMES, RUNTIME_MAX_RECEIVES, type QueueName } from '../../config/limits.ts';
 import { scheduleExpressionProblem } from './schedule-expression.ts';
+import { RateLimitInvalid } from './unit-errors.ts';
 
 /** Queues a unit may name (the spec's four; each has a dead-letter queue). */
 export const UNIT_QUEUES = QUEUE_NAMES;
@@ -114,6 +115,29 @@ export interface FollowUpOptions {
   delaySeconds?: number;
 }
 
+/** Whom a rate limit counts: every run of the unit together, or each tenant's runs apart. */
+export const RATE_LIMIT_SCOPES = ['unit', 'tenant'] as const;
+export type RateLimitScope = (typeof RATE_LIMIT_SCOPES)[number];
+
+/**
+ * At most `max` executions of the unit start per `perSeconds`, across every workers process
+ * (src/work/runtime/consume/rate-limit.ts, docs/rate-limits.md). A delivery over the limit goes back
+ * to the queue until the window has room, without spending a receive.
+ */
+export interface RateLimit {
+  /** Executions started per window: a whole number from 1 to RATE_LIMIT_MAX. */
+  max: number;
+  /** Length of the window, seconds: above 0 (at least 1 ms), at most RATE_LIMIT_MAX_PER_SECONDS (a day). */
+  perSeconds: number;
+  /** `unit` (default): one limit for all the unit's runs; `tenant`: one per tenant (tenant units only). */
+  scope?: RateLimitScope;
+}
+
+/** The largest `rateLimit.max`. */
+export const RATE_LIMIT_MAX = 1_000_000;
+/** The longest `rateLimit.perSeconds`: a day. */
+export const RATE_LIMIT_MAX_PER_SECONDS = 86_400;
+
 export type UnitHandler<P> = (payload: P, run: UnitRun) => Promise<UnitOutcome | void>;
 
 /** Per-unit retry policy; every field is optional. */
@@ -161,6 +185,8 @@ interface CommonOptions<S extends z.ZodType> {
    * hold up to GROUP_COMMIT_MAX_RUNS (40) messages per slot. Default false.
    */
   groupCommit?: boolean;
+  /** At most `max` executions per `perSeconds` across every workers process, per unit or per tenant. Default none. */
+  rateLimit?: RateLimit;
   handler: UnitHandler<z.output<S>>;
 }
 
@@ -192,6 +218,8 @@ interface UnitBase<S extends z.ZodType = z.ZodType> {
   retry: RetryPolicy | null;
   /** Several runs may share one effect transaction (src/work/runtime/execute/group-commit.ts). */
   groupCommit: boolean;
+  /** The unit's rate limit (scope filled in); null: not limited. */
+  rateLimit: Required<RateLimit> | null;
   handler: UnitHandler<never>;
 }
 
@@ -223,6 +251,7 @@ export const DEFAULT_TIMEOUT_SECONDS = 60;
 
 export function defineTask<S extends z.ZodType>(options: TaskOptions<S>): TaskUnit<S> {
   const schedule = options.schedule ?? null;
+  const context = options.context ?? 'tenant';
   return {
     [UNIT_BRAND]: true,
     kind: 'task',
@@ -231,7 +260,7 @@ export function defineTask<S extends z.ZodType>(options: TaskOptions<S>): TaskUn
     concurrency: options.concurrency ?? DEFAULT_CONCURRENCY,
     tenantConcurrency: options.tenantConcurrency ?? null,
     timeoutSeconds: options.timeoutSeconds ?? DEFAULT_TIMEOUT_SECONDS,
-    context: options.context ?? 'tenant',
+    context,
     schedule,
     // `overlap` means nothing without a schedule; an explicit value there is reported by unitProblems.
     overlap: options.overlap ?? (schedule ? 'skip' : null),
@@ -239,11 +268,13 @@ export function defineTask<S extends z.ZodType>(options: TaskOptions<S>): TaskUn
     idempotencyKey: (options.idempotencyKey as UnitBase['idempotencyKey']) ?? null,
     retry: options.retry ?? null,
     groupCommit: options.groupCommit ?? false,
+    rateLimit: checkedRateLimit(options.name, options.rateLimit, context),
     handler: options.handler,
   };
 }
 
 export function defineSubscriber<S extends z.ZodType>(options: SubscriberOptions<S>): SubscriberUnit<S> {
+  const context = options.context ?? 'tenant';
   return {
     [UNIT_BRAND]: true,
     kind: 'subscriber',
@@ -253,13 +284,47 @@ export function defineSubscriber<S extends z.ZodType>(options: SubscriberOptions
     concurrency: options.concurrency ?? DEFAULT_CONCURRENCY,
     tenantConcurrency: options.tenantConcurrency ?? null,
     timeoutSeconds: options.timeoutSeconds ?? DEFAULT_TIMEOUT_SECONDS,
-    context: options.context ?? 'tenant',
+    context,
     payload: options.payload,
     idempotencyKey: (options.idempotencyKey as UnitBase['idempotencyKey']) ?? null,
     retry: options.retry ?? null,
     groupCommit: options.groupCommit ?? false,
+    rateLimit: checkedRateLimit(options.name, options.rateLimit, context),
     handler: options.handler,
   };
+}
+
+/**
+ * The rate limit with its default scope, or null. A wrong one throws RateLimitInvalid at definition:
+ * the unit file then fails to load, and tasks:check and the workers name the file and the problem.
+ */
+function checkedRateLimit(name: string, rateLimit: RateLimit | undefined, context: UnitContext): Required<RateLimit> | null {
+  if (rateLimit === undefined || rateLimit === null) return null;
+  const problems = rateLimitProblems(rateLimit, context);
+  if (problems.length > 0) throw new RateLimitInvalid(name, problems);
+  return { max: rateLimit.max, perSeconds: rateLimit.perSeconds, scope: rateLimit.scope ?? 'unit' };
+}
+
+/** What is wrong with a rate limit (defineTask throws on any; unitProblems reports them). */
+export function rateLimitProblems(rateLimit: RateLimit | null | undefined, context: UnitContext): string[] {
+  if (rateLimit === null || rateLimit === undefined) return [];
+  if (typeof rateLimit !== 'object') return ['rateLimit must be an object { max, perSeconds, scope? }'];
+  const problems: string[] = [];
+  if (!isWhole(rateLimit.max, 1, RATE_LIMIT_MAX)) {
+    problems.push(`rateLimit.max must be a whole number from 1 to ${RATE_LIMIT_MAX}, not ${String(rateLimit.max)}`);
+  }
+  const per = rateLimit.perSeconds;
+  // Windows are counted in whole milliseconds (src/kv/rate-limit.ts).
+  if (typeof per !== 'number' || !Number.isFinite(per) || per < 0.001 || per > RATE_LIMIT_MAX_PER_SECONDS) {
+    problems.push(`rateLimit.perSeconds must be a number of seconds above 0 (at least 0.001) and at most ${RATE_LIMIT_MAX_PER_SECONDS}, not ${String(per)}`);
+  }
+  const scope = rateLimit.scope ?? 'unit';
+  if (!(RATE_LIMIT_SCOPES as readonly string[]).includes(scope)) {
+    problems.push(`rateLimit.scope must be ${RATE_LIMIT_SCOPES.join(' or ')}, not '${String(scope)}'`);
+  } else if (scope === 'tenant' && context !== 'tenant') {
+    problems.push(`rateLimit.scope 'tenant' needs context 'tenant' (a ${String(context)} run belongs to no tenant): use scope 'unit'`);
+  }
+  return problems;
 }
 
 export function isWorkUnit(value: unknown): value is WorkUnit {
@@ -301,6 +366,7 @@ export function unitProblems(unit: WorkUnit): string[] {
     problems.push('payload must be a zod schema');
   }
   problems.push(...retryProblems(unit.retry).map((p) => `unit '${String(unit.name)}': ${p}`));
+  problems.push(...rateLimitProblems(unit.rateLimit, unit.context).map((p) => `unit '${String(unit.name)}': ${p}`));
   if (unit.kind === 'task') {
     // The parser's reason (singular or plural, at least 1...), not a generic form: the author sees what to change.
     const scheduleProblem = unit.schedule === null ? null : scheduleExpressionProblem(unit.schedule);

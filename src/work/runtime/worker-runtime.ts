@@ -28,6 +28,7 @@ import { listenForCancels } from './execute/cancel-notices.ts';
 import { StageWatch } from './consume/stage-watch.ts';
 import { DEFAULT_STAGE_TIMEOUT_MS } from '../../config/limits.ts';
 import { TenantSlots } from './consume/tenant-slots.ts';
+import { RateLimits } from './consume/rate-limit.ts';
 import { messagesPerSlot, type WorkUnit } from '../define/unit.ts';
 
 export interface WorkerRuntimeOptions {
@@ -173,6 +174,8 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
   // their database paths at once instead of paying the command timeout on every call.
   const redisHealth = o.redis ? watchRedis(o.redis, { intervalMs: o.redisProbeIntervalMs, timeoutMs: o.redisTimeoutMs, logger: log }) : undefined;
   const usableRedis = () => (redisHealth?.up ? o.redis : undefined);
+  // Units' rate limits (rateLimit): shared windows in Redis while it answers, else this process's own.
+  const rateLimits = RateLimits.forUnits(consumed, { sql: o.sql, redis: usableRedis, logger: log });
   // Pushed cancels (src/work/runtime/execute/cancel-notices.ts); the heartbeat poll is the fallback.
   const cancelNotices = o.cancelListen === false ? undefined : listenForCancels(o.sql, log);
   const runner: RunnerDeps = {
@@ -218,6 +221,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
       slots: messagesForQueue(units, queue),
       unitSlots,
       tenantSlots,
+      rateLimits,
       runner,
       logger: log,
       releaseSignal: release.signal,

@@ -63,9 +63,10 @@ import { createVisibilityBatcher } from '../../../queue/visibility-batch.ts';
 import { runDelivery, type DeadLetterContext, type DeliveryPort, type RunnerDeps } from './runner.ts';
 import type { SlotLimit } from './slot-limit.ts';
 import { DEFAULT_ACK_LINGER_MS, DEFAULT_RECEIVE_LINGER_MS, DEFAULT_STAGE_TIMEOUT_MS } from '../../../config/limits.ts';
-import { isStageTimeout, withStageBounds } from '../../../db/stage-deadline.ts';
+import { boundStage, isStageTimeout, withStageBounds } from '../../../db/stage-deadline.ts';
 import { StageWatch } from './stage-watch.ts';
 import { RECEIVES_BEFORE_ATTRIBUTE, receivesBefore, sendBackKeepingReceives, sendBackOverTenantLimit, type TenantSlots } from './tenant-slots.ts';
+import { RATE_LIMIT_UNCOUNTED_DELAY_SECONDS, rateLimitDelaySeconds, waitsInProcess, type RateLimits } from './rate-limit.ts';
 
 /** sqs-consumer (and SQS) receive at most 10 messages per call. */
 const MAX_BATCH = 10;
@@ -87,6 +88,8 @@ export interface QueueConsumerOptions {
   unitSlots: ReadonlyMap<string, SlotLimit>;
   /** Per-tenant share of a unit's slots (units with tenantConcurrency); default none. */
   tenantSlots?: TenantSlots;
+  /** The shared windows of the units with a rateLimit (rate-limit.ts); default none. */
+  rateLimits?: RateLimits;
   runner: RunnerDeps;
   logger: Logger;
   /** Aborted at the end of the drain window: deliveries not finished go back to the queue. */
@@ -238,6 +241,8 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
   const deleteMessage = createAckBatcher(o.sqs, o.queueUrl, o.ackLingerMs ?? DEFAULT_ACK_LINGER_MS);
   // A unit's window asked for by several messages in one turn (a group's members) goes out in one call per 10.
   const keepVisible = createVisibilityBatcher(o.sqs, o.queueUrl);
+  // Messages waiting in this process for their rate-limit window to have room, by window (rate-limit.ts).
+  const rateWaits = new Map<string, number>();
   const changeVisibility = (message: Message, seconds: number) =>
     o.sqs.send(new ChangeMessageVisibilityCommand({ QueueUrl: o.queueUrl, ReceiptHandle: message.ReceiptHandle!, VisibilityTimeout: seconds }));
 
@@ -324,11 +329,45 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
       return;
     }
     const slot = o.unitSlots.get(unit ?? '');
-    if (slot && !(await slot.acquire(slotWaitSignal))) {
+    // The unit's rate limit is taken with the slot held, just before the delivery runs (rate-limit.ts).
+    // Over it, the message waits without its unit's slot (its tenant's share it keeps): here when the
+    // window has room within the queue's one-second step (waitsInProcess bounds how many wait so), else
+    // back in the queue until it has, keeping its receives. Not counted within the stage deadline:
+    // back in the queue for a short while.
+    for (let waits = 0; ; waits++) {
+      if (slot && !(await slot.acquire(slotWaitSignal))) {
+        if (tenantSlot) o.tenantSlots!.release(tenantSlot);
+        // Fetching stopped (or the drain window ended) while this message waited for its unit's slot:
+        // it never started, so it is visible again at once for another worker.
+        await port.retryAfter(0).catch(() => {});
+        return;
+      }
+      if (!o.rateLimits || o.rateLimits.empty) break;
+      let delaySeconds: number;
+      try {
+        const verdict = await boundStage('rate_limit', o.rateLimits.admit(json), undefined, bounds);
+        if (!verdict || verdict.admitted) break;
+        slot?.release();
+        const waitingHere = rateWaits.get(verdict.window) ?? 0;
+        if (waitsInProcess(verdict, waits, waitingHere, slot?.limit ?? 1)) {
+          rateWaits.set(verdict.window, waitingHere + 1);
+          const waited = await pause(verdict.waitMs + Math.random() * 20, slotWaitSignal);
+          const left = (rateWaits.get(verdict.window) ?? 1) - 1;
+          if (left > 0) rateWaits.set(verdict.window, left);
+          else rateWaits.delete(verdict.window);
+          if (waited) continue;
+        }
+        delaySeconds = rateLimitDelaySeconds(verdict.waitMs);
+      } catch (error) {
+        slot?.release();
+        log.warn({ err: error, unit, messageId: message.MessageId }, 'the rate limit could not be counted: the message goes back for a while');
+        delaySeconds = RATE_LIMIT_UNCOUNTED_DELAY_SECONDS;
+      }
       if (tenantSlot) o.tenantSlots!.release(tenantSlot);
-      // Fetching stopped (or the drain window ended) while this message waited for its unit's slot:
-      // it never started, so it is visible again at once for another worker.
-      await port.retryAfter(0).catch(() => {});
+      await stopHeartbeat();
+      await sendBackKeepingReceives(o.sqs, o.queueUrl, message, receiveCount, delaySeconds).catch((error: unknown) =>
+        log.warn({ err: error, messageId: message.MessageId }, 'could not send a message over its rate limit back; it reappears after the visibility timeout'),
+      );
       return;
     }
     let held = true;
@@ -475,6 +514,21 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
       return pollers.some((consumer) => consumer.status.isPolling);
     },
   };
+}
+
+/** Resolves true after `ms`, or false as soon as `signal` aborts. */
+function pause(ms: number, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const done = (value: boolean) => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+      resolve(value);
+    };
+    const onAbort = () => done(false);
+    const timer = setTimeout(() => done(true), ms);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
 }
 
 function deadLetterAttributes(context: DeadLetterContext, queue: string) {
