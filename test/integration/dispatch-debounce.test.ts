@@ -107,8 +107,11 @@ describe('debounced dispatch', () => {
 
   it('a relay sending the row while the dispatch waits for it: the dispatch finds it sent and writes a new run', async () => {
     const first = await dispatchOne('race', 1);
+    let locked!: () => void;
+    const rowLocked = new Promise<void>((resolve) => (locked = resolve));
     const relayHolds = sql.begin(async (tx) => {
       await tx`SELECT id FROM outbox_messages WHERE run_id = ${first.runId} FOR UPDATE`;
+      locked();
       // The dispatch's UPDATE now waits on this row lock (seen in pg_locks as a waiting backend).
       await waitFor(async () => {
         const [w] = await sql<[{ n: number }]>`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND locktype = 'transactionid'`;
@@ -116,6 +119,8 @@ describe('debounced dispatch', () => {
       }, 10_000, { what: 'the dispatch waiting on the row the relay holds' });
       await tx`UPDATE outbox_messages SET sent_at = clock_timestamp() WHERE run_id = ${first.runId}`;
     });
+    // The dispatch starts once the relay's transaction holds the row.
+    await rowLocked;
     const second = await dispatchOne('race', 2);
     await relayHolds;
     expect(second.runId).not.toBe(first.runId);
