@@ -13,9 +13,8 @@ import type { Redis } from 'ioredis';
 import { redisFallback } from '../../../observe/redis-fallback.ts';
 import type { Sql, TxSql } from '../../../db/client.ts';
 import { idempotencyGateKey } from '../../../kv/keys.ts';
-import type { RunScope } from './run-store.ts';
-
-const LEDGER_TABLE = { tenant: 'idempotency_keys', platform: 'platform_idempotency_keys' } as const;
+import { LEDGER_TABLE, tenantOnly, type RunScope } from './scope-tables.ts';
+import { insertTrailRows } from './trail.ts';
 
 type Db = Sql | TxSql;
 
@@ -164,7 +163,14 @@ export interface LedgerScope {
 }
 
 function tenantFilter(db: Db, at: LedgerScope) {
-  return at.scope === 'tenant' ? db`AND tenant_id = ${at.tenantId}` : db``;
+  return tenantOnly(db, at.scope, db`AND tenant_id = ${at.tenantId}`);
+}
+
+/** The INSERT of a fresh claim of the key (claimKey, claimKeyAndStart). */
+function insertClaim(tx: TxSql, at: LedgerScope, key: Buffer, fingerprint: Buffer, leaseMs: number) {
+  return tx`INSERT INTO ${tx(LEDGER_TABLE[at.scope])} (${tenantOnly(tx, at.scope, tx`tenant_id,`)} idempotency_key, request_fingerprint, expires_at)
+            VALUES (${tenantOnly(tx, at.scope, tx`${at.tenantId},`)} ${key}, ${fingerprint}, clock_timestamp() + make_interval(secs => ${leaseMs / 1000}))
+            ON CONFLICT DO NOTHING RETURNING attempt`;
 }
 
 /**
@@ -178,15 +184,7 @@ export async function tryLockKey(tx: TxSql, key: Buffer): Promise<boolean> {
 
 /** Claims the key inside the effect transaction (call tryLockKey first). */
 export async function claimKey(tx: TxSql, at: LedgerScope, key: Buffer, fingerprint: Buffer, leaseMs: number): Promise<ClaimResult> {
-  const lease = leaseMs / 1000;
-  const inserted =
-    at.scope === 'tenant'
-      ? await tx`INSERT INTO idempotency_keys (tenant_id, idempotency_key, request_fingerprint, expires_at)
-                 VALUES (${at.tenantId}, ${key}, ${fingerprint}, clock_timestamp() + make_interval(secs => ${lease}))
-                 ON CONFLICT DO NOTHING RETURNING attempt`
-      : await tx`INSERT INTO platform_idempotency_keys (idempotency_key, request_fingerprint, expires_at)
-                 VALUES (${key}, ${fingerprint}, clock_timestamp() + make_interval(secs => ${lease}))
-                 ON CONFLICT DO NOTHING RETURNING attempt`;
+  const inserted = await insertClaim(tx, at, key, fingerprint, leaseMs);
   if (inserted.length > 0) return { kind: 'claimed', attempt: inserted[0]!.attempt as number };
   return claimExistingKey(tx, at, key, fingerprint, leaseMs);
 }
@@ -214,30 +212,18 @@ export async function claimKeyAndStart(
   leaseMs: number,
   started: StartedEvent,
 ): Promise<ClaimResult & { startedAt?: string }> {
-  const lease = leaseMs / 1000;
-  const inserted =
-    at.scope === 'tenant'
-      ? await tx<{ attempt: number; started_at: string }[]>`
-        WITH claim AS (
-          INSERT INTO idempotency_keys (tenant_id, idempotency_key, request_fingerprint, expires_at)
-          VALUES (${at.tenantId}, ${key}, ${fingerprint}, clock_timestamp() + make_interval(secs => ${lease}))
-          ON CONFLICT DO NOTHING RETURNING attempt),
-        ev AS (
-          INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance)
-          SELECT ${started.runId}, ${at.tenantId}, 'started', ${started.attempt}, ${started.receiveCount}, ${started.queue}, ${started.workerInstance}
-            FROM claim
-          RETURNING occurred_at)
-        SELECT claim.attempt, (SELECT occurred_at::text FROM ev) AS started_at FROM claim`
-      : await tx<{ attempt: number; started_at: string }[]>`
-        WITH claim AS (
-          INSERT INTO platform_idempotency_keys (idempotency_key, request_fingerprint, expires_at)
-          VALUES (${key}, ${fingerprint}, clock_timestamp() + make_interval(secs => ${lease}))
-          ON CONFLICT DO NOTHING RETURNING attempt),
-        ev AS (
-          INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance)
-          SELECT ${started.runId}, 'started', ${started.attempt}, ${started.receiveCount}, ${started.queue}, ${started.workerInstance}
-            FROM claim
-          RETURNING occurred_at)
+  const inserted = await tx<{ attempt: number; started_at: string }[]>`
+        WITH claim AS (${insertClaim(tx, at, key, fingerprint, leaseMs)}),
+        ev AS (${insertTrailRows(
+          tx,
+          at.scope,
+          {
+            runId: tx`${started.runId}`, tenantId: tx`${at.tenantId}`, event: tx`'started'`, attempt: tx`${started.attempt}`,
+            receiveCount: tx`${started.receiveCount}`, queue: tx`${started.queue}`, workerInstance: tx`${started.workerInstance}`,
+          },
+          tx`FROM claim`,
+          tx`RETURNING occurred_at`,
+        )})
         SELECT claim.attempt, (SELECT occurred_at::text FROM ev) AS started_at FROM claim`;
   if (inserted.length > 0) return { kind: 'claimed', attempt: inserted[0]!.attempt, startedAt: inserted[0]!.started_at };
   return claimExistingKey(tx, at, key, fingerprint, leaseMs);
@@ -305,19 +291,11 @@ export async function failKey(
 ): Promise<void> {
   const ledger = LEDGER_TABLE[at.scope];
   const retention = retentionMs / 1000;
-  if (at.scope === 'tenant') {
-    await db`INSERT INTO idempotency_keys AS k (tenant_id, idempotency_key, request_fingerprint, status, expires_at)
-             VALUES (${at.tenantId}, ${key}, ${fingerprint}, ${status}, clock_timestamp() + make_interval(secs => ${retention}))
-             ON CONFLICT (tenant_id, idempotency_key) DO UPDATE
-               SET status = EXCLUDED.status, attempt = k.attempt + 1, expires_at = EXCLUDED.expires_at, updated_at = clock_timestamp()
-               WHERE k.request_fingerprint = EXCLUDED.request_fingerprint AND k.status <> 'completed'`;
-  } else {
-    await db`INSERT INTO ${db(ledger)} AS k (idempotency_key, request_fingerprint, status, expires_at)
-             VALUES (${key}, ${fingerprint}, ${status}, clock_timestamp() + make_interval(secs => ${retention}))
-             ON CONFLICT (idempotency_key) DO UPDATE
-               SET status = EXCLUDED.status, attempt = k.attempt + 1, expires_at = EXCLUDED.expires_at, updated_at = clock_timestamp()
-               WHERE k.request_fingerprint = EXCLUDED.request_fingerprint AND k.status <> 'completed'`;
-  }
+  await db`INSERT INTO ${db(ledger)} AS k (${tenantOnly(db, at.scope, db`tenant_id,`)} idempotency_key, request_fingerprint, status, expires_at)
+           VALUES (${tenantOnly(db, at.scope, db`${at.tenantId},`)} ${key}, ${fingerprint}, ${status}, clock_timestamp() + make_interval(secs => ${retention}))
+           ON CONFLICT (${tenantOnly(db, at.scope, db`tenant_id,`)} idempotency_key) DO UPDATE
+             SET status = EXCLUDED.status, attempt = k.attempt + 1, expires_at = EXCLUDED.expires_at, updated_at = clock_timestamp()
+             WHERE k.request_fingerprint = EXCLUDED.request_fingerprint AND k.status <> 'completed'`;
 }
 
 /**

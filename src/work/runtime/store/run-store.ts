@@ -9,7 +9,8 @@ import type { QueueName } from '../../../queue/names.ts';
 import { checkTenant, scopeTables, tenantOnly, type Fragment, type RunScope } from './scope-tables.ts';
 import { insertTrailEvents, insertTrailRows } from './trail.ts';
 
-// The scope's tables and the trail's API, for the modules that import them from here.
+// The scope's tables and the trail's API, for the modules that still import them from here (the relay,
+// src/work/testing.ts, tests): they are defined in scope-tables.ts and trail.ts.
 export { OUTBOX_TABLE, RUN_TABLE, RunScopeError, type RunScope } from './scope-tables.ts';
 export {
   appendTrailEvent, appendTrailEvents, insertTrailEvents, readTrail, type TrailEvent, type TrailEventInput, type TrailEventName,
