@@ -13,7 +13,7 @@ import type { Redis } from 'ioredis';
 import { redisFallback } from '../../../observe/redis-fallback.ts';
 import type { Sql, TxSql } from '../../../db/client.ts';
 import { idempotencyGateKey } from '../../../kv/keys.ts';
-import { LEDGER_TABLE, tenantOnly, type RunScope } from './scope-tables.ts';
+import { scopeTables, tenantOnly, type RunScope } from './scope-tables.ts';
 import { insertTrailRows } from './trail.ts';
 
 type Db = Sql | TxSql;
@@ -168,7 +168,7 @@ function tenantFilter(db: Db, at: LedgerScope) {
 
 /** The INSERT of a fresh claim of the key (claimKey, claimKeyAndStart). */
 function insertClaim(tx: TxSql, at: LedgerScope, key: Buffer, fingerprint: Buffer, leaseMs: number) {
-  return tx`INSERT INTO ${tx(LEDGER_TABLE[at.scope])} (${tenantOnly(tx, at.scope, tx`tenant_id,`)} idempotency_key, request_fingerprint, expires_at)
+  return tx`INSERT INTO ${scopeTables(tx, at.scope).ledger} (${tenantOnly(tx, at.scope, tx`tenant_id,`)} idempotency_key, request_fingerprint, expires_at)
             VALUES (${tenantOnly(tx, at.scope, tx`${at.tenantId},`)} ${key}, ${fingerprint}, clock_timestamp() + make_interval(secs => ${leaseMs / 1000}))
             ON CONFLICT DO NOTHING RETURNING attempt`;
 }
@@ -250,11 +250,11 @@ export async function unclaimFreshKey(tx: TxSql, at: LedgerScope, key: Buffer): 
 
 /** The key already has a ledger row: replay, held, reused, permanently failed, or taken over. */
 export async function claimExistingKey(tx: TxSql, at: LedgerScope, key: Buffer, fingerprint: Buffer, leaseMs: number): Promise<ClaimResult> {
-  const ledger = LEDGER_TABLE[at.scope];
+  const ledger = scopeTables(tx, at.scope).ledger;
   const lease = leaseMs / 1000;
   const [row] = await tx<{ status: string; request_fingerprint: Buffer; outcome: LedgerOutcome; lease_over: boolean }[]>`
     SELECT status, request_fingerprint, outcome, expires_at <= clock_timestamp() AS lease_over
-      FROM ${tx(ledger)} WHERE idempotency_key = ${key} ${tenantFilter(tx, at)} FOR UPDATE`;
+      FROM ${ledger} WHERE idempotency_key = ${key} ${tenantFilter(tx, at)} FOR UPDATE`;
   if (!row) return { kind: 'held' }; // deleted between the insert and the read: let the message come back
   if (!Buffer.from(row.request_fingerprint).equals(fingerprint)) return { kind: 'reused' };
   if (row.status === 'completed') return { kind: 'completed', outcome: row.outcome };
@@ -262,7 +262,7 @@ export async function claimExistingKey(tx: TxSql, at: LedgerScope, key: Buffer, 
   if (row.status === 'processing' && !row.lease_over) return { kind: 'held' };
   // failed_retryable, or a processing row whose lease ran out: this execution takes it over.
   const [updated] = await tx`
-    UPDATE ${tx(ledger)} SET status = 'processing', attempt = attempt + 1, outcome = '{}'::jsonb,
+    UPDATE ${ledger} SET status = 'processing', attempt = attempt + 1, outcome = '{}'::jsonb,
            expires_at = clock_timestamp() + make_interval(secs => ${lease}), updated_at = clock_timestamp()
      WHERE idempotency_key = ${key} ${tenantFilter(tx, at)} RETURNING attempt`;
   return { kind: 'claimed', attempt: updated!.attempt as number };
@@ -270,8 +270,8 @@ export async function claimExistingKey(tx: TxSql, at: LedgerScope, key: Buffer, 
 
 /** Marks the claimed key completed with its outcome, inside the effect transaction. */
 export async function completeKey(tx: TxSql, at: LedgerScope, key: Buffer, outcome: LedgerOutcome, retentionMs: number): Promise<void> {
-  const ledger = LEDGER_TABLE[at.scope];
-  await tx`UPDATE ${tx(ledger)} SET status = 'completed', outcome = ${tx.json(outcome as never)},
+  const ledger = scopeTables(tx, at.scope).ledger;
+  await tx`UPDATE ${ledger} SET status = 'completed', outcome = ${tx.json(outcome as never)},
                   expires_at = clock_timestamp() + make_interval(secs => ${retentionMs / 1000}), updated_at = clock_timestamp()
             WHERE idempotency_key = ${key} ${tenantFilter(tx, at)}`;
 }
@@ -289,9 +289,8 @@ export async function failKey(
   status: 'failed_retryable' | 'failed_permanent',
   retentionMs: number,
 ): Promise<void> {
-  const ledger = LEDGER_TABLE[at.scope];
   const retention = retentionMs / 1000;
-  await db`INSERT INTO ${db(ledger)} AS k (${tenantOnly(db, at.scope, db`tenant_id,`)} idempotency_key, request_fingerprint, status, expires_at)
+  await db`INSERT INTO ${scopeTables(db, at.scope).ledger} AS k (${tenantOnly(db, at.scope, db`tenant_id,`)} idempotency_key, request_fingerprint, status, expires_at)
            VALUES (${tenantOnly(db, at.scope, db`${at.tenantId},`)} ${key}, ${fingerprint}, ${status}, clock_timestamp() + make_interval(secs => ${retention}))
            ON CONFLICT (${tenantOnly(db, at.scope, db`tenant_id,`)} idempotency_key) DO UPDATE
              SET status = EXCLUDED.status, attempt = k.attempt + 1, expires_at = EXCLUDED.expires_at, updated_at = clock_timestamp()
@@ -317,9 +316,9 @@ export async function readKey(
   at: LedgerScope,
   key: Buffer,
 ): Promise<{ status: string; fingerprint: Buffer; outcome: LedgerOutcome; attempt: number } | undefined> {
-  const ledger = LEDGER_TABLE[at.scope];
+  const ledger = scopeTables(db, at.scope).ledger;
   const [row] = await db<{ status: string; request_fingerprint: Buffer; outcome: LedgerOutcome; attempt: number }[]>`
-    SELECT status, request_fingerprint, outcome, attempt FROM ${db(ledger)}
+    SELECT status, request_fingerprint, outcome, attempt FROM ${ledger}
      WHERE idempotency_key = ${key} ${tenantFilter(db, at)}`;
   return row ? { status: row.status, fingerprint: Buffer.from(row.request_fingerprint), outcome: row.outcome, attempt: row.attempt } : undefined;
 }

@@ -1,5 +1,5 @@
 // The work tables of each run scope, named once. A statement over them is written once for both scopes:
-// the tables go in as identifiers (postgres.js `sql(name)`), and what only a tenant table has (the
+// the tables go in as fragments (scopeTables), and what only a tenant table has (the
 // tenant_id column: its place in a column list, its value, its condition) as a fragment that is empty
 // in the platform scope. The statement text still differs per scope (other names, one column fewer),
 // so each scope keeps its own prepared statement and plans, as when each was written out by hand.
@@ -18,9 +18,18 @@ export const TRAIL_TABLE = { tenant: 'task_run_events', platform: 'platform_task
 export const OUTBOX_TABLE = { tenant: 'outbox_messages', platform: 'platform_outbox_messages' } as const;
 export const LEDGER_TABLE = { tenant: 'idempotency_keys', platform: 'platform_idempotency_keys' } as const;
 
-/** The scope's tables as identifiers to interpolate. */
+/**
+ * The scope's tables as fragments to interpolate, unquoted (the names are the constants above, never
+ * input): the statement reads as written by hand, `UPDATE task_runs …`, which is what pg_stat_activity,
+ * the logs and the tests that wait on a statement by its text see.
+ */
 export function scopeTables(sql: Db, scope: RunScope) {
-  return { runs: sql(RUN_TABLE[scope]), trail: sql(TRAIL_TABLE[scope]), outbox: sql(OUTBOX_TABLE[scope]), ledger: sql(LEDGER_TABLE[scope]) };
+  return {
+    runs: sql.unsafe(RUN_TABLE[scope]),
+    trail: sql.unsafe(TRAIL_TABLE[scope]),
+    outbox: sql.unsafe(OUTBOX_TABLE[scope]),
+    ledger: sql.unsafe(LEDGER_TABLE[scope]),
+  };
 }
 
 /**

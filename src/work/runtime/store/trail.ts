@@ -3,7 +3,7 @@
 // trail rows into a statement of its own as a CTE (insertTrailRows), so a transition and its trail
 // event stay one statement, one round trip, where they were. Also reads a run's trail back.
 import type { Sql, TxSql } from '../../../db/client.ts';
-import { checkTenant, RUN_TABLE, TRAIL_TABLE, tenantOnly, type Db, type Fragment, type RunScope } from './scope-tables.ts';
+import { checkTenant, scopeTables, tenantOnly, type Db, type Fragment, type RunScope } from './scope-tables.ts';
 
 export type TrailEventName =
   | 'queued' | 'sent' | 'received' | 'started' | 'progress' | 'retry_scheduled' | 'succeeded' | 'failed'
@@ -71,7 +71,7 @@ export function insertTrailRows(sql: Db, scope: RunScope, row: TrailRowSql, sour
   const columns = sql.unsafe(given.map(([, column]) => column).join(', '));
   const values = given.map(([field]) => row[field]!).reduce((list, value) => sql`${list}, ${value}`);
   const rows = source === undefined ? sql`VALUES (${values})` : sql`SELECT ${values} ${source}`;
-  return sql`INSERT INTO ${sql(TRAIL_TABLE[scope])} (${columns}) ${rows} ${returning ?? sql``}`;
+  return sql`INSERT INTO ${scopeTables(sql, scope).trail} (${columns}) ${rows} ${returning ?? sql``}`;
 }
 
 /** Appends one event to the run's trail (task_run_events or platform_task_run_events). */
@@ -128,7 +128,7 @@ async function appendTrailEventAt(tx: TxSql, scope: RunScope, e: TrailEventInput
     e.occurredAt === undefined
       ? tx`clock_timestamp()`
       : e.occurredAt === 'run_finished'
-        ? tx`(SELECT COALESCE(finished_at, clock_timestamp()) FROM ${tx(RUN_TABLE[scope])} WHERE run_id = ${e.runId})`
+        ? tx`(SELECT COALESCE(finished_at, clock_timestamp()) FROM ${scopeTables(tx, scope).runs} WHERE run_id = ${e.runId})`
         : // Sent as text: a timestamptz parameter goes through postgres.js's Date serializer, which
           // rounds to the millisecond and could order this event before the one it follows.
           tx`${e.occurredAt}::text::timestamptz`;
@@ -164,7 +164,7 @@ export interface TrailEvent {
 export async function readTrail(sql: Sql | TxSql, scope: RunScope, runId: string): Promise<TrailEvent[]> {
   const rows = await sql<Record<string, unknown>[]>`
     SELECT event, attempt, receive_count, queue, worker_instance, error_code, error_type, detail, occurred_at
-      FROM ${sql(TRAIL_TABLE[scope])} WHERE run_id = ${runId} ORDER BY occurred_at, id`;
+      FROM ${scopeTables(sql, scope).trail} WHERE run_id = ${runId} ORDER BY occurred_at, id`;
   return rows.map((r) => ({
     event: r.event as TrailEventName,
     attempt: r.attempt as number,
