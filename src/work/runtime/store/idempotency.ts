@@ -13,7 +13,7 @@ import type { Redis } from 'ioredis';
 import { redisFallback } from '../../../observe/redis-fallback.ts';
 import type { Sql, TxSql } from '../../../db/client.ts';
 import { idempotencyGateKey } from '../../../kv/keys.ts';
-import { scopeTables, tenantOnly, type RunScope } from './scope-tables.ts';
+import { LEDGER_TABLE, scoped, scopeTables, sqlText, tenantOnly, tenantText, type RunScope } from './scope-tables.ts';
 import { insertTrailRows } from './trail.ts';
 
 type Db = Sql | TxSql;
@@ -168,7 +168,7 @@ function tenantFilter(db: Db, at: LedgerScope) {
 
 /** The INSERT of a fresh claim of the key (claimKey, claimKeyAndStart). */
 function insertClaim(tx: TxSql, at: LedgerScope, key: Buffer, fingerprint: Buffer, leaseMs: number) {
-  return tx`INSERT INTO ${scopeTables(tx, at.scope).ledger} (${tenantOnly(tx, at.scope, tx`tenant_id,`)} idempotency_key, request_fingerprint, expires_at)
+  return scoped(tx)`INSERT INTO ${scopeTables(at.scope).ledger} (${tenantText(at.scope, 'tenant_id,')} idempotency_key, request_fingerprint, expires_at)
             VALUES (${tenantOnly(tx, at.scope, tx`${at.tenantId},`)} ${key}, ${fingerprint}, clock_timestamp() + make_interval(secs => ${leaseMs / 1000}))
             ON CONFLICT DO NOTHING RETURNING attempt`;
 }
@@ -212,17 +212,17 @@ export async function claimKeyAndStart(
   leaseMs: number,
   started: StartedEvent,
 ): Promise<ClaimResult & { startedAt?: string }> {
-  const inserted = await tx<{ attempt: number; started_at: string }[]>`
+  const inserted = await scoped(tx)<{ attempt: number; started_at: string }[]>`
         WITH claim AS (${insertClaim(tx, at, key, fingerprint, leaseMs)}),
         ev AS (${insertTrailRows(
           tx,
           at.scope,
           {
-            runId: tx`${started.runId}`, tenantId: tx`${at.tenantId}`, event: tx`'started'`, attempt: tx`${started.attempt}`,
-            receiveCount: tx`${started.receiveCount}`, queue: tx`${started.queue}`, workerInstance: tx`${started.workerInstance}`,
+            runId: started.runId, tenantId: at.tenantId, event: sqlText(`'started'`), attempt: started.attempt,
+            receiveCount: started.receiveCount, queue: started.queue, workerInstance: started.workerInstance,
           },
-          tx`FROM claim`,
-          tx`RETURNING occurred_at`,
+          sqlText('FROM claim'),
+          sqlText('RETURNING occurred_at'),
         )})
         SELECT claim.attempt, (SELECT occurred_at::text FROM ev) AS started_at FROM claim`;
   if (inserted.length > 0) return { kind: 'claimed', attempt: inserted[0]!.attempt, startedAt: inserted[0]!.started_at };
@@ -250,7 +250,7 @@ export async function unclaimFreshKey(tx: TxSql, at: LedgerScope, key: Buffer): 
 
 /** The key already has a ledger row: replay, held, reused, permanently failed, or taken over. */
 export async function claimExistingKey(tx: TxSql, at: LedgerScope, key: Buffer, fingerprint: Buffer, leaseMs: number): Promise<ClaimResult> {
-  const ledger = scopeTables(tx, at.scope).ledger;
+  const ledger = tx(LEDGER_TABLE[at.scope]);
   const lease = leaseMs / 1000;
   const [row] = await tx<{ status: string; request_fingerprint: Buffer; outcome: LedgerOutcome; lease_over: boolean }[]>`
     SELECT status, request_fingerprint, outcome, expires_at <= clock_timestamp() AS lease_over
@@ -270,7 +270,7 @@ export async function claimExistingKey(tx: TxSql, at: LedgerScope, key: Buffer, 
 
 /** Marks the claimed key completed with its outcome, inside the effect transaction. */
 export async function completeKey(tx: TxSql, at: LedgerScope, key: Buffer, outcome: LedgerOutcome, retentionMs: number): Promise<void> {
-  const ledger = scopeTables(tx, at.scope).ledger;
+  const ledger = tx(LEDGER_TABLE[at.scope]);
   await tx`UPDATE ${ledger} SET status = 'completed', outcome = ${tx.json(outcome as never)},
                   expires_at = clock_timestamp() + make_interval(secs => ${retentionMs / 1000}), updated_at = clock_timestamp()
             WHERE idempotency_key = ${key} ${tenantFilter(tx, at)}`;
@@ -290,9 +290,9 @@ export async function failKey(
   retentionMs: number,
 ): Promise<void> {
   const retention = retentionMs / 1000;
-  await db`INSERT INTO ${scopeTables(db, at.scope).ledger} AS k (${tenantOnly(db, at.scope, db`tenant_id,`)} idempotency_key, request_fingerprint, status, expires_at)
+  await scoped(db)`INSERT INTO ${scopeTables(at.scope).ledger} AS k (${tenantText(at.scope, 'tenant_id,')} idempotency_key, request_fingerprint, status, expires_at)
            VALUES (${tenantOnly(db, at.scope, db`${at.tenantId},`)} ${key}, ${fingerprint}, ${status}, clock_timestamp() + make_interval(secs => ${retention}))
-           ON CONFLICT (${tenantOnly(db, at.scope, db`tenant_id,`)} idempotency_key) DO UPDATE
+           ON CONFLICT (${tenantText(at.scope, 'tenant_id,')} idempotency_key) DO UPDATE
              SET status = EXCLUDED.status, attempt = k.attempt + 1, expires_at = EXCLUDED.expires_at, updated_at = clock_timestamp()
              WHERE k.request_fingerprint = EXCLUDED.request_fingerprint AND k.status <> 'completed'`;
 }
@@ -316,7 +316,7 @@ export async function readKey(
   at: LedgerScope,
   key: Buffer,
 ): Promise<{ status: string; fingerprint: Buffer; outcome: LedgerOutcome; attempt: number } | undefined> {
-  const ledger = scopeTables(db, at.scope).ledger;
+  const ledger = db(LEDGER_TABLE[at.scope]);
   const [row] = await db<{ status: string; request_fingerprint: Buffer; outcome: LedgerOutcome; attempt: number }[]>`
     SELECT status, request_fingerprint, outcome, attempt FROM ${ledger}
      WHERE idempotency_key = ${key} ${tenantFilter(db, at)}`;

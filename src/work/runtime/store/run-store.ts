@@ -6,7 +6,7 @@
 import type { Sql, TxSql } from '../../../db/client.ts';
 import { COMMIT_WITHOUT_FLUSH } from '../../../db/commit-without-flush.ts';
 import type { QueueName } from '../../../queue/names.ts';
-import { checkTenant, scopeTables, tenantOnly, type Fragment, type RunScope } from './scope-tables.ts';
+import { checkTenant, OUTBOX_TABLE, RUN_TABLE, scoped, scopeTables, sqlText, SqlText, tenantOnly, tenantText, type Fragment, type RunScope } from './scope-tables.ts';
 import { insertTrailEvents, insertTrailRows } from './trail.ts';
 
 // The scope's tables and the trail's API, for the modules that still import them from here (the relay,
@@ -44,7 +44,7 @@ export async function insertRun(tx: TxSql, scope: RunScope, run: NewRun): Promis
   // queued_at and updated_at take ONE reading of the clock (two column defaults would read it twice):
   // a queued run whose updated_at is later than queued_at is one the relay has sent (the in-flight
   // index of sql/work/0018_tenant-fairness.sql).
-  await tx`INSERT INTO ${scopeTables(tx, scope).runs} (run_id, ${tenantId === null ? tx`` : tx`tenant_id,`} name, queue, trigger,
+  await tx`INSERT INTO ${tx(RUN_TABLE[scope])} (run_id, ${tenantId === null ? tx`` : tx`tenant_id,`} name, queue, trigger,
       actor_kind, actor_label, correlation_id, causation_id, queued_at, updated_at)
     SELECT ${run.runId}::uuid, ${tenantId === null ? tx`` : tx`${tenantId}::bigint,`} ${run.name}, ${run.queue}, ${run.trigger},
       ${run.actorKind}, ${run.actorLabel}, ${run.correlationId}::uuid, ${run.causationId}::uuid, c.at, c.at
@@ -138,7 +138,7 @@ export interface RunKey {
 /** Reads one run; `forUpdate` locks the row until the transaction ends. */
 export async function readRun(tx: TxSql, scope: RunScope, key: RunKey, options: { forUpdate?: boolean } = {}): Promise<RunRow | null> {
   const tenantId = checkTenant(scope, key.tenantId);
-  const rows = await tx`SELECT * FROM ${scopeTables(tx, scope).runs} WHERE run_id = ${key.runId}
+  const rows = await tx`SELECT * FROM ${tx(RUN_TABLE[scope])} WHERE run_id = ${key.runId}
     ${tenantId ? tx`AND tenant_id = ${tenantId}` : tx``} ${options.forUpdate ? tx`FOR UPDATE` : tx``}`;
   return rows[0] ? toRunRow(rows[0]) : null;
 }
@@ -166,7 +166,7 @@ export async function transitionRun(tx: TxSql, scope: RunScope, t: RunTransition
   const attempts =
     t.attempts === undefined ? tx`attempts` : t.attempts === 'increment' ? tx`attempts + 1` : tx`${t.attempts}::int`;
   const rows = await tx`
-    UPDATE ${scopeTables(tx, scope).runs} SET
+    UPDATE ${tx(RUN_TABLE[scope])} SET
       status = ${t.to},
       attempts = ${attempts},
       progress = ${t.progress === undefined ? tx`progress` : tx`${t.progress}::smallint`},
@@ -191,7 +191,7 @@ export async function countAttempt(tx: TxSql, scope: RunScope, key: RunKey): Pro
   const tenantId = checkTenant(scope, key.tenantId);
   // Never a succeeded run: its success recorded its attempt (a group whose COMMIT reply was lost
   // committed it; settlement cannot tell, and must not record a rolled-back start for it).
-  const rows = await tx`UPDATE ${scopeTables(tx, scope).runs} SET attempts = attempts + 1, updated_at = clock_timestamp()
+  const rows = await tx`UPDATE ${tx(RUN_TABLE[scope])} SET attempts = attempts + 1, updated_at = clock_timestamp()
     WHERE run_id = ${key.runId} ${tenantId ? tx`AND tenant_id = ${tenantId}` : tx``} AND status <> 'succeeded' RETURNING *`;
   return rows[0] ? toRunRow(rows[0]) : null;
 }
@@ -199,7 +199,7 @@ export async function countAttempt(tx: TxSql, scope: RunScope, key: RunKey): Pro
 /** Records progress (0..100) of a running run without changing its status. Returns false when not running. */
 export async function setRunProgress(tx: TxSql, scope: RunScope, key: RunKey, progress: number): Promise<boolean> {
   const tenantId = checkTenant(scope, key.tenantId);
-  const rows = await tx`UPDATE ${scopeTables(tx, scope).runs} SET progress = ${progress}::smallint, updated_at = clock_timestamp()
+  const rows = await tx`UPDATE ${tx(RUN_TABLE[scope])} SET progress = ${progress}::smallint, updated_at = clock_timestamp()
     WHERE run_id = ${key.runId} ${tenantId ? tx`AND tenant_id = ${tenantId}` : tx``} AND status = 'running'
     RETURNING run_id`;
   return rows.length === 1;
@@ -231,7 +231,8 @@ export interface DeliveryStart extends RunKey {
 }
 
 /** detail of a `sent` event a delivery records for its still-pending outbox row. */
-const SENT_BY_DELIVERY = `jsonb_build_object('message_id', d.message_id, 'recorded_by', 'delivery')`;
+const SENT_BY_DELIVERY = sqlText(`jsonb_build_object('message_id', d.message_id, 'recorded_by', 'delivery')`);
+const COMMIT_TEXT = sqlText(COMMIT_WITHOUT_FLUSH);
 
 /**
  * The outbox rows still pending for the runs this statement starts (CTEs `d` and `run`): a delivery
@@ -240,7 +241,7 @@ const SENT_BY_DELIVERY = `jsonb_build_object('message_id', d.message_id, 'record
  * trail before `received`. The ctx CTE has already waited for a relay pass holding these rows.
  */
 function sentByDelivery(sql: Sql, scope: RunScope) {
-  return sql`UPDATE ${scopeTables(sql, scope).outbox} o SET sent_at = clock_timestamp()
+  return scoped(sql)`UPDATE ${scopeTables(scope).outbox} o SET sent_at = clock_timestamp()
               WHERE o.run_id IN (SELECT run_id FROM run) AND o.sent_at IS NULL
              RETURNING o.run_id, o.queue`;
 }
@@ -250,26 +251,27 @@ function sentByDelivery(sql: Sql, scope: RunScope) {
  * outbox rows of the runs `runs` picks (see startDelivery).
  */
 function deliveryContext(sql: Sql, scope: RunScope, actor: ActorSettings, runs: Fragment) {
-  return sql`ctx AS MATERIALIZED (
+  return scoped(sql)`ctx AS MATERIALIZED (
         SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
-               set_config('app.process', ${actor.process}, true) AS p, ${sql.unsafe(COMMIT_WITHOUT_FLUSH)} AS c,
-               (SELECT count(*) FROM (SELECT 1 FROM ${scopeTables(sql, scope).outbox} WHERE ${runs} AND sent_at IS NULL FOR KEY SHARE) ob) AS ob)`;
+               set_config('app.process', ${actor.process}, true) AS p, ${COMMIT_TEXT} AS c,
+               (SELECT count(*) FROM (SELECT 1 FROM ${scopeTables(scope).outbox} WHERE ${runs} AND sent_at IS NULL FOR KEY SHARE) ob) AS ob)`;
 }
 
 /**
  * The ev CTE of startDelivery(ies): per run, `sent` when its outbox row was still pending (CTE `ob`),
  * then `received` (`received`: its arm of the union), both at the delivery's instant.
  */
-function deliveryTrail(sql: Sql, scope: RunScope, workerInstance: string, received: Fragment, order: Fragment) {
+function deliveryTrail(sql: Sql, scope: RunScope, workerInstance: string, received: Fragment, order: SqlText) {
+  const column = sqlText;
   return insertTrailRows(
     sql,
     scope,
     {
-      runId: sql`run_id`, tenantId: sql`tenant_id`, event: sql`event`, attempt: sql`attempt`, receiveCount: sql`receive_count`, queue: sql`queue`,
-      workerInstance: sql`${workerInstance}`, detail: sql`detail`, occurredAt: sql`received_at`,
+      runId: column('run_id'), tenantId: column('tenant_id'), event: column('event'), attempt: column('attempt'), receiveCount: column('receive_count'),
+      queue: column('queue'), workerInstance, detail: column('detail'), occurredAt: column('received_at'),
     },
-    sql`FROM (
-          SELECT 0 AS ord, run.run_id, ${tenantOnly(sql, scope, sql`run.tenant_id,`)} 'sent' AS event, 0 AS attempt, 0 AS receive_count, ob.queue, ${sql.unsafe(SENT_BY_DELIVERY)} AS detail, d.received_at
+    scoped(sql)`FROM (
+          SELECT 0 AS ord, run.run_id, ${tenantText(scope, 'run.tenant_id,')} 'sent' AS event, 0 AS attempt, 0 AS receive_count, ob.queue, ${SENT_BY_DELIVERY} AS detail, d.received_at
             FROM ob JOIN run ON run.run_id = ob.run_id JOIN d ON d.run_id = ob.run_id
           UNION ALL
           ${received}
@@ -278,12 +280,11 @@ function deliveryTrail(sql: Sql, scope: RunScope, workerInstance: string, receiv
 }
 
 /** The scheduled moment of a platform run started by the statement (CTE `run`), as text; NULL for a tenant run. */
-function scheduledForColumn(sql: Sql, scope: RunScope) {
-  return scope === 'tenant'
-    ? sql`NULL::text`
-    : sql`(SELECT to_char(o.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
-                       FROM platform_task_run_schedule_origins o WHERE o.run_id = run.run_id)`;
-}
+const SCHEDULED_FOR = {
+  tenant: sqlText('NULL::text'),
+  platform: sqlText(`(SELECT to_char(o.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+                       FROM platform_task_run_schedule_origins o WHERE o.run_id = run.run_id)`),
+} as const;
 
 /**
  * Registration of a delivery that will execute, as ONE autocommitted statement (its own transaction):
@@ -307,12 +308,12 @@ export async function startDelivery(
   // the relay's committed row and lets it go; a row already marked sent when the statement starts (the
   // usual case) is not locked at all, which spares a tuple lock and its WAL record per delivery. No
   // outbox row (purged, redriven) means no wait.
-  const rows = await sql`
+  const rows = await scoped(sql)`
       WITH ${deliveryContext(sql, scope, actor, sql`run_id = ${d.runId}`)},
       d AS (SELECT ${d.runId}::uuid AS run_id, ${d.receiveCount}::int AS receive_count, ${d.messageId ?? ''}::text AS message_id,
                    COALESCE(${d.receivedAt ?? null}::text::timestamptz, clock_timestamp()) AS received_at),
       run AS (
-        UPDATE ${scopeTables(sql, scope).runs} SET status = 'running', attempts = attempts + 1,
+        UPDATE ${scopeTables(scope).runs} SET status = 'running', attempts = attempts + 1,
                started_at = COALESCE(started_at, ${d.receivedAt ?? null}::text::timestamptz, clock_timestamp()), finished_at = NULL, updated_at = clock_timestamp()
          WHERE run_id = ${d.runId} ${tenantOnly(sql, scope, sql`AND tenant_id = ${tenantId}`)} AND status IN ('queued', 'running', 'retrying')
            AND EXISTS (SELECT 1 FROM ctx)
@@ -322,10 +323,10 @@ export async function startDelivery(
         sql,
         scope,
         d.workerInstance,
-        sql`SELECT 1, run.run_id, ${tenantOnly(sql, scope, sql`run.tenant_id,`)} 'received', run.attempts, d.receive_count, run.queue, '{}'::jsonb, d.received_at FROM run JOIN d ON d.run_id = run.run_id`,
-        sql`ord`,
+        scoped(sql)`SELECT 1, run.run_id, ${tenantText(scope, 'run.tenant_id,')} 'received', run.attempts, d.receive_count, run.queue, '{}'::jsonb, d.received_at FROM run JOIN d ON d.run_id = run.run_id`,
+        sqlText('ord'),
       )})
-      SELECT run.*, ${scheduledForColumn(sql, scope)} AS scheduled_for_at FROM run`;
+      SELECT run.*, ${SCHEDULED_FOR[scope]} AS scheduled_for_at FROM run`;
   const row = rows[0];
   if (!row) return null;
   return { run: toRunRow(row), scheduledFor: (row.scheduled_for_at as string | null) ?? null };
@@ -351,12 +352,12 @@ export async function startDeliveries(
   const counts = deliveries.map((d) => d.receiveCount);
   const messageIds = deliveries.map((d) => d.messageId ?? '');
   const receivedAts = deliveries.map((d) => d.receivedAt ?? null);
-  const rows = await sql`
+  const rows = await scoped(sql)`
       WITH ${deliveryContext(sql, scope, actor, sql`run_id = ANY(${ids}::uuid[])`)},
       d AS (SELECT run_id, receive_count, message_id, COALESCE(received_at::timestamptz, clock_timestamp()) AS received_at
               FROM unnest(${ids}::uuid[], ${counts}::int[], ${messageIds}::text[], ${receivedAts}::text[]) AS d(run_id, receive_count, message_id, received_at)),
       run AS (
-        UPDATE ${scopeTables(sql, scope).runs} t SET status = 'running', attempts = t.attempts + 1,
+        UPDATE ${scopeTables(scope).runs} t SET status = 'running', attempts = t.attempts + 1,
                started_at = COALESCE(t.started_at, d.received_at), finished_at = NULL, updated_at = clock_timestamp()
           FROM d
          WHERE t.run_id = d.run_id ${tenantOnly(sql, scope, sql`AND t.tenant_id = ${tenant}`)} AND t.status IN ('queued', 'running', 'retrying')
@@ -367,10 +368,10 @@ export async function startDeliveries(
         sql,
         scope,
         workerInstance,
-        sql`SELECT 1, run_id, ${tenantOnly(sql, scope, sql`tenant_id,`)} 'received', attempts, delivery_receive_count, queue, '{}'::jsonb, delivery_received_at FROM run`,
-        sql`ord, run_id`,
+        scoped(sql)`SELECT 1, run_id, ${tenantText(scope, 'tenant_id,')} 'received', attempts, delivery_receive_count, queue, '{}'::jsonb, delivery_received_at FROM run`,
+        sqlText('ord, run_id'),
       )})
-      SELECT run.*, ${scheduledForColumn(sql, scope)} AS scheduled_for_at FROM run`;
+      SELECT run.*, ${SCHEDULED_FOR[scope]} AS scheduled_for_at FROM run`;
   return new Map(rows.map((row) => [row.run_id as string, { run: toRunRow(row), scheduledFor: (row.scheduled_for_at as string | null) ?? null }]));
 }
 
@@ -400,8 +401,8 @@ export async function finishDelivery(tx: TxSql, scope: RunScope, f: DeliveryFini
   // fails on purpose (a cast of a non-constant text, so nothing is folded at plan time), which aborts
   // the transaction, and the COMMIT sent behind it rolls back.
   const notRunning = tx`('run ' || r.run_id::text || ' is no longer running: its finish is refused')::int`;
-  const t = scopeTables(tx, scope);
-  const rows = await tx`
+  const t = scopeTables(scope);
+  const rows = await scoped(tx)`
       WITH at AS MATERIALIZED (SELECT clock_timestamp() AS t),
       k AS (
         UPDATE ${t.ledger} SET status = 'completed', outcome = ${outcome},
@@ -411,15 +412,15 @@ export async function finishDelivery(tx: TxSql, scope: RunScope, f: DeliveryFini
         UPDATE ${t.runs} SET status = 'succeeded', progress = 100::smallint, outcome = ${outcome},
                finished_at = (SELECT t FROM at), updated_at = clock_timestamp()
          WHERE run_id = ${f.runId} ${tenantOnly(tx, scope, tx`AND tenant_id = ${tenantId}`)} AND status = 'running'
-        RETURNING run_id ${tenantOnly(tx, scope, tx`, tenant_id`)}),
+        RETURNING run_id ${tenantText(scope, ', tenant_id')}),
       ev AS (${insertTrailRows(
         tx,
         scope,
         {
-          runId: tx`run_id`, tenantId: tx`tenant_id`, event: tx`'succeeded'`, attempt: tx`${f.attempt}`, receiveCount: tx`${f.receiveCount}`,
-          queue: tx`${f.queue}`, workerInstance: tx`${f.workerInstance}`, occurredAt: tx`(SELECT t FROM at)`,
+          runId: sqlText('run_id'), tenantId: sqlText('tenant_id'), event: sqlText(`'succeeded'`), attempt: f.attempt, receiveCount: f.receiveCount,
+          queue: f.queue, workerInstance: f.workerInstance, occurredAt: sqlText('(SELECT t FROM at)'),
         },
-        tx`FROM run`,
+        sqlText('FROM run'),
       )})
       SELECT 1 AS done FROM run
       UNION ALL
@@ -510,13 +511,13 @@ export async function finishDeliveries(
   // receive), `started` when not written yet (at its claim's), `succeeded` (at this statement's).
   const eventRows = tx`(VALUES (1, 'received'), (2, 'started'), (3, 'succeeded')) AS e(n, event)`;
   const eventWanted = tx`CASE e.event WHEN 'received' THEN m.received_at IS NOT NULL WHEN 'started' THEN m.started_at IS NOT NULL ELSE true END`;
-  const t = scopeTables(tx, scope);
+  const t = scopeTables(scope);
   // Literal table names: a DELETE through a dynamic name is what R-RUN-21's source scan forbids.
   const gone =
     scope === 'tenant'
       ? tx`DELETE FROM idempotency_keys WHERE cardinality(${goneRows}) > 0 AND ctid = ANY(${goneRows}) AND tenant_id = ${tenantId}`
       : tx`DELETE FROM platform_idempotency_keys WHERE cardinality(${goneRows}) > 0 AND ctid = ANY(${goneRows})`;
-  const left = await tx<{ run_id: string }[]>`
+  const left = await scoped(tx)<{ run_id: string }[]>`
       WITH ${input},
       run AS (
         UPDATE ${t.runs} r SET status = 'succeeded', progress = 100::smallint, outcome = m.outcome::jsonb,
@@ -526,20 +527,20 @@ export async function finishDeliveries(
          WHERE r.run_id = ANY(${ids}::uuid[]) AND r.run_id = m.run_id ${tenantOnly(tx, scope, tx`AND r.tenant_id = ${tenantId}`)} AND ${stillActive}
         RETURNING r.run_id, r.queue),
       k AS (
-        INSERT INTO ${t.ledger} (${tenantOnly(tx, scope, tx`tenant_id,`)} idempotency_key, request_fingerprint, status, outcome, expires_at)
+        INSERT INTO ${t.ledger} (${tenantText(scope, 'tenant_id,')} idempotency_key, request_fingerprint, status, outcome, expires_at)
         SELECT ${tenantOnly(tx, scope, tx`${tenantId},`)} decode(m.key_hex, 'hex'), decode(m.print_hex, 'hex'), 'completed', m.outcome::jsonb,
                clock_timestamp() + make_interval(secs => ${retention})
           FROM run JOIN m USING (run_id)
-        ON CONFLICT (${tenantOnly(tx, scope, tx`tenant_id,`)} idempotency_key) DO UPDATE
+        ON CONFLICT (${tenantText(scope, 'tenant_id,')} idempotency_key) DO UPDATE
            SET status = 'completed', outcome = EXCLUDED.outcome, expires_at = EXCLUDED.expires_at, updated_at = clock_timestamp()),
       gone AS (${gone}),
       ev AS (${insertTrailRows(
         tx,
         scope,
         {
-          runId: tx`m.run_id`, tenantId: tx`${tenantId}`, event: tx`e.event`, attempt: tx`m.attempt`, receiveCount: tx`m.receive_count`,
-          queue: tx`run.queue`, workerInstance: tx`${group.workerInstance}`,
-          occurredAt: tx`CASE e.event WHEN 'received' THEN m.received_at WHEN 'started' THEN m.started_at::timestamptz ELSE (SELECT t FROM at) END`,
+          runId: sqlText('m.run_id'), tenantId, event: sqlText('e.event'), attempt: sqlText('m.attempt'), receiveCount: sqlText('m.receive_count'),
+          queue: sqlText('run.queue'), workerInstance: group.workerInstance,
+          occurredAt: sqlText(`CASE e.event WHEN 'received' THEN m.received_at WHEN 'started' THEN m.started_at::timestamptz ELSE (SELECT t FROM at) END`),
         },
         tx`FROM run JOIN m USING (run_id) CROSS JOIN ${eventRows}
          WHERE ${eventWanted}
@@ -557,7 +558,7 @@ export async function finishDeliveries(
 export async function lockRunningRun(tx: TxSql, scope: RunScope, key: RunKey, seenStatus: RunStatus | null = null): Promise<boolean> {
   const tenantId = checkTenant(scope, key.tenantId);
   const [row] = await tx<{ status: string }[]>`
-    SELECT status FROM ${scopeTables(tx, scope).runs} WHERE run_id = ${key.runId} ${tenantId ? tx`AND tenant_id = ${tenantId}` : tx``} FOR NO KEY UPDATE`;
+    SELECT status FROM ${tx(RUN_TABLE[scope])} WHERE run_id = ${key.runId} ${tenantId ? tx`AND tenant_id = ${tenantId}` : tx``} FOR NO KEY UPDATE`;
   return row?.status === (seenStatus ?? 'running');
 }
 
@@ -583,10 +584,10 @@ export async function resendRuns(tx: TxSql, scope: RunScope, rescues: readonly R
   if (rescues.length === 0) return;
   const ids = rescues.map((r) => r.runId);
   const notBefore = rescues.map((r) => r.notBefore ?? null);
-  await tx`UPDATE ${scopeTables(tx, scope).outbox} o SET sent_at = NULL, available_at = greatest(clock_timestamp(), u.not_before::timestamptz)
+  await tx`UPDATE ${tx(OUTBOX_TABLE[scope])} o SET sent_at = NULL, available_at = greatest(clock_timestamp(), u.not_before::timestamptz)
              FROM unnest(${ids}::uuid[], ${notBefore}::text[]) AS u(run_id, not_before)
             WHERE o.run_id = u.run_id AND o.sent_at IS NOT NULL`;
-  await tx`UPDATE ${scopeTables(tx, scope).runs} SET updated_at = clock_timestamp()
+  await tx`UPDATE ${tx(RUN_TABLE[scope])} SET updated_at = clock_timestamp()
             WHERE run_id = ANY(${ids}::uuid[]) AND status IN ('queued', 'running', 'retrying')`;
   await insertTrailEvents(
     tx,

@@ -1,8 +1,8 @@
-// The work tables of each run scope, named once. A statement over them is written once for both scopes:
-// the tables go in as fragments (scopeTables), and what only a tenant table has (the
-// tenant_id column: its place in a column list, its value, its condition) as a fragment that is empty
-// in the platform scope. The statement text still differs per scope (other names, one column fewer),
-// so each scope keeps its own prepared statement and plans, as when each was written out by hand.
+// The work tables of each run scope, named once. A statement over them is written once for both scopes
+// (the `scoped` tag): the tables' names and what only a tenant table has (the tenant_id column: its
+// place in a column list, its value, its condition) go in as text or fragments that are empty in the
+// platform scope. The statement text still differs per scope (other names, one column fewer), so each
+// scope keeps its own prepared statement and plans, as when each was written out by hand.
 import type postgres from 'postgres';
 import type { Sql, TxSql } from '../../../db/client.ts';
 import { CodedError } from '../../../errors/coded-error.ts';
@@ -19,25 +19,110 @@ export const OUTBOX_TABLE = { tenant: 'outbox_messages', platform: 'platform_out
 export const LEDGER_TABLE = { tenant: 'idempotency_keys', platform: 'platform_idempotency_keys' } as const;
 
 /**
- * The scope's tables as fragments to interpolate, unquoted (the names are the constants above, never
- * input): the statement reads as written by hand, `UPDATE task_runs …`, which is what pg_stat_activity,
- * the logs and the tests that wait on a statement by its text see.
+ * Constant SQL text (a table's name, a column, an expression without values): spliced into the text of
+ * a `scoped` statement, never sent as a value. Only ever made from constants, never from input.
  */
-export function scopeTables(sql: Db, scope: RunScope) {
-  return {
-    runs: sql.unsafe(RUN_TABLE[scope]),
-    trail: sql.unsafe(TRAIL_TABLE[scope]),
-    outbox: sql.unsafe(OUTBOX_TABLE[scope]),
-    ledger: sql.unsafe(LEDGER_TABLE[scope]),
-  };
+export class SqlText {
+  readonly text: string;
+  /** Its number among the texts made (the cache key of a spliced statement names texts by it). */
+  readonly id: number;
+  private static count = 0;
+  private static readonly made = new Map<string, SqlText>();
+  private constructor(text: string) {
+    this.text = text;
+    this.id = SqlText.count++;
+  }
+
+  /** The one SqlText of this text. */
+  static of(text: string): SqlText {
+    let made = SqlText.made.get(text);
+    if (!made) SqlText.made.set(text, (made = new SqlText(text)));
+    return made;
+  }
+}
+
+/** Constant SQL text (see SqlText). */
+export function sqlText(text: string): SqlText {
+  return SqlText.of(text);
+}
+
+const EMPTY = SqlText.of('');
+
+const TABLE_TEXTS = {
+  tenant: { runs: SqlText.of(RUN_TABLE.tenant), trail: SqlText.of(TRAIL_TABLE.tenant), outbox: SqlText.of(OUTBOX_TABLE.tenant), ledger: SqlText.of(LEDGER_TABLE.tenant) },
+  platform: { runs: SqlText.of(RUN_TABLE.platform), trail: SqlText.of(TRAIL_TABLE.platform), outbox: SqlText.of(OUTBOX_TABLE.platform), ledger: SqlText.of(LEDGER_TABLE.platform) },
+} as const;
+
+/**
+ * The scope's tables, for a `scoped` statement. Unquoted, as a hand-written statement names them: the
+ * statement reads `UPDATE task_runs …`, which is what pg_stat_activity, the logs and the tests that wait
+ * on a statement by its text see.
+ */
+export function scopeTables(scope: RunScope) {
+  return TABLE_TEXTS[scope];
+}
+
+/** `text` in the tenant scope, nothing in the platform one: a tenant-only column or value without parameters (`tenant_id,`). */
+export function tenantText(scope: RunScope, text: string): SqlText {
+  return scope === 'tenant' ? SqlText.of(text) : EMPTY;
 }
 
 /**
- * `fragment` in the tenant scope, an empty fragment in the platform one: a tenant-only column
- * (`tenant_id,`), value (`${tenantId}::bigint,`) or condition (`AND tenant_id = ${tenantId}`).
+ * `fragment` in the tenant scope, an empty fragment in the platform one: a tenant-only piece that
+ * carries a value (`${tenantId}::bigint,`, `AND tenant_id = ${tenantId}`).
  */
 export function tenantOnly(sql: Db, scope: RunScope, fragment: Fragment): Fragment {
   return scope === 'tenant' ? fragment : sql``;
+}
+
+type Strings = TemplateStringsArray;
+
+/** Spliced strings per template (a call site's, or a composed one) and per texts spliced into it. */
+const spliced = new WeakMap<Strings, Map<string, Strings>>();
+
+function asTemplate(parts: string[]): Strings {
+  return Object.freeze(Object.assign(parts, { raw: Object.freeze([...parts]) }));
+}
+
+function splice(strings: Strings, values: readonly unknown[]): Strings {
+  const parts = [strings[0]!];
+  values.forEach((value, i) => {
+    if (value instanceof SqlText) parts[parts.length - 1] += value.text + strings[i + 1]!;
+    else parts.push(strings[i + 1]!);
+  });
+  return asTemplate(parts);
+}
+
+/**
+ * `sql` as a tag for a statement written once for both scopes: each SqlText value (scopeTables,
+ * tenantText) is spliced into the statement's text, every other value stays a parameter or a fragment.
+ * The spliced strings are made once per template and texts, so a call costs what a hand-written
+ * statement's does (one query object, no fragment per name), and postgres.js sees one template per
+ * scope: one prepared statement per scope and connection, as before.
+ */
+export function scoped(sql: Db) {
+  return <T extends readonly object[] = postgres.Row[]>(strings: Strings, ...values: unknown[]): postgres.PendingQuery<T> => {
+    let key = '';
+    for (const value of values) key += value instanceof SqlText ? `${value.id},` : ',';
+    let byTexts = spliced.get(strings);
+    if (!byTexts) spliced.set(strings, (byTexts = new Map()));
+    let text = byTexts.get(key);
+    if (!text) byTexts.set(key, (text = splice(strings, values)));
+    const args = values.filter((value) => !(value instanceof SqlText));
+    return (sql as Sql)<T>(text, ...(args as never[]));
+  };
+}
+
+const composed = new Map<string, Strings>();
+
+/**
+ * The template with these strings between its values, for a statement composed at run time (trail.ts):
+ * one per shape (`key`), so `scoped` caches its spliced text as it does a call site's.
+ */
+export function composedTemplate(key: string, pieces: () => string[]): Strings {
+  let template = composed.get(key);
+  if (!template) composed.set(key, (template = asTemplate(pieces())));
+  return template;
 }
 
 export class RunScopeError extends CodedError<'RUN_SCOPE_INVALID'> {

@@ -2,8 +2,9 @@
 // here. A caller appends events in its own statement (appendTrailEvent(s), insertTrailEvents), or puts
 // trail rows into a statement of its own as a CTE (insertTrailRows), so a transition and its trail
 // event stay one statement, one round trip, where they were. Also reads a run's trail back.
+import type postgres from 'postgres';
 import type { Sql, TxSql } from '../../../db/client.ts';
-import { checkTenant, scopeTables, tenantOnly, type Db, type Fragment, type RunScope } from './scope-tables.ts';
+import { checkTenant, composedTemplate, RUN_TABLE, TRAIL_TABLE, scoped, scopeTables, sqlText, SqlText, tenantOnly, tenantText, type Db, type Fragment, type RunScope } from './scope-tables.ts';
 
 export type TrailEventName =
   | 'queued' | 'sent' | 'received' | 'started' | 'progress' | 'retry_scheduled' | 'succeeded' | 'failed'
@@ -34,23 +35,28 @@ export interface TrailEventInput {
 }
 
 /**
- * The SQL expression of each column of a trail row, for insertTrailRows. A column left out takes its
- * default (receive_count 0, error_code/error_type NULL, detail `{}`, occurred_at now). `tenantId` is
- * the tenant_id's expression, used in the tenant scope only (a platform trail has no such column).
+ * The SQL expression of each column of a trail row, for insertTrailRows: constant text (sqlText: a
+ * column of the caller's statement, a literal), a fragment, or a value (sent as a parameter, as in any
+ * `sql` template: no fragment is made for it, which a hot statement would pay for). A column left
+ * out takes its default (receive_count 0, error_code/error_type NULL, detail `{}`, occurred_at now).
+ * `tenantId` is the tenant_id's expression, used in the tenant scope only (a platform trail has no such
+ * column).
  */
 export interface TrailRowSql {
-  runId: Fragment;
-  tenantId: Fragment;
-  event: Fragment;
-  attempt: Fragment;
-  receiveCount?: Fragment;
-  queue: Fragment;
-  workerInstance: Fragment;
-  errorCode?: Fragment;
-  errorType?: Fragment;
-  detail?: Fragment;
-  occurredAt?: Fragment;
+  runId: TrailSql;
+  tenantId: TrailSql;
+  event: TrailSql;
+  attempt: TrailSql;
+  receiveCount?: TrailSql;
+  queue: TrailSql;
+  workerInstance: TrailSql;
+  errorCode?: TrailSql;
+  errorType?: TrailSql;
+  detail?: TrailSql;
+  occurredAt?: TrailSql;
 }
+
+type TrailSql = SqlText | Fragment | postgres.Parameter | string | number | null;
 
 /** The trail's columns in the order every insert lists them. */
 const TRAIL_COLUMNS: ReadonlyArray<readonly [keyof TrailRowSql, string]> = [
@@ -63,15 +69,34 @@ const TRAIL_COLUMNS: ReadonlyArray<readonly [keyof TrailRowSql, string]> = [
  * `INSERT INTO <the scope's trail> (<the columns given>) SELECT <their expressions> <source>`, or with
  * `VALUES (<expressions>)` when there is no source: a statement of its own, or a CTE of the caller's
  * statement (`ev AS (${insertTrailRows(...)})`), with `source` its `FROM … [WHERE …] [ORDER BY …]`
- * (the order ids are taken in) and the caller's `RETURNING` if it needs one.
+ * (the order ids are taken in) and the caller's `RETURNING` if it needs one. Its text is made once per
+ * shape (scope-tables.ts `scoped`).
  */
-export function insertTrailRows(sql: Db, scope: RunScope, row: TrailRowSql, source?: Fragment, returning?: Fragment): Fragment {
-  const given = TRAIL_COLUMNS.filter(([field]) => row[field] !== undefined && (field !== 'tenantId' || scope === 'tenant'));
-  // Constant column names, never input.
-  const columns = sql.unsafe(given.map(([, column]) => column).join(', '));
-  const values = given.map(([field]) => row[field]!).reduce((list, value) => sql`${list}, ${value}`);
-  const rows = source === undefined ? sql`VALUES (${values})` : sql`SELECT ${values} ${source}`;
-  return sql`INSERT INTO ${scopeTables(sql, scope).trail} (${columns}) ${rows} ${returning ?? sql``}`;
+export function insertTrailRows(sql: Db, scope: RunScope, row: TrailRowSql, source?: TrailSql, returning?: TrailSql): Fragment {
+  const values: unknown[] = [scopeTables(scope).trail, EMPTY];
+  let mask = 0;
+  for (let i = 0; i < TRAIL_COLUMNS.length; i++) {
+    const field = TRAIL_COLUMNS[i]![0];
+    if (row[field] === undefined || (field === 'tenantId' && scope !== 'tenant')) continue;
+    mask |= 1 << i;
+    values.push(row[field]);
+  }
+  values[1] = columnList(mask);
+  values.push(source ?? EMPTY, returning ?? EMPTY);
+  const form = source === undefined ? ') VALUES (' : ') SELECT ';
+  const count = values.length - 5; // separators: one fewer than the columns
+  const template = composedTemplate(`${form}${count}`, () => ['INSERT INTO ', ' (', form, ...Array<string>(count).fill(', '), source === undefined ? ') ' : ' ', ' ', '']);
+  return scoped(sql)(template, ...values);
+}
+
+const EMPTY = sqlText('');
+const columnLists = new Map<number, SqlText>();
+
+/** The column list of the columns in `mask` (bits in TRAIL_COLUMNS order). */
+function columnList(mask: number): SqlText {
+  let list = columnLists.get(mask);
+  if (!list) columnLists.set(mask, (list = sqlText(TRAIL_COLUMNS.filter((_, i) => mask & (1 << i)).map(([, column]) => column).join(', '))));
+  return list;
 }
 
 /** Appends one event to the run's trail (task_run_events or platform_task_run_events). */
@@ -108,16 +133,17 @@ export function insertTrailEvents(tx: TxSql, scope: RunScope, events: ReadonlyAr
   const codes = events.map((e) => e.errorCode ?? '');
   const types = events.map((e) => e.errorType ?? '');
   const details = events.map((e) => JSON.stringify(e.detail ?? {}));
+  const column = sqlText;
   return insertTrailRows(
     tx,
     scope,
     {
-      runId: tx`r`, tenantId: tx`t`, event: tx`e`, attempt: tx`a`, receiveCount: tx`c`, queue: tx`q`,
-      workerInstance: tx`w`, errorCode: tx`ec`, errorType: tx`et`, detail: tx`d::jsonb`,
+      runId: column('r'), tenantId: column('t'), event: column('e'), attempt: column('a'), receiveCount: column('c'), queue: column('q'),
+      workerInstance: column('w'), errorCode: column('ec'), errorType: column('et'), detail: column('d::jsonb'),
     },
-    tx`FROM unnest(${runIds}::uuid[], ${tenantOnly(tx, scope, tx`${tenants as string[]}::bigint[],`)} ${names}::text[], ${attempts}::int[], ${receives}::int[], ${queues}::text[],
+    scoped(tx)`FROM unnest(${runIds}::uuid[], ${tenantOnly(tx, scope, tx`${tenants as string[]}::bigint[],`)} ${names}::text[], ${attempts}::int[], ${receives}::int[], ${queues}::text[],
                    ${instances}::text[], ${codes}::text[], ${types}::text[], ${details}::text[])
-            WITH ORDINALITY AS u(r, ${tenantOnly(tx, scope, tx`t,`)} e, a, c, q, w, ec, et, d, n) ORDER BY n`,
+            WITH ORDINALITY AS u(r, ${tenantText(scope, 't,')} e, a, c, q, w, ec, et, d, n) ORDER BY n`,
   );
 }
 
@@ -128,21 +154,21 @@ async function appendTrailEventAt(tx: TxSql, scope: RunScope, e: TrailEventInput
     e.occurredAt === undefined
       ? tx`clock_timestamp()`
       : e.occurredAt === 'run_finished'
-        ? tx`(SELECT COALESCE(finished_at, clock_timestamp()) FROM ${scopeTables(tx, scope).runs} WHERE run_id = ${e.runId})`
+        ? tx`(SELECT COALESCE(finished_at, clock_timestamp()) FROM ${tx(RUN_TABLE[scope])} WHERE run_id = ${e.runId})`
         : // Sent as text: a timestamptz parameter goes through postgres.js's Date serializer, which
           // rounds to the millisecond and could order this event before the one it follows.
           tx`${e.occurredAt}::text::timestamptz`;
   await insertTrailRows(tx, scope, {
-    runId: tx`${e.runId}`,
-    tenantId: tx`${tenantId}`,
-    event: tx`${e.event}`,
-    attempt: tx`${e.attempt}`,
-    receiveCount: tx`${e.receiveCount ?? 0}`,
-    queue: tx`${e.queue}`,
-    workerInstance: tx`${e.workerInstance}`,
-    errorCode: tx`${e.errorCode ?? ''}`,
-    errorType: tx`${e.errorType ?? ''}`,
-    detail: tx`${tx.json((e.detail ?? {}) as never)}`,
+    runId: e.runId,
+    tenantId,
+    event: e.event,
+    attempt: e.attempt,
+    receiveCount: e.receiveCount ?? 0,
+    queue: e.queue,
+    workerInstance: e.workerInstance,
+    errorCode: e.errorCode ?? '',
+    errorType: e.errorType ?? '',
+    detail: tx.json((e.detail ?? {}) as never),
     occurredAt: at,
   });
 }
@@ -164,7 +190,7 @@ export interface TrailEvent {
 export async function readTrail(sql: Sql | TxSql, scope: RunScope, runId: string): Promise<TrailEvent[]> {
   const rows = await sql<Record<string, unknown>[]>`
     SELECT event, attempt, receive_count, queue, worker_instance, error_code, error_type, detail, occurred_at
-      FROM ${scopeTables(sql, scope).trail} WHERE run_id = ${runId} ORDER BY occurred_at, id`;
+      FROM ${sql(TRAIL_TABLE[scope])} WHERE run_id = ${runId} ORDER BY occurred_at, id`;
   return rows.map((r) => ({
     event: r.event as TrailEventName,
     attempt: r.attempt as number,
