@@ -18,7 +18,7 @@ import { MAX_PAYLOAD_BYTES, payloadBytes, type Envelope } from './envelope.ts';
 import { newRunId } from './run-id.ts';
 import { zodPayloadCheck, type PayloadCheck, type PayloadIssue } from '../../define/payload-schema.ts';
 import { insertRun, insertScheduleOrigin, type RunTrigger } from '../store/run-store.ts';
-import { RUN_TABLE, scoped, scopeTables, sqlText, tenantOnly, tenantText, type RunScope } from '../store/scope-tables.ts';
+import { piece, RUN_TABLE, scoped, scopeTables, sqlText, tenantOnly, tenantText, type RunScope } from '../store/scope-tables.ts';
 import { insertTrailRows } from '../store/trail.ts';
 import { isWorkUnit, type DispatchedRun as PublicDispatchedRun, type TaskUnit, type UniqueDispatchOptions, type UnitContext, type WorkUnit } from '../../define/unit.ts';
 import { claimUniqueKeys, uniqueKeys, uniqueRule, type KeyedRun } from './unique-dispatch.ts';
@@ -328,13 +328,13 @@ async function writeTrailsAndOutbox(
     tx,
     scope,
     {
-      runId: sqlText('r'), tenantId: tx`${tenantId}::bigint`, event: sqlText(`'queued'`), attempt: sqlText('0'), queue: sqlText('q'),
+      runId: sqlText('r'), tenantId: piece`${tenantId}::bigint`, event: sqlText(`'queued'`), attempt: sqlText('0'), queue: sqlText('q'),
       workerInstance: instance, detail: sqlText('d::jsonb'),
     },
-    tx`FROM unnest(${ids}::uuid[], ${queues}::text[], ${details}::text[]) WITH ORDINALITY AS u(r, q, d, n) ORDER BY n`,
+    piece`FROM unnest(${ids}::uuid[], ${queues}::text[], ${details}::text[]) WITH ORDINALITY AS u(r, q, d, n) ORDER BY n`,
   ));
   pending.push(scoped(tx)`INSERT INTO ${scopeTables(scope).outbox} (${tenantText(scope, 'tenant_id,')} run_id, queue, envelope, available_at)
-    SELECT ${tenantOnly(tx, scope, tx`${tenantId}::bigint,`)} r, q, e::jsonb, clock_timestamp() + make_interval(secs => s)
+    SELECT ${tenantOnly(scope, piece`${tenantId}::bigint,`)} r, q, e::jsonb, clock_timestamp() + make_interval(secs => s)
       FROM unnest(${ids}::uuid[], ${queues}::text[], ${envelopeTexts}::text[], ${delays}::float8[]) WITH ORDINALITY AS u(r, q, e, s, n) ORDER BY n`);
   // In a unit of work the inserts' answers go to its COMMIT, which follows them in the same write
   // (src/db/pipelined-begin.ts deferToCommit): a unit of work that ends with a dispatch costs one round

@@ -13,8 +13,8 @@ import type { Redis } from 'ioredis';
 import { redisFallback } from '../../../observe/redis-fallback.ts';
 import type { Sql, TxSql } from '../../../db/client.ts';
 import { idempotencyGateKey } from '../../../kv/keys.ts';
-import { LEDGER_TABLE, scoped, scopeTables, sqlText, tenantOnly, tenantText, type RunScope } from './scope-tables.ts';
-import { insertTrailRows } from './trail.ts';
+import { LEDGER_TABLE, piece, scoped, scopeTables, sqlText, tenantOnly, tenantText, type RunScope } from './scope-tables.ts';
+import { trailRows } from './trail.ts';
 
 type Db = Sql | TxSql;
 
@@ -163,13 +163,13 @@ export interface LedgerScope {
 }
 
 function tenantFilter(db: Db, at: LedgerScope) {
-  return tenantOnly(db, at.scope, db`AND tenant_id = ${at.tenantId}`);
+  return at.scope === 'tenant' ? db`AND tenant_id = ${at.tenantId}` : db``;
 }
 
 /** The INSERT of a fresh claim of the key (claimKey, claimKeyAndStart). */
-function insertClaim(tx: TxSql, at: LedgerScope, key: Buffer, fingerprint: Buffer, leaseMs: number) {
-  return scoped(tx)`INSERT INTO ${scopeTables(at.scope).ledger} (${tenantText(at.scope, 'tenant_id,')} idempotency_key, request_fingerprint, expires_at)
-            VALUES (${tenantOnly(tx, at.scope, tx`${at.tenantId},`)} ${key}, ${fingerprint}, clock_timestamp() + make_interval(secs => ${leaseMs / 1000}))
+function insertClaim(at: LedgerScope, key: Buffer, fingerprint: Buffer, leaseMs: number) {
+  return piece`INSERT INTO ${scopeTables(at.scope).ledger} (${tenantText(at.scope, 'tenant_id,')} idempotency_key, request_fingerprint, expires_at)
+            VALUES (${tenantOnly(at.scope, piece`${at.tenantId},`)} ${key}, ${fingerprint}, clock_timestamp() + make_interval(secs => ${leaseMs / 1000}))
             ON CONFLICT DO NOTHING RETURNING attempt`;
 }
 
@@ -184,7 +184,7 @@ export async function tryLockKey(tx: TxSql, key: Buffer): Promise<boolean> {
 
 /** Claims the key inside the effect transaction (call tryLockKey first). */
 export async function claimKey(tx: TxSql, at: LedgerScope, key: Buffer, fingerprint: Buffer, leaseMs: number): Promise<ClaimResult> {
-  const inserted = await insertClaim(tx, at, key, fingerprint, leaseMs);
+  const inserted = await scoped(tx)`${insertClaim(at, key, fingerprint, leaseMs)}`;
   if (inserted.length > 0) return { kind: 'claimed', attempt: inserted[0]!.attempt as number };
   return claimExistingKey(tx, at, key, fingerprint, leaseMs);
 }
@@ -213,9 +213,8 @@ export async function claimKeyAndStart(
   started: StartedEvent,
 ): Promise<ClaimResult & { startedAt?: string }> {
   const inserted = await scoped(tx)<{ attempt: number; started_at: string }[]>`
-        WITH claim AS (${insertClaim(tx, at, key, fingerprint, leaseMs)}),
-        ev AS (${insertTrailRows(
-          tx,
+        WITH claim AS (${insertClaim(at, key, fingerprint, leaseMs)}),
+        ev AS (${trailRows(
           at.scope,
           {
             runId: started.runId, tenantId: at.tenantId, event: sqlText(`'started'`), attempt: started.attempt,
@@ -291,7 +290,7 @@ export async function failKey(
 ): Promise<void> {
   const retention = retentionMs / 1000;
   await scoped(db)`INSERT INTO ${scopeTables(at.scope).ledger} AS k (${tenantText(at.scope, 'tenant_id,')} idempotency_key, request_fingerprint, status, expires_at)
-           VALUES (${tenantOnly(db, at.scope, db`${at.tenantId},`)} ${key}, ${fingerprint}, ${status}, clock_timestamp() + make_interval(secs => ${retention}))
+           VALUES (${tenantOnly(at.scope, piece`${at.tenantId},`)} ${key}, ${fingerprint}, ${status}, clock_timestamp() + make_interval(secs => ${retention}))
            ON CONFLICT (${tenantText(at.scope, 'tenant_id,')} idempotency_key) DO UPDATE
              SET status = EXCLUDED.status, attempt = k.attempt + 1, expires_at = EXCLUDED.expires_at, updated_at = clock_timestamp()
              WHERE k.request_fingerprint = EXCLUDED.request_fingerprint AND k.status <> 'completed'`;

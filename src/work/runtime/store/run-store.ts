@@ -6,8 +6,8 @@
 import type { Sql, TxSql } from '../../../db/client.ts';
 import { COMMIT_WITHOUT_FLUSH } from '../../../db/commit-without-flush.ts';
 import type { QueueName } from '../../../queue/names.ts';
-import { checkTenant, OUTBOX_TABLE, RUN_TABLE, scoped, scopeTables, sqlText, SqlText, tenantOnly, tenantText, type Fragment, type RunScope } from './scope-tables.ts';
-import { insertTrailEvents, insertTrailRows } from './trail.ts';
+import { checkTenant, OUTBOX_TABLE, piece, RUN_TABLE, scoped, scopeTables, sqlText, SqlPiece, SqlText, tenantOnly, tenantText, type RunScope } from './scope-tables.ts';
+import { insertTrailEvents, trailRows } from './trail.ts';
 
 // The scope's tables and the trail's API, for the modules that still import them from here (the relay,
 // src/work/testing.ts, tests): they are defined in scope-tables.ts and trail.ts.
@@ -240,8 +240,8 @@ const COMMIT_TEXT = sqlText(COMMIT_WITHOUT_FLUSH);
  * delivery marks the row sent (the relay does not send it again) and its `sent` event goes into the
  * trail before `received`. The ctx CTE has already waited for a relay pass holding these rows.
  */
-function sentByDelivery(sql: Sql, scope: RunScope) {
-  return scoped(sql)`UPDATE ${scopeTables(scope).outbox} o SET sent_at = clock_timestamp()
+function sentByDelivery(scope: RunScope) {
+  return piece`UPDATE ${scopeTables(scope).outbox} o SET sent_at = clock_timestamp()
               WHERE o.run_id IN (SELECT run_id FROM run) AND o.sent_at IS NULL
              RETURNING o.run_id, o.queue`;
 }
@@ -250,8 +250,8 @@ function sentByDelivery(sql: Sql, scope: RunScope) {
  * The ctx CTE of startDelivery(ies): the actor settings, and a wait for the relay's commit of the
  * outbox rows of the runs `runs` picks (see startDelivery).
  */
-function deliveryContext(sql: Sql, scope: RunScope, actor: ActorSettings, runs: Fragment) {
-  return scoped(sql)`ctx AS MATERIALIZED (
+function deliveryContext(scope: RunScope, actor: ActorSettings, runs: SqlPiece) {
+  return piece`ctx AS MATERIALIZED (
         SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true) AS u,
                set_config('app.process', ${actor.process}, true) AS p, ${COMMIT_TEXT} AS c,
                (SELECT count(*) FROM (SELECT 1 FROM ${scopeTables(scope).outbox} WHERE ${runs} AND sent_at IS NULL FOR KEY SHARE) ob) AS ob)`;
@@ -261,16 +261,15 @@ function deliveryContext(sql: Sql, scope: RunScope, actor: ActorSettings, runs: 
  * The ev CTE of startDelivery(ies): per run, `sent` when its outbox row was still pending (CTE `ob`),
  * then `received` (`received`: its arm of the union), both at the delivery's instant.
  */
-function deliveryTrail(sql: Sql, scope: RunScope, workerInstance: string, received: Fragment, order: SqlText) {
+function deliveryTrail(scope: RunScope, workerInstance: string, received: SqlPiece, order: SqlText) {
   const column = sqlText;
-  return insertTrailRows(
-    sql,
+  return trailRows(
     scope,
     {
       runId: column('run_id'), tenantId: column('tenant_id'), event: column('event'), attempt: column('attempt'), receiveCount: column('receive_count'),
       queue: column('queue'), workerInstance, detail: column('detail'), occurredAt: column('received_at'),
     },
-    scoped(sql)`FROM (
+    piece`FROM (
           SELECT 0 AS ord, run.run_id, ${tenantText(scope, 'run.tenant_id,')} 'sent' AS event, 0 AS attempt, 0 AS receive_count, ob.queue, ${SENT_BY_DELIVERY} AS detail, d.received_at
             FROM ob JOIN run ON run.run_id = ob.run_id JOIN d ON d.run_id = ob.run_id
           UNION ALL
@@ -309,21 +308,20 @@ export async function startDelivery(
   // usual case) is not locked at all, which spares a tuple lock and its WAL record per delivery. No
   // outbox row (purged, redriven) means no wait.
   const rows = await scoped(sql)`
-      WITH ${deliveryContext(sql, scope, actor, sql`run_id = ${d.runId}`)},
+      WITH ${deliveryContext(scope, actor, piece`run_id = ${d.runId}`)},
       d AS (SELECT ${d.runId}::uuid AS run_id, ${d.receiveCount}::int AS receive_count, ${d.messageId ?? ''}::text AS message_id,
                    COALESCE(${d.receivedAt ?? null}::text::timestamptz, clock_timestamp()) AS received_at),
       run AS (
         UPDATE ${scopeTables(scope).runs} SET status = 'running', attempts = attempts + 1,
                started_at = COALESCE(started_at, ${d.receivedAt ?? null}::text::timestamptz, clock_timestamp()), finished_at = NULL, updated_at = clock_timestamp()
-         WHERE run_id = ${d.runId} ${tenantOnly(sql, scope, sql`AND tenant_id = ${tenantId}`)} AND status IN ('queued', 'running', 'retrying')
+         WHERE run_id = ${d.runId} ${tenantOnly(scope, piece`AND tenant_id = ${tenantId}`)} AND status IN ('queued', 'running', 'retrying')
            AND EXISTS (SELECT 1 FROM ctx)
         RETURNING *),
-      ob AS (${sentByDelivery(sql, scope)}),
+      ob AS (${sentByDelivery(scope)}),
       ev AS (${deliveryTrail(
-        sql,
         scope,
         d.workerInstance,
-        scoped(sql)`SELECT 1, run.run_id, ${tenantText(scope, 'run.tenant_id,')} 'received', run.attempts, d.receive_count, run.queue, '{}'::jsonb, d.received_at FROM run JOIN d ON d.run_id = run.run_id`,
+        piece`SELECT 1, run.run_id, ${tenantText(scope, 'run.tenant_id,')} 'received', run.attempts, d.receive_count, run.queue, '{}'::jsonb, d.received_at FROM run JOIN d ON d.run_id = run.run_id`,
         sqlText('ord'),
       )})
       SELECT run.*, ${SCHEDULED_FOR[scope]} AS scheduled_for_at FROM run`;
@@ -353,22 +351,21 @@ export async function startDeliveries(
   const messageIds = deliveries.map((d) => d.messageId ?? '');
   const receivedAts = deliveries.map((d) => d.receivedAt ?? null);
   const rows = await scoped(sql)`
-      WITH ${deliveryContext(sql, scope, actor, sql`run_id = ANY(${ids}::uuid[])`)},
+      WITH ${deliveryContext(scope, actor, piece`run_id = ANY(${ids}::uuid[])`)},
       d AS (SELECT run_id, receive_count, message_id, COALESCE(received_at::timestamptz, clock_timestamp()) AS received_at
               FROM unnest(${ids}::uuid[], ${counts}::int[], ${messageIds}::text[], ${receivedAts}::text[]) AS d(run_id, receive_count, message_id, received_at)),
       run AS (
         UPDATE ${scopeTables(scope).runs} t SET status = 'running', attempts = t.attempts + 1,
                started_at = COALESCE(t.started_at, d.received_at), finished_at = NULL, updated_at = clock_timestamp()
           FROM d
-         WHERE t.run_id = d.run_id ${tenantOnly(sql, scope, sql`AND t.tenant_id = ${tenant}`)} AND t.status IN ('queued', 'running', 'retrying')
+         WHERE t.run_id = d.run_id ${tenantOnly(scope, piece`AND t.tenant_id = ${tenant}`)} AND t.status IN ('queued', 'running', 'retrying')
            AND EXISTS (SELECT 1 FROM ctx)
         RETURNING t.*, d.receive_count AS delivery_receive_count, d.received_at AS delivery_received_at),
-      ob AS (${sentByDelivery(sql, scope)}),
+      ob AS (${sentByDelivery(scope)}),
       ev AS (${deliveryTrail(
-        sql,
         scope,
         workerInstance,
-        scoped(sql)`SELECT 1, run_id, ${tenantText(scope, 'tenant_id,')} 'received', attempts, delivery_receive_count, queue, '{}'::jsonb, delivery_received_at FROM run`,
+        piece`SELECT 1, run_id, ${tenantText(scope, 'tenant_id,')} 'received', attempts, delivery_receive_count, queue, '{}'::jsonb, delivery_received_at FROM run`,
         sqlText('ord, run_id'),
       )})
       SELECT run.*, ${SCHEDULED_FOR[scope]} AS scheduled_for_at FROM run`;
@@ -400,21 +397,20 @@ export async function finishDelivery(tx: TxSql, scope: RunScope, f: DeliveryFini
   // delivery failed it) must not be overwritten, and this effect must not commit: the statement then
   // fails on purpose (a cast of a non-constant text, so nothing is folded at plan time), which aborts
   // the transaction, and the COMMIT sent behind it rolls back.
-  const notRunning = tx`('run ' || r.run_id::text || ' is no longer running: its finish is refused')::int`;
+  const notRunning = piece`('run ' || r.run_id::text || ' is no longer running: its finish is refused')::int`;
   const t = scopeTables(scope);
   const rows = await scoped(tx)`
       WITH at AS MATERIALIZED (SELECT clock_timestamp() AS t),
       k AS (
         UPDATE ${t.ledger} SET status = 'completed', outcome = ${outcome},
                expires_at = clock_timestamp() + make_interval(secs => ${retention}), updated_at = clock_timestamp()
-         WHERE idempotency_key = ${f.ledger.key} ${tenantOnly(tx, scope, tx`AND tenant_id = ${tenantId}`)}),
+         WHERE idempotency_key = ${f.ledger.key} ${tenantOnly(scope, piece`AND tenant_id = ${tenantId}`)}),
       run AS (
         UPDATE ${t.runs} SET status = 'succeeded', progress = 100::smallint, outcome = ${outcome},
                finished_at = (SELECT t FROM at), updated_at = clock_timestamp()
-         WHERE run_id = ${f.runId} ${tenantOnly(tx, scope, tx`AND tenant_id = ${tenantId}`)} AND status = 'running'
+         WHERE run_id = ${f.runId} ${tenantOnly(scope, piece`AND tenant_id = ${tenantId}`)} AND status = 'running'
         RETURNING run_id ${tenantText(scope, ', tenant_id')}),
-      ev AS (${insertTrailRows(
-        tx,
+      ev AS (${trailRows(
         scope,
         {
           runId: sqlText('run_id'), tenantId: sqlText('tenant_id'), event: sqlText(`'succeeded'`), attempt: f.attempt, receiveCount: f.receiveCount,
@@ -424,7 +420,7 @@ export async function finishDelivery(tx: TxSql, scope: RunScope, f: DeliveryFini
       )})
       SELECT 1 AS done FROM run
       UNION ALL
-      SELECT ${notRunning} FROM ${t.runs} r WHERE r.run_id = ${f.runId} ${tenantOnly(tx, scope, tx`AND r.tenant_id = ${tenantId}`)} AND NOT EXISTS (SELECT 1 FROM run)`;
+      SELECT ${notRunning} FROM ${t.runs} r WHERE r.run_id = ${f.runId} ${tenantOnly(scope, piece`AND r.tenant_id = ${tenantId}`)} AND NOT EXISTS (SELECT 1 FROM run)`;
   return rows.length === 1;
 }
 
@@ -492,8 +488,8 @@ export async function finishDeliveries(
   const leave = members.map((m) => m.leaveClaim);
   const receivedAts = members.map((m) => m.receivedAt);
   const seenStatuses = members.map((m) => m.seenStatus);
-  const notRunning = tx`CASE WHEN m.leave_claim IS NOT NULL THEN 0 ELSE ('run ' || m.run_id::text || ' is no longer running: its finish is refused')::int END`;
-  const input = tx`
+  const notRunning = piece`CASE WHEN m.leave_claim IS NOT NULL THEN 0 ELSE ('run ' || m.run_id::text || ' is no longer running: its finish is refused')::int END`;
+  const input = piece`
       at AS MATERIALIZED (SELECT clock_timestamp() AS t),
       m AS MATERIALIZED (
         SELECT run_id, key_hex, print_hex, outcome, attempt, receive_count, started_at, leave_claim::tid AS leave_claim,
@@ -504,19 +500,19 @@ export async function finishDeliveries(
   // The left-out members' claim rows (an init-plan). Their DELETE is gated on the array not being empty:
   // a condition on an init-plan alone is a one-time filter, so in the usual case (nobody left out) the
   // ledger is not read at all, whichever scan the planner picked for it.
-  const goneRows = tx`ARRAY(SELECT m.leave_claim FROM m WHERE m.leave_claim IS NOT NULL AND NOT EXISTS (SELECT 1 FROM run WHERE run.run_id = m.run_id))`;
+  const goneRows = piece`ARRAY(SELECT m.leave_claim FROM m WHERE m.leave_claim IS NOT NULL AND NOT EXISTS (SELECT 1 FROM run WHERE run.run_id = m.run_id))`;
   // A registered member's run must be `running`; a deferred one's must be as the group's opening saw it.
-  const stillActive = tx`(CASE WHEN m.received_at IS NULL THEN r.status = 'running' ELSE r.status = m.seen_status END)`;
+  const stillActive = piece`(CASE WHEN m.received_at IS NULL THEN r.status = 'running' ELSE r.status = m.seen_status END)`;
   // Per member, in order: `received` when its registration was deferred here (at the instant of the
   // receive), `started` when not written yet (at its claim's), `succeeded` (at this statement's).
-  const eventRows = tx`(VALUES (1, 'received'), (2, 'started'), (3, 'succeeded')) AS e(n, event)`;
-  const eventWanted = tx`CASE e.event WHEN 'received' THEN m.received_at IS NOT NULL WHEN 'started' THEN m.started_at IS NOT NULL ELSE true END`;
+  const eventRows = piece`(VALUES (1, 'received'), (2, 'started'), (3, 'succeeded')) AS e(n, event)`;
+  const eventWanted = piece`CASE e.event WHEN 'received' THEN m.received_at IS NOT NULL WHEN 'started' THEN m.started_at IS NOT NULL ELSE true END`;
   const t = scopeTables(scope);
   // Literal table names: a DELETE through a dynamic name is what R-RUN-21's source scan forbids.
   const gone =
     scope === 'tenant'
-      ? tx`DELETE FROM idempotency_keys WHERE cardinality(${goneRows}) > 0 AND ctid = ANY(${goneRows}) AND tenant_id = ${tenantId}`
-      : tx`DELETE FROM platform_idempotency_keys WHERE cardinality(${goneRows}) > 0 AND ctid = ANY(${goneRows})`;
+      ? piece`DELETE FROM idempotency_keys WHERE cardinality(${goneRows}) > 0 AND ctid = ANY(${goneRows}) AND tenant_id = ${tenantId}`
+      : piece`DELETE FROM platform_idempotency_keys WHERE cardinality(${goneRows}) > 0 AND ctid = ANY(${goneRows})`;
   const left = await scoped(tx)<{ run_id: string }[]>`
       WITH ${input},
       run AS (
@@ -524,25 +520,24 @@ export async function finishDeliveries(
                attempts = r.attempts + (m.received_at IS NOT NULL)::int, started_at = COALESCE(r.started_at, m.received_at),
                finished_at = (SELECT t FROM at), updated_at = clock_timestamp()
           FROM m
-         WHERE r.run_id = ANY(${ids}::uuid[]) AND r.run_id = m.run_id ${tenantOnly(tx, scope, tx`AND r.tenant_id = ${tenantId}`)} AND ${stillActive}
+         WHERE r.run_id = ANY(${ids}::uuid[]) AND r.run_id = m.run_id ${tenantOnly(scope, piece`AND r.tenant_id = ${tenantId}`)} AND ${stillActive}
         RETURNING r.run_id, r.queue),
       k AS (
         INSERT INTO ${t.ledger} (${tenantText(scope, 'tenant_id,')} idempotency_key, request_fingerprint, status, outcome, expires_at)
-        SELECT ${tenantOnly(tx, scope, tx`${tenantId},`)} decode(m.key_hex, 'hex'), decode(m.print_hex, 'hex'), 'completed', m.outcome::jsonb,
+        SELECT ${tenantOnly(scope, piece`${tenantId},`)} decode(m.key_hex, 'hex'), decode(m.print_hex, 'hex'), 'completed', m.outcome::jsonb,
                clock_timestamp() + make_interval(secs => ${retention})
           FROM run JOIN m USING (run_id)
         ON CONFLICT (${tenantText(scope, 'tenant_id,')} idempotency_key) DO UPDATE
            SET status = 'completed', outcome = EXCLUDED.outcome, expires_at = EXCLUDED.expires_at, updated_at = clock_timestamp()),
       gone AS (${gone}),
-      ev AS (${insertTrailRows(
-        tx,
+      ev AS (${trailRows(
         scope,
         {
           runId: sqlText('m.run_id'), tenantId, event: sqlText('e.event'), attempt: sqlText('m.attempt'), receiveCount: sqlText('m.receive_count'),
           queue: sqlText('run.queue'), workerInstance: group.workerInstance,
           occurredAt: sqlText(`CASE e.event WHEN 'received' THEN m.received_at WHEN 'started' THEN m.started_at::timestamptz ELSE (SELECT t FROM at) END`),
         },
-        tx`FROM run JOIN m USING (run_id) CROSS JOIN ${eventRows}
+        piece`FROM run JOIN m USING (run_id) CROSS JOIN ${eventRows}
          WHERE ${eventWanted}
          ORDER BY m.ord, e.n`,
       )})

@@ -68,48 +68,94 @@ export function tenantText(scope: RunScope, text: string): SqlText {
 }
 
 /**
- * `fragment` in the tenant scope, an empty fragment in the platform one: a tenant-only piece that
- * carries a value (`${tenantId}::bigint,`, `AND tenant_id = ${tenantId}`).
+ * A piece of a `scoped` statement (`piece\`…\``): its text and values are spliced into the statement
+ * when it is made, where a postgres.js fragment would be a query object (a promise) of its own, which a
+ * hot statement pays for per piece.
  */
-export function tenantOnly(sql: Db, scope: RunScope, fragment: Fragment): Fragment {
-  return scope === 'tenant' ? fragment : sql``;
+export class SqlPiece {
+  readonly strings: TemplateStringsArray;
+  readonly values: readonly unknown[];
+  constructor(strings: TemplateStringsArray, values: readonly unknown[]) {
+    this.strings = strings;
+    this.values = values;
+  }
+}
+
+export function piece(strings: TemplateStringsArray, ...values: unknown[]): SqlPiece {
+  return new SqlPiece(strings, values);
+}
+
+/**
+ * `part` in the tenant scope, nothing in the platform one: a tenant-only piece (`${tenantId}::bigint,`,
+ * `AND tenant_id = ${tenantId}`) of a `scoped` statement.
+ */
+export function tenantOnly(scope: RunScope, part: SqlPiece | SqlText): SqlPiece | SqlText {
+  return scope === 'tenant' ? part : EMPTY;
 }
 
 type Strings = TemplateStringsArray;
 
-/** Spliced strings per template (a call site's, or a composed one) and per texts spliced into it. */
+/** Spliced strings per template (a call site's, or a composed one) and per shape of the values spliced into it. */
 const spliced = new WeakMap<Strings, Map<string, Strings>>();
+const pieceIds = new WeakMap<Strings, number>();
+let pieceCount = 0;
 
 function asTemplate(parts: string[]): Strings {
   return Object.freeze(Object.assign(parts, { raw: Object.freeze([...parts]) }));
 }
 
-function splice(strings: Strings, values: readonly unknown[]): Strings {
-  const parts = [strings[0]!];
+/** What of `values` is spliced: texts by their id, pieces by their template and theirs. */
+function shapeOf(values: readonly unknown[]): string {
+  let key = '';
+  for (const value of values) {
+    if (value instanceof SqlText) key += `${value.id},`;
+    else if (value instanceof SqlPiece) {
+      let id = pieceIds.get(value.strings);
+      if (id === undefined) pieceIds.set(value.strings, (id = pieceCount++));
+      key += `(${id}:${shapeOf(value.values)}),`;
+    } else key += ',';
+  }
+  return key;
+}
+
+function spliceInto(parts: string[], strings: Strings, values: readonly unknown[]): void {
+  parts[parts.length - 1] += strings[0]!;
   values.forEach((value, i) => {
-    if (value instanceof SqlText) parts[parts.length - 1] += value.text + strings[i + 1]!;
-    else parts.push(strings[i + 1]!);
+    if (value instanceof SqlText) parts[parts.length - 1] += value.text;
+    else if (value instanceof SqlPiece) spliceInto(parts, value.strings, value.values);
+    else parts.push('');
+    parts[parts.length - 1] += strings[i + 1]!;
   });
-  return asTemplate(parts);
+}
+
+/** The values that stay parameters or fragments, in order. */
+function argsOf(values: readonly unknown[], args: unknown[]): unknown[] {
+  for (const value of values) {
+    if (value instanceof SqlPiece) argsOf(value.values, args);
+    else if (!(value instanceof SqlText)) args.push(value);
+  }
+  return args;
 }
 
 /**
  * `sql` as a tag for a statement written once for both scopes: each SqlText value (scopeTables,
- * tenantText) is spliced into the statement's text, every other value stays a parameter or a fragment.
- * The spliced strings are made once per template and texts, so a call costs what a hand-written
- * statement's does (one query object, no fragment per name), and postgres.js sees one template per
+ * tenantText) and SqlPiece (piece, tenantOnly) is spliced into the statement's text, every other value
+ * stays a parameter or a fragment. The spliced strings are made once per template and shape, so a call
+ * costs what a hand-written statement's does (one query object), and postgres.js sees one template per
  * scope: one prepared statement per scope and connection, as before.
  */
 export function scoped(sql: Db) {
   return <T extends readonly object[] = postgres.Row[]>(strings: Strings, ...values: unknown[]): postgres.PendingQuery<T> => {
-    let key = '';
-    for (const value of values) key += value instanceof SqlText ? `${value.id},` : ',';
-    let byTexts = spliced.get(strings);
-    if (!byTexts) spliced.set(strings, (byTexts = new Map()));
-    let text = byTexts.get(key);
-    if (!text) byTexts.set(key, (text = splice(strings, values)));
-    const args = values.filter((value) => !(value instanceof SqlText));
-    return (sql as Sql)<T>(text, ...(args as never[]));
+    const key = shapeOf(values);
+    let byShape = spliced.get(strings);
+    if (!byShape) spliced.set(strings, (byShape = new Map()));
+    let text = byShape.get(key);
+    if (!text) {
+      const parts = [''];
+      spliceInto(parts, strings, values);
+      byShape.set(key, (text = asTemplate(parts)));
+    }
+    return (sql as Sql)<T>(text, ...(argsOf(values, []) as never[]));
   };
 }
 

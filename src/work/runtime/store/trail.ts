@@ -4,7 +4,9 @@
 // event stay one statement, one round trip, where they were. Also reads a run's trail back.
 import type postgres from 'postgres';
 import type { Sql, TxSql } from '../../../db/client.ts';
-import { checkTenant, composedTemplate, RUN_TABLE, TRAIL_TABLE, scoped, scopeTables, sqlText, SqlText, tenantOnly, tenantText, type Db, type Fragment, type RunScope } from './scope-tables.ts';
+import {
+  checkTenant, composedTemplate, piece, RUN_TABLE, scoped, scopeTables, SqlPiece, sqlText, SqlText, tenantOnly, tenantText, TRAIL_TABLE, type Db, type Fragment, type RunScope,
+} from './scope-tables.ts';
 
 export type TrailEventName =
   | 'queued' | 'sent' | 'received' | 'started' | 'progress' | 'retry_scheduled' | 'succeeded' | 'failed'
@@ -56,7 +58,7 @@ export interface TrailRowSql {
   occurredAt?: TrailSql;
 }
 
-type TrailSql = SqlText | Fragment | postgres.Parameter | string | number | null;
+type TrailSql = SqlText | SqlPiece | Fragment | postgres.Parameter | string | number | null;
 
 /** The trail's columns in the order every insert lists them. */
 const TRAIL_COLUMNS: ReadonlyArray<readonly [keyof TrailRowSql, string]> = [
@@ -73,6 +75,11 @@ const TRAIL_COLUMNS: ReadonlyArray<readonly [keyof TrailRowSql, string]> = [
  * shape (scope-tables.ts `scoped`).
  */
 export function insertTrailRows(sql: Db, scope: RunScope, row: TrailRowSql, source?: TrailSql, returning?: TrailSql): Fragment {
+  return scoped(sql)(composedTemplate('one', () => ['', '']), trailRows(scope, row, source, returning));
+}
+
+/** insertTrailRows as a piece of the caller's `scoped` statement (a CTE): spliced into its text. */
+export function trailRows(scope: RunScope, row: TrailRowSql, source?: TrailSql, returning?: TrailSql): SqlPiece {
   const values: unknown[] = [scopeTables(scope).trail, EMPTY];
   let mask = 0;
   for (let i = 0; i < TRAIL_COLUMNS.length; i++) {
@@ -86,7 +93,7 @@ export function insertTrailRows(sql: Db, scope: RunScope, row: TrailRowSql, sour
   const form = source === undefined ? ') VALUES (' : ') SELECT ';
   const count = values.length - 5; // separators: one fewer than the columns
   const template = composedTemplate(`${form}${count}`, () => ['INSERT INTO ', ' (', form, ...Array<string>(count).fill(', '), source === undefined ? ') ' : ' ', ' ', '']);
-  return scoped(sql)(template, ...values);
+  return new SqlPiece(template, values);
 }
 
 const EMPTY = sqlText('');
@@ -141,7 +148,7 @@ export function insertTrailEvents(tx: TxSql, scope: RunScope, events: ReadonlyAr
       runId: column('r'), tenantId: column('t'), event: column('e'), attempt: column('a'), receiveCount: column('c'), queue: column('q'),
       workerInstance: column('w'), errorCode: column('ec'), errorType: column('et'), detail: column('d::jsonb'),
     },
-    scoped(tx)`FROM unnest(${runIds}::uuid[], ${tenantOnly(tx, scope, tx`${tenants as string[]}::bigint[],`)} ${names}::text[], ${attempts}::int[], ${receives}::int[], ${queues}::text[],
+    piece`FROM unnest(${runIds}::uuid[], ${tenantOnly(scope, piece`${tenants}::bigint[],`)} ${names}::text[], ${attempts}::int[], ${receives}::int[], ${queues}::text[],
                    ${instances}::text[], ${codes}::text[], ${types}::text[], ${details}::text[])
             WITH ORDINALITY AS u(r, ${tenantText(scope, 't,')} e, a, c, q, w, ec, et, d, n) ORDER BY n`,
   );
