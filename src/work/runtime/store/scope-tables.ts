@@ -1,8 +1,10 @@
-// The work tables of each run scope, named once. A statement over them is written once for both scopes
-// (the `scoped` tag): the tables' names and what only a tenant table has (the tenant_id column: its
-// place in a column list, its value, its condition) go in as text or fragments that are empty in the
-// platform scope. The statement text still differs per scope (other names, one column fewer), so each
-// scope keeps its own prepared statement and plans, as when each was written out by hand.
+// The work tables of each run scope, named once, and the `scoped` tag that lets a statement over them
+// be written once for both scopes: the tables' names (SqlText) and what only a tenant table has (the
+// tenant_id column: its place in a column list, its value, its condition: tenantText, tenantOnly) go
+// in as text or pieces that are empty in the platform scope, spliced into a template cached per scope.
+// The statement text still differs per scope (other names, one column fewer), so each scope keeps its
+// own prepared statement and plans, as when each was written out by hand, and the text sent is the
+// hand-written one (the same words, unquoted names).
 import type postgres from 'postgres';
 import type { Sql, TxSql } from '../../../db/client.ts';
 import { CodedError } from '../../../errors/coded-error.ts';
@@ -20,7 +22,8 @@ export const LEDGER_TABLE = { tenant: 'idempotency_keys', platform: 'platform_id
 
 /**
  * Constant SQL text (a table's name, a column, an expression without values): spliced into the text of
- * a `scoped` statement, never sent as a value. Only ever made from constants, never from input.
+ * a `scoped` statement, never sent as a value. Only ever made from constants, never from input (each
+ * text is kept for the process's life: it names a cached template).
  */
 export class SqlText {
   readonly text: string;
