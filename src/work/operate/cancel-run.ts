@@ -25,7 +25,9 @@
 import type { Sql, TxSql } from '../../db/client.ts';
 import { inUnitOfWork } from '../../db/unit-of-work.ts';
 import { defaultInstanceLabel } from '../runtime/produce/dispatch.ts';
-import { appendTrailEvent, FINAL_RUN_STATUSES, OUTBOX_TABLE, readRun, transitionRun, type RunKey, type RunStatus } from '../runtime/store/run-store.ts';
+import { FINAL_RUN_STATUSES, readRun, transitionRun, type RunKey, type RunStatus } from '../runtime/store/run-store.ts';
+import { OUTBOX_TABLE, RUN_TABLE } from '../runtime/store/scope-tables.ts';
+import { appendTrailEvent } from '../runtime/store/trail.ts';
 import { CANCELLED, isCancelledOutcome, RunCancelled, isRunCancelled, wasCancelled } from '../runtime/complete/cancellation.ts';
 import { failedOutcome } from '../runtime/complete/failure-outcome.ts';
 import { notifyCancelled } from '../runtime/execute/cancel-notices.ts';
@@ -51,8 +53,6 @@ export interface CancelResult {
   /** Tenant uid, null for a platform run. */
   tenant: string | null;
 }
-
-const RUN_TABLE = { tenant: 'task_runs', platform: 'platform_task_runs' } as const;
 
 /** Cancels one run inside the caller's transaction (see cancelRunNow for its own unit of work). */
 export async function cancelRun(tx: TxSql, input: CancelInput): Promise<CancelResult> {

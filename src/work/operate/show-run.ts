@@ -4,7 +4,8 @@
 // sent or pending) and its redrive chain.
 import type { Sql, TxSql } from '../../db/client.ts';
 import { idempotencyKeyOf } from '../runtime/store/idempotency.ts';
-import { readTrail, type RunRow, type TrailEvent } from '../runtime/store/run-store.ts';
+import type { RunRow } from '../runtime/store/run-store.ts';
+import { readTrail, type TrailEvent } from '../runtime/store/trail.ts';
 import { requireRun } from './find-run.ts';
 
 /** A trail event as `runs show` prints it: the instant as an ISO string. */

@@ -3,9 +3,8 @@
 // side, which writes the cancel, is src/work/operate/cancel-run.ts.
 import type { Sql, TxSql } from '../../../db/client.ts';
 import { PermanentFailure } from '../../define/unit-errors.ts';
-import type { RunKey, RunScope, RunStatus } from '../store/run-store.ts';
-
-const RUN_TABLE = { tenant: 'task_runs', platform: 'platform_task_runs' } as const;
+import type { RunKey, RunStatus } from '../store/run-store.ts';
+import { RUN_TABLE, type RunScope } from '../store/scope-tables.ts';
 
 /** Error code of a cancelled run. */
 export const CANCELLED = 'CANCELLED';

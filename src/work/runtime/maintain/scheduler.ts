@@ -15,11 +15,11 @@ import { CodedError } from '../../../errors/coded-error.ts';
 import { createDispatcher, defaultInstanceLabel } from '../produce/dispatch.ts';
 import {
   ACTIVE_RUN_STATUSES,
-  appendTrailEvent,
   insertRun,
   insertScheduleOrigin,
   transitionRun,
 } from '../store/run-store.ts';
+import { appendTrailEvent } from '../store/trail.ts';
 import { parseScheduleExpression, scheduledMomentAt } from '../../define/schedule-expression.ts';
 import type { TaskUnit, WorkUnit } from '../../define/unit.ts';
 

@@ -17,7 +17,9 @@ import { dispatchTraceFields } from '../../../observe/work-tracing.ts';
 import { MAX_PAYLOAD_BYTES, payloadBytes, type Envelope } from './envelope.ts';
 import { newRunId } from './run-id.ts';
 import { zodPayloadCheck, type PayloadCheck, type PayloadIssue } from '../../define/payload-schema.ts';
-import { insertRun, insertScheduleOrigin, RUN_TABLE, type RunScope, type RunTrigger } from '../store/run-store.ts';
+import { insertRun, insertScheduleOrigin, type RunTrigger } from '../store/run-store.ts';
+import { piece, RUN_TABLE, scoped, scopeTables, sqlText, tenantOnly, tenantText, type RunScope } from '../store/scope-tables.ts';
+import { insertTrailRows } from '../store/trail.ts';
 import { isWorkUnit, type DispatchedRun as PublicDispatchedRun, type TaskUnit, type UniqueDispatchOptions, type UnitContext, type WorkUnit } from '../../define/unit.ts';
 import { claimUniqueKeys, debounceRuns, uniqueKeys, uniqueRule, type KeyedRun } from './unique-dispatch.ts';
 
@@ -322,21 +324,18 @@ async function writeTrailsAndOutbox(
   // Sent back to back without waiting (postgres.js pipelines the queries of one transaction): they
   // run in order on the connection, and a failure aborts the transaction, so later ones fail too.
   const pending: Array<PromiseLike<unknown>> = [...(before ?? [])];
-  if (scope === 'tenant') {
-    pending.push(tx`INSERT INTO task_run_events (run_id, tenant_id, event, attempt, queue, worker_instance, detail)
-      SELECT r, ${tenantId}::bigint, 'queued', 0, q, ${instance}, d::jsonb
-        FROM unnest(${ids}::uuid[], ${queues}::text[], ${details}::text[]) WITH ORDINALITY AS u(r, q, d, n) ORDER BY n`);
-    pending.push(tx`INSERT INTO outbox_messages (tenant_id, run_id, queue, envelope, available_at)
-      SELECT ${tenantId}::bigint, r, q, e::jsonb, clock_timestamp() + make_interval(secs => s)
-        FROM unnest(${ids}::uuid[], ${queues}::text[], ${envelopeTexts}::text[], ${delays}::float8[]) WITH ORDINALITY AS u(r, q, e, s, n) ORDER BY n`);
-  } else {
-    pending.push(tx`INSERT INTO platform_task_run_events (run_id, event, attempt, queue, worker_instance, detail)
-      SELECT r, 'queued', 0, q, ${instance}, d::jsonb
-        FROM unnest(${ids}::uuid[], ${queues}::text[], ${details}::text[]) WITH ORDINALITY AS u(r, q, d, n) ORDER BY n`);
-    pending.push(tx`INSERT INTO platform_outbox_messages (run_id, queue, envelope, available_at)
-      SELECT r, q, e::jsonb, clock_timestamp() + make_interval(secs => s)
-        FROM unnest(${ids}::uuid[], ${queues}::text[], ${envelopeTexts}::text[], ${delays}::float8[]) WITH ORDINALITY AS u(r, q, e, s, n) ORDER BY n`);
-  }
+  pending.push(insertTrailRows(
+    tx,
+    scope,
+    {
+      runId: sqlText('r'), tenantId: piece`${tenantId}::bigint`, event: sqlText(`'queued'`), attempt: sqlText('0'), queue: sqlText('q'),
+      workerInstance: instance, detail: sqlText('d::jsonb'),
+    },
+    piece`FROM unnest(${ids}::uuid[], ${queues}::text[], ${details}::text[]) WITH ORDINALITY AS u(r, q, d, n) ORDER BY n`,
+  ));
+  pending.push(scoped(tx)`INSERT INTO ${scopeTables(scope).outbox} (${tenantText(scope, 'tenant_id,')} run_id, queue, envelope, available_at)
+    SELECT ${tenantOnly(scope, piece`${tenantId}::bigint,`)} r, q, e::jsonb, clock_timestamp() + make_interval(secs => s)
+      FROM unnest(${ids}::uuid[], ${queues}::text[], ${envelopeTexts}::text[], ${delays}::float8[]) WITH ORDINALITY AS u(r, q, e, s, n) ORDER BY n`);
   // In a unit of work the inserts' answers go to its COMMIT, which follows them in the same write
   // (src/db/pipelined-begin.ts deferToCommit): a unit of work that ends with a dispatch costs one round
   // trip. Their failure then fails the unit of work with their error, and nothing of it commits.

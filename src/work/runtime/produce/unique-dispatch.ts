@@ -10,13 +10,12 @@
 // indexes of sql/work/0023_unique-dispatch.sql; the run tables and the trail's values stay the spec's.
 import type { TxSql } from '../../../db/client.ts';
 import type { Envelope } from './envelope.ts';
-import { ACTIVE_RUN_STATUSES, RUN_TABLE, type RunScope, type RunStatus } from '../store/run-store.ts';
+import { ACTIVE_RUN_STATUSES, type RunStatus } from '../store/run-store.ts';
+import { OUTBOX_TABLE, RUN_TABLE, TRAIL_TABLE, type RunScope } from '../store/scope-tables.ts';
 import type { UniqueDispatchOptions } from '../../define/unit.ts';
 
 type UniqueKey<P> = NonNullable<UniqueDispatchOptions<P>['uniqueKey']>;
 
-const TRAIL = { tenant: 'task_run_events', platform: 'platform_task_run_events' } as const;
-const OUTBOX = { tenant: 'outbox_messages', platform: 'platform_outbox_messages' } as const;
 const RUN_STATUSES: readonly RunStatus[] = ['queued', 'running', 'retrying', 'succeeded', 'failed', 'skipped'];
 
 /** Longest unique key, in characters (it is stored in the 2048-byte detail of the `queued` event). */
@@ -119,11 +118,11 @@ export async function claimUniqueKeys(
   const found = tx<Array<{ unique_key: string; run_id: string; queue: string; envelope: Envelope | null; correlation_id: string; causation_id: string }>>`
     SELECT DISTINCT ON (k.key) k.key AS unique_key, r.run_id::text, r.queue, o.envelope, r.correlation_id::text, r.causation_id::text
       FROM unnest(${distinct}::text[]) AS k(key)
-      JOIN ${tx(TRAIL[scope])} e
+      JOIN ${tx(TRAIL_TABLE[scope])} e
         ON e.event = 'queued' AND e.detail ? 'unique_key' AND (e.detail ->> 'unique_key') = k.key
            ${tenantId === null ? tx`` : tx`AND e.tenant_id = ${tenantId}::bigint`}
       JOIN ${tx(RUN_TABLE[scope])} r ON r.run_id = e.run_id
-      LEFT JOIN ${tx(OUTBOX[scope])} o ON o.run_id = r.run_id
+      LEFT JOIN ${tx(OUTBOX_TABLE[scope])} o ON o.run_id = r.run_id
      WHERE r.name = ${name}
        AND ${rule.debounce
          // Debounce: only a run still waiting to be sent holds its key.

@@ -13,9 +13,8 @@ import type { Redis } from 'ioredis';
 import { redisFallback } from '../../../observe/redis-fallback.ts';
 import type { Sql, TxSql } from '../../../db/client.ts';
 import { idempotencyGateKey } from '../../../kv/keys.ts';
-import type { RunScope } from './run-store.ts';
-
-const LEDGER_TABLE = { tenant: 'idempotency_keys', platform: 'platform_idempotency_keys' } as const;
+import { LEDGER_TABLE, piece, scoped, scopeTables, sqlText, tenantOnly, tenantText, type RunScope } from './scope-tables.ts';
+import { trailRows } from './trail.ts';
 
 type Db = Sql | TxSql;
 
@@ -167,6 +166,13 @@ function tenantFilter(db: Db, at: LedgerScope) {
   return at.scope === 'tenant' ? db`AND tenant_id = ${at.tenantId}` : db``;
 }
 
+/** The INSERT of a fresh claim of the key (claimKey, claimKeyAndStart). */
+function insertClaim(at: LedgerScope, key: Buffer, fingerprint: Buffer, leaseMs: number) {
+  return piece`INSERT INTO ${scopeTables(at.scope).ledger} (${tenantText(at.scope, 'tenant_id,')} idempotency_key, request_fingerprint, expires_at)
+            VALUES (${tenantOnly(at.scope, piece`${at.tenantId},`)} ${key}, ${fingerprint}, clock_timestamp() + make_interval(secs => ${leaseMs / 1000}))
+            ON CONFLICT DO NOTHING RETURNING attempt`;
+}
+
 /**
  * Tries the advisory lock of the key for the rest of the transaction. False: another open transaction
  * (a concurrent duplicate) is executing this key right now.
@@ -178,15 +184,7 @@ export async function tryLockKey(tx: TxSql, key: Buffer): Promise<boolean> {
 
 /** Claims the key inside the effect transaction (call tryLockKey first). */
 export async function claimKey(tx: TxSql, at: LedgerScope, key: Buffer, fingerprint: Buffer, leaseMs: number): Promise<ClaimResult> {
-  const lease = leaseMs / 1000;
-  const inserted =
-    at.scope === 'tenant'
-      ? await tx`INSERT INTO idempotency_keys (tenant_id, idempotency_key, request_fingerprint, expires_at)
-                 VALUES (${at.tenantId}, ${key}, ${fingerprint}, clock_timestamp() + make_interval(secs => ${lease}))
-                 ON CONFLICT DO NOTHING RETURNING attempt`
-      : await tx`INSERT INTO platform_idempotency_keys (idempotency_key, request_fingerprint, expires_at)
-                 VALUES (${key}, ${fingerprint}, clock_timestamp() + make_interval(secs => ${lease}))
-                 ON CONFLICT DO NOTHING RETURNING attempt`;
+  const inserted = await scoped(tx)`${insertClaim(at, key, fingerprint, leaseMs)}`;
   if (inserted.length > 0) return { kind: 'claimed', attempt: inserted[0]!.attempt as number };
   return claimExistingKey(tx, at, key, fingerprint, leaseMs);
 }
@@ -214,30 +212,17 @@ export async function claimKeyAndStart(
   leaseMs: number,
   started: StartedEvent,
 ): Promise<ClaimResult & { startedAt?: string }> {
-  const lease = leaseMs / 1000;
-  const inserted =
-    at.scope === 'tenant'
-      ? await tx<{ attempt: number; started_at: string }[]>`
-        WITH claim AS (
-          INSERT INTO idempotency_keys (tenant_id, idempotency_key, request_fingerprint, expires_at)
-          VALUES (${at.tenantId}, ${key}, ${fingerprint}, clock_timestamp() + make_interval(secs => ${lease}))
-          ON CONFLICT DO NOTHING RETURNING attempt),
-        ev AS (
-          INSERT INTO task_run_events (run_id, tenant_id, event, attempt, receive_count, queue, worker_instance)
-          SELECT ${started.runId}, ${at.tenantId}, 'started', ${started.attempt}, ${started.receiveCount}, ${started.queue}, ${started.workerInstance}
-            FROM claim
-          RETURNING occurred_at)
-        SELECT claim.attempt, (SELECT occurred_at::text FROM ev) AS started_at FROM claim`
-      : await tx<{ attempt: number; started_at: string }[]>`
-        WITH claim AS (
-          INSERT INTO platform_idempotency_keys (idempotency_key, request_fingerprint, expires_at)
-          VALUES (${key}, ${fingerprint}, clock_timestamp() + make_interval(secs => ${lease}))
-          ON CONFLICT DO NOTHING RETURNING attempt),
-        ev AS (
-          INSERT INTO platform_task_run_events (run_id, event, attempt, receive_count, queue, worker_instance)
-          SELECT ${started.runId}, 'started', ${started.attempt}, ${started.receiveCount}, ${started.queue}, ${started.workerInstance}
-            FROM claim
-          RETURNING occurred_at)
+  const inserted = await scoped(tx)<{ attempt: number; started_at: string }[]>`
+        WITH claim AS (${insertClaim(at, key, fingerprint, leaseMs)}),
+        ev AS (${trailRows(
+          at.scope,
+          {
+            runId: started.runId, tenantId: at.tenantId, event: sqlText(`'started'`), attempt: started.attempt,
+            receiveCount: started.receiveCount, queue: started.queue, workerInstance: started.workerInstance,
+          },
+          sqlText('FROM claim'),
+          sqlText('RETURNING occurred_at'),
+        )})
         SELECT claim.attempt, (SELECT occurred_at::text FROM ev) AS started_at FROM claim`;
   if (inserted.length > 0) return { kind: 'claimed', attempt: inserted[0]!.attempt, startedAt: inserted[0]!.started_at };
   return claimExistingKey(tx, at, key, fingerprint, leaseMs);
@@ -264,11 +249,11 @@ export async function unclaimFreshKey(tx: TxSql, at: LedgerScope, key: Buffer): 
 
 /** The key already has a ledger row: replay, held, reused, permanently failed, or taken over. */
 export async function claimExistingKey(tx: TxSql, at: LedgerScope, key: Buffer, fingerprint: Buffer, leaseMs: number): Promise<ClaimResult> {
-  const ledger = LEDGER_TABLE[at.scope];
+  const ledger = tx(LEDGER_TABLE[at.scope]);
   const lease = leaseMs / 1000;
   const [row] = await tx<{ status: string; request_fingerprint: Buffer; outcome: LedgerOutcome; lease_over: boolean }[]>`
     SELECT status, request_fingerprint, outcome, expires_at <= clock_timestamp() AS lease_over
-      FROM ${tx(ledger)} WHERE idempotency_key = ${key} ${tenantFilter(tx, at)} FOR UPDATE`;
+      FROM ${ledger} WHERE idempotency_key = ${key} ${tenantFilter(tx, at)} FOR UPDATE`;
   if (!row) return { kind: 'held' }; // deleted between the insert and the read: let the message come back
   if (!Buffer.from(row.request_fingerprint).equals(fingerprint)) return { kind: 'reused' };
   if (row.status === 'completed') return { kind: 'completed', outcome: row.outcome };
@@ -276,7 +261,7 @@ export async function claimExistingKey(tx: TxSql, at: LedgerScope, key: Buffer, 
   if (row.status === 'processing' && !row.lease_over) return { kind: 'held' };
   // failed_retryable, or a processing row whose lease ran out: this execution takes it over.
   const [updated] = await tx`
-    UPDATE ${tx(ledger)} SET status = 'processing', attempt = attempt + 1, outcome = '{}'::jsonb,
+    UPDATE ${ledger} SET status = 'processing', attempt = attempt + 1, outcome = '{}'::jsonb,
            expires_at = clock_timestamp() + make_interval(secs => ${lease}), updated_at = clock_timestamp()
      WHERE idempotency_key = ${key} ${tenantFilter(tx, at)} RETURNING attempt`;
   return { kind: 'claimed', attempt: updated!.attempt as number };
@@ -284,8 +269,8 @@ export async function claimExistingKey(tx: TxSql, at: LedgerScope, key: Buffer, 
 
 /** Marks the claimed key completed with its outcome, inside the effect transaction. */
 export async function completeKey(tx: TxSql, at: LedgerScope, key: Buffer, outcome: LedgerOutcome, retentionMs: number): Promise<void> {
-  const ledger = LEDGER_TABLE[at.scope];
-  await tx`UPDATE ${tx(ledger)} SET status = 'completed', outcome = ${tx.json(outcome as never)},
+  const ledger = tx(LEDGER_TABLE[at.scope]);
+  await tx`UPDATE ${ledger} SET status = 'completed', outcome = ${tx.json(outcome as never)},
                   expires_at = clock_timestamp() + make_interval(secs => ${retentionMs / 1000}), updated_at = clock_timestamp()
             WHERE idempotency_key = ${key} ${tenantFilter(tx, at)}`;
 }
@@ -303,21 +288,12 @@ export async function failKey(
   status: 'failed_retryable' | 'failed_permanent',
   retentionMs: number,
 ): Promise<void> {
-  const ledger = LEDGER_TABLE[at.scope];
   const retention = retentionMs / 1000;
-  if (at.scope === 'tenant') {
-    await db`INSERT INTO idempotency_keys AS k (tenant_id, idempotency_key, request_fingerprint, status, expires_at)
-             VALUES (${at.tenantId}, ${key}, ${fingerprint}, ${status}, clock_timestamp() + make_interval(secs => ${retention}))
-             ON CONFLICT (tenant_id, idempotency_key) DO UPDATE
-               SET status = EXCLUDED.status, attempt = k.attempt + 1, expires_at = EXCLUDED.expires_at, updated_at = clock_timestamp()
-               WHERE k.request_fingerprint = EXCLUDED.request_fingerprint AND k.status <> 'completed'`;
-  } else {
-    await db`INSERT INTO ${db(ledger)} AS k (idempotency_key, request_fingerprint, status, expires_at)
-             VALUES (${key}, ${fingerprint}, ${status}, clock_timestamp() + make_interval(secs => ${retention}))
-             ON CONFLICT (idempotency_key) DO UPDATE
-               SET status = EXCLUDED.status, attempt = k.attempt + 1, expires_at = EXCLUDED.expires_at, updated_at = clock_timestamp()
-               WHERE k.request_fingerprint = EXCLUDED.request_fingerprint AND k.status <> 'completed'`;
-  }
+  await scoped(db)`INSERT INTO ${scopeTables(at.scope).ledger} AS k (${tenantText(at.scope, 'tenant_id,')} idempotency_key, request_fingerprint, status, expires_at)
+           VALUES (${tenantOnly(at.scope, piece`${at.tenantId},`)} ${key}, ${fingerprint}, ${status}, clock_timestamp() + make_interval(secs => ${retention}))
+           ON CONFLICT (${tenantText(at.scope, 'tenant_id,')} idempotency_key) DO UPDATE
+             SET status = EXCLUDED.status, attempt = k.attempt + 1, expires_at = EXCLUDED.expires_at, updated_at = clock_timestamp()
+             WHERE k.request_fingerprint = EXCLUDED.request_fingerprint AND k.status <> 'completed'`;
 }
 
 /**
@@ -339,9 +315,9 @@ export async function readKey(
   at: LedgerScope,
   key: Buffer,
 ): Promise<{ status: string; fingerprint: Buffer; outcome: LedgerOutcome; attempt: number } | undefined> {
-  const ledger = LEDGER_TABLE[at.scope];
+  const ledger = db(LEDGER_TABLE[at.scope]);
   const [row] = await db<{ status: string; request_fingerprint: Buffer; outcome: LedgerOutcome; attempt: number }[]>`
-    SELECT status, request_fingerprint, outcome, attempt FROM ${db(ledger)}
+    SELECT status, request_fingerprint, outcome, attempt FROM ${ledger}
      WHERE idempotency_key = ${key} ${tenantFilter(db, at)}`;
   return row ? { status: row.status, fingerprint: Buffer.from(row.request_fingerprint), outcome: row.outcome, attempt: row.attempt } : undefined;
 }

@@ -18,10 +18,9 @@
 import type { Sql, TxSql } from '../../../db/client.ts';
 import type { QueueName } from '../../../queue/names.ts';
 import type { OverdueState } from '../../../observe/rescue-metrics.ts';
-import { OUTBOX_TABLE, RUN_TABLE, type RunScope, type RunStatus } from './run-store.ts';
+import type { RunStatus } from './run-store.ts';
+import { OUTBOX_TABLE, RUN_TABLE, TRAIL_TABLE, type RunScope } from './scope-tables.ts';
 import { DEFAULT_TIMEOUT_SECONDS } from '../../define/unit.ts';
-
-const TRAIL_TABLE = { tenant: 'task_run_events', platform: 'platform_task_run_events' } as const;
 
 /** How long a delivery may take before its run counts as overdue. */
 export interface OverdueWindows {
