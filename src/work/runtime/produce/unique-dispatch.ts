@@ -159,7 +159,7 @@ export async function debounceRuns(
   if (runIds.length === 0) return new Set();
   const texts = payloads?.map((p) => JSON.stringify(p ?? null)) ?? null;
   const rows = await tx<Array<{ run_id: string }>>`
-    UPDATE ${tx(OUTBOX[scope])} o
+    UPDATE ${tx(OUTBOX_TABLE[scope])} o
        SET available_at = clock_timestamp() + make_interval(secs => ${seconds}::float8)
            ${texts ? tx`, envelope = jsonb_set(o.envelope, '{payload}', u.p::jsonb)` : tx``}
       FROM unnest(${runIds as string[]}::uuid[], ${texts ?? runIds.map(() => '')}::text[]) AS u(r, p)
