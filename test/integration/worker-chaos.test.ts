@@ -38,6 +38,8 @@ const OUTAGE_MS = Number(process.env.CHAOS_OUTAGE_MS ?? 2_000);
 const DELETE_EACH = Math.max(5, Math.ceil(RUNS / 50));
 /** How long a deletion keeps receiving: the workers compete for the messages, and group workers hold theirs. */
 const DELETE_FOR_MS = 4_000;
+/** The test's own receives at once while it deletes. */
+const DELETE_RECEIVERS = 6;
 const CHILDREN = 2;
 const COMMAND_TIMEOUT_MS = 300;
 /** Every wait of a delivery outside its handler (SVC_STAGE_TIMEOUT_MS): short, as every timing here. */
@@ -204,8 +206,12 @@ async function chaos(s: ChaosScenario): Promise<{ runIds: string[]; prefix: stri
       mark('delete');
       const url = queueUrl(h.queueUrlPrefix, s.queue);
       const target = deleted.length + DELETE_EACH;
-      // Bounded: the workers compete for the same messages, and a quiet queue may hold none for a while.
-      for (const until = Date.now() + DELETE_FOR_MS; deleted.length < target && Date.now() < until; ) {
+      // Bounded: the workers compete for the same messages (every receive loop of every worker, and a
+      // groupCommit unit's workers hold many at once), and a quiet queue may hold none for a while: several
+      // receives of the test's own compete with theirs.
+      const until = Date.now() + DELETE_FOR_MS;
+      const receiver = async () => {
+      while (deleted.length < target && Date.now() < until) {
         const got = await h.sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 30 }));
         const messages = got.Messages ?? [];
         const ids = messages.map((m) => (JSON.parse(m.Body ?? '{}') as { run_id?: string }).run_id ?? '');
@@ -221,7 +227,10 @@ async function chaos(s: ChaosScenario): Promise<{ runIds: string[]; prefix: stri
           }
         }
       }
+      };
+      await Promise.all(Array.from({ length: DELETE_RECEIVERS }, receiver));
     };
+
     const milestones: Milestone[] = [
       { at: 0.2, name: 'relay kill 1', act: killRelay, released: false },
       {
