@@ -113,7 +113,8 @@ export async function main(args: string[]): Promise<number> {
           sql: pool,
           redisUrl: `${svc.redis.url}/${redisDb++}`,
           redisPort: svc.redis.port,
-          sqs: { endpoint: svc.sqs?.endpoint ?? '', queueUrlPrefix: svc.sqs?.queueUrlPrefix ?? '' },
+          // Queues of the system's own (ours and ours-group share the SQS server, never a queue).
+          sqs: { endpoint: svc.sqs?.endpoint ?? '', queueUrlPrefix: svc.sqs ? `${svc.sqs.queueUrlPrefix}${name.replaceAll('-', '_')}_` : '' },
           concurrency: options.concurrency,
           book,
           log,
