@@ -22,7 +22,7 @@ import {
   SendMessageBatchCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
-import { createSql } from '../src/db/client.ts';
+import { createSql, type Sql } from '../src/db/client.ts';
 import { createSqsClient } from '../src/queue/client.ts';
 import { countMismatchLine, roundLine, type RoundResult } from './peers/report.ts';
 import { startServices, type Services } from './peers/services.ts';
@@ -225,20 +225,26 @@ export async function main(args: string[]): Promise<number> {
   try {
     services = await startServices({ sqs: true, log });
     const svc = services;
-    const pgUrl = await svc.createDatabase('bench_work');
-    const pool = createSql(pgUrl, { max: 3, applicationName: 'bench-harness' });
-    try {
+    const pools: Sql[] = [];
+    // Each system on a database, Redis database and queues of its own: the group-commit system's
+    // workers never meet the default system's runs, messages or keys.
+    const contextFor = async (name: string, redisDb: number): Promise<SystemContext> => {
+      const pgUrl = await svc.createDatabase(`bench_work_${name.replaceAll('-', '_')}`);
+      const pool = createSql(pgUrl, { max: 3, applicationName: 'bench-harness' });
+      pools.push(pool);
       await pool.unsafe(EFFECTS_TABLE_DDL);
-      const ctx: SystemContext = {
+      return {
         pgUrl,
         sql: pool,
-        redisUrl: `${svc.redis.url}/1`,
+        redisUrl: `${svc.redis.url}/${redisDb}`,
         redisPort: svc.redis.port,
-        sqs: { endpoint: svc.sqs!.endpoint, queueUrlPrefix: svc.sqs!.queueUrlPrefix },
+        sqs: { endpoint: svc.sqs!.endpoint, queueUrlPrefix: `${svc.sqs!.queueUrlPrefix}${name.replaceAll('-', '_')}_` },
         concurrency: o.concurrency,
         book: new TallyBook(),
         log,
       };
+    };
+    try {
       const roundOptions: RoundOptions = {
         timeoutMs: o.timeoutSeconds * 1000,
         intervalMs: 1000,
@@ -252,9 +258,9 @@ export async function main(args: string[]): Promise<number> {
         if (mismatch) console.error(`!!! ${mismatch}`);
       };
       // The default unit first: what every shipped unit runs, and what SUMMARY reports.
-      await measureSystem(ours(), ctx, o, roundOptions, recordInto(results), true);
+      await measureSystem(ours(), await contextFor('ours', 1), o, roundOptions, recordInto(results), true);
       if (o.unit === 'both') {
-        await measureSystem(ours({ groupCommit: true }), { ...ctx, book: new TallyBook() }, o, roundOptions, recordInto(groupResults), false);
+        await measureSystem(ours({ groupCommit: true }), await contextFor('ours-group', 2), o, roundOptions, recordInto(groupResults), false);
       }
       // Two clients on the same server, alternated by round: the service's own (direct calls, what
       // baseline_ratio divides by) and the plain AWS SDK client the issue's first figures were taken with
@@ -281,7 +287,7 @@ export async function main(args: string[]): Promise<number> {
         for (const c of clients) c.sqs.destroy();
       }
     } finally {
-      await pool.end({ timeout: 5 });
+      for (const pool of pools) await pool.end({ timeout: 5 });
     }
   } finally {
     await services?.stop();

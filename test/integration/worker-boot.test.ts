@@ -1,6 +1,6 @@
 // `svc workers` as a real process: the pool-size boot refusal, and a boot that waits for the schema,
 // serves /healthz and /readyz, and stops cleanly on SIGTERM, even one that arrives while it loads.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -8,6 +8,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/kv/redis-server.ts';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
+import { runNodeProcess } from '../support/node-process.ts';
 import { waitFor } from '../support/wait-for.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
@@ -48,34 +49,33 @@ async function baseEnv(extra: Record<string, string>): Promise<NodeJS.ProcessEnv
 describe('svc workers', () => {
   it('R-WRK-11 refuses to boot with DATABASE_POOL_SIZE below 2 x slots + 2, naming the variable', async () => {
     // The shipped units: maintenance.purge (1) on maintenance + login notification (4) on critical = 5 slots.
-    const result = spawnSync(process.execPath, [CLI, 'workers'], {
+    const result = await runNodeProcess([CLI, 'workers'], {
       env: await baseEnv({ QUEUES: 'critical,maintenance', DATABASE_POOL_SIZE: '11' }),
-      encoding: 'utf8',
-      timeout: 30_000,
+      timeoutMs: 120_000,
     });
-    expect(result.status).toBe(1);
+    expect(result.code).toBe(1);
     expect(result.stderr).toContain('DATABASE_POOL_SIZE');
     expect(result.stderr).toContain('at least 12');
-  });
+  }, 150_000);
 
   it('R-EXE-03 R-CFG-07 a taken SVC_HEALTH_PORT exits 1 with one error line instead of hanging on its connections', async () => {
     const port = await freePort();
     const blocker = net.createServer();
     await new Promise<void>((resolve) => blocker.listen(port, '0.0.0.0', resolve));
     try {
-      const result = spawnSync(process.execPath, [CLI, 'workers'], {
+      // Bounded far above a boot (seconds, minutes on a busy machine): a process that hangs never ends.
+      const result = await runNodeProcess([CLI, 'workers'], {
         env: await baseEnv({ QUEUES: 'maintenance', SVC_HEALTH_PORT: String(port) }),
-        encoding: 'utf8',
-        timeout: 20_000,
+        timeoutMs: 120_000,
       });
-      expect(result.error).toBeUndefined(); // not killed by the timeout: the process ended by itself
-      expect(result.status).toBe(1);
+      expect(result.timedOut).toBe(false); // not killed by the bound: the process ended by itself
+      expect(result.code).toBe(1);
       expect(result.stderr).toMatch(/^svc: EADDRINUSE: /m);
       expect(result.stderr).not.toMatch(/\n\s+at /);
     } finally {
       await new Promise((resolve) => blocker.close(resolve));
     }
-  });
+  }, 150_000);
 
   it('R-WRK-12 R-CFG-07 boots, reports ready on SVC_HEALTH_PORT, and exits 0 on SIGTERM', async () => {
     const port = await freePort();
