@@ -22,6 +22,14 @@
 // its successor failed its first statement with it and never read the types, so arrays came back as text
 // on it. Patched, the read's failure is left to the connection's error handling and the successor starts
 // clean; the fourth test fails without it (the process ends; the statement fails; `{a,b}` for an array).
+//
+// When a reserved connection (or one of postgres.js's own transactions) closes, the pool reconnects that
+// same connection for its next user, while the code that held it may still be running (a handler that
+// has not noticed, the rest of a transaction's scope). Its later statements then ran on the next user's
+// session, inside that user's transaction (a COMMIT of the dead transaction committed someone else's),
+// and its release handed the connection out a second time. Patched, a reservation or transaction whose
+// connection closed refuses every later statement with `CONNECTION_CLOSED` and its release does nothing;
+// the fifth test fails without it.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -105,6 +113,62 @@ describe('a PostgreSQL connection whose backend died', () => {
       // Not released: a reservation whose connection closed is over (postgres.js reconnects the connection).
       const [{ ok }] = (await sql<{ ok: number }[]>`SELECT 1 AS ok`) as unknown as [{ ok: number }];
       expect(ok).toBe(1);
+    } finally {
+      await sql.end({ timeout: 5 });
+    }
+  });
+
+  it('never runs a statement of a reservation or transaction whose connection died on the session that replaced it, nor hands that connection out twice', async () => {
+    const sql = createSql(db.url, { max: 1, applicationName: 'closed-connection-test' });
+    const outcome = (q: Promise<unknown>) =>
+      q.then(
+        (rows) => `returned ${JSON.stringify(rows)}`,
+        (error: { code?: string }) => `rejected ${error.code}`,
+      );
+    try {
+      // A reservation whose backend dies: postgres.js reconnects the same connection for the next user.
+      const first = await sql.reserve();
+      const [{ pid }] = (await first<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`) as unknown as [{ pid: number }];
+      await db.sql`SELECT pg_terminate_backend(${pid})`;
+      await expect.poll(() => outcome(first`SELECT 1`), { timeout: 10_000 }).toMatch(/^rejected /);
+      const second = await sql.reserve();
+      const [{ pid: next }] = (await second<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`) as unknown as [{ pid: number }];
+      expect(next).not.toBe(pid);
+      // The first holder's late statement (a handler's, a COMMIT) must not run on the second's session.
+      expect(await outcome(first`SELECT pg_backend_pid() AS pid`)).toBe('rejected CONNECTION_CLOSED');
+      // Nor may its release hand the connection to a third user while the second holds it.
+      first.release();
+      const third = sql.reserve();
+      const turn = await Promise.race([third.then(() => 'reserved'), new Promise((resolve) => setTimeout(() => resolve('waiting'), 500))]);
+      expect(turn).toBe('waiting');
+      second.release();
+      (await third).release();
+
+      // The same for postgres.js's own transaction: its scope goes on after the connection died.
+      let scopePid = 0;
+      let resume!: () => void;
+      const resumed = new Promise<void>((resolve) => (resume = resolve));
+      let late = 'not sent';
+      const began = outcome(
+        sql.begin(async (tx) => {
+          [{ pid: scopePid }] = (await tx<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`) as unknown as [{ pid: number }];
+          await resumed;
+          late = await outcome(tx`SELECT pg_backend_pid() AS pid`);
+        }),
+      );
+      await expect.poll(() => scopePid, { timeout: 10_000 }).not.toBe(0);
+      await db.sql`SELECT pg_terminate_backend(${scopePid})`;
+      expect(await began).toMatch(/^rejected (CONNECTION_CLOSED|57P01)$/);
+      const other = await sql.reserve();
+      await other`BEGIN`;
+      await other`CREATE TEMP TABLE closed_connection_probe (x int) ON COMMIT DROP`;
+      resume();
+      await expect.poll(() => late, { timeout: 10_000 }).not.toBe('not sent');
+      expect(late).toBe('rejected CONNECTION_CLOSED');
+      // The other user's transaction is still its own: nothing committed or rolled it back.
+      expect(await outcome(other`SELECT count(*)::int AS n FROM closed_connection_probe`)).toBe('returned [{"n":0}]');
+      await other`ROLLBACK`;
+      other.release();
     } finally {
       await sql.end({ timeout: 5 });
     }

@@ -36,7 +36,7 @@ const FREEZE_MS = Number(process.env.CHAOS_FREEZE_MS ?? 3_000);
 const OUTAGE_MS = Number(process.env.CHAOS_OUTAGE_MS ?? 2_000);
 /** Messages deleted at each of the two deletions: up to about 2% of the burst, at least 5. */
 const DELETE_EACH = Math.max(5, Math.ceil(RUNS / 50));
-/** How long a deletion keeps receiving: the workers compete for the messages, and group workers hold theirs. */
+/** How long a deletion keeps receiving (the workers frozen meanwhile), at most. */
 const DELETE_FOR_MS = 4_000;
 /** The test's own receives at once while it deletes. */
 const DELETE_RECEIVERS = 6;
@@ -206,29 +206,38 @@ async function chaos(s: ChaosScenario): Promise<{ runIds: string[]; prefix: stri
       mark('delete');
       const url = queueUrl(h.queueUrlPrefix, s.queue);
       const target = deleted.length + DELETE_EACH;
-      // Bounded: the workers compete for the same messages (every receive loop of every worker, and a
-      // groupCommit unit's workers hold many at once), and a quiet queue may hold none for a while: several
-      // receives of the test's own compete with theirs.
+      // The workers are frozen (SIGSTOP) while the test receives: they would otherwise take every message
+      // the relay sends before the test's receives do (a busy machine's workers left none to delete). The
+      // burst and the relay go on meanwhile, so the queue fills with messages of open runs; the workers'
+      // own deliveries stall in place, their heartbeats too, and come back after their visibility timeout.
+      const frozen = [...workerChildren];
+      for (const c of frozen) c.kill('SIGSTOP');
+      mark('workers-freeze');
       const until = Date.now() + DELETE_FOR_MS;
       const receiver = async () => {
-      while (deleted.length < target && Date.now() < until) {
-        const got = await h.sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 30 }));
-        const messages = got.Messages ?? [];
-        const ids = messages.map((m) => (JSON.parse(m.Body ?? '{}') as { run_id?: string }).run_id ?? '');
-        const open = new Set(
-          (await sql<{ run_id: string }[]>`SELECT run_id FROM platform_task_runs WHERE run_id = ANY(${ids.filter(Boolean)}::uuid[]) AND status IN ('queued', 'running', 'retrying')`).map((r) => r.run_id),
-        );
-        for (const [n, m] of messages.entries()) {
-          if (open.has(ids[n]!) && deleted.length < target) {
-            await h.sqs.send(new DeleteMessageCommand({ QueueUrl: url, ReceiptHandle: m.ReceiptHandle! }));
-            deleted.push(ids[n]!);
-          } else {
-            await h.sqs.send(new ChangeMessageVisibilityCommand({ QueueUrl: url, ReceiptHandle: m.ReceiptHandle!, VisibilityTimeout: 0 }));
+        while (deleted.length < target && Date.now() < until) {
+          const got = await h.sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 30 }));
+          const messages = got.Messages ?? [];
+          const ids = messages.map((m) => (JSON.parse(m.Body ?? '{}') as { run_id?: string }).run_id ?? '');
+          const open = new Set(
+            (await sql<{ run_id: string }[]>`SELECT run_id FROM platform_task_runs WHERE run_id = ANY(${ids.filter(Boolean)}::uuid[]) AND status IN ('queued', 'running', 'retrying')`).map((r) => r.run_id),
+          );
+          for (const [n, m] of messages.entries()) {
+            if (open.has(ids[n]!) && deleted.length < target) {
+              await h.sqs.send(new DeleteMessageCommand({ QueueUrl: url, ReceiptHandle: m.ReceiptHandle! }));
+              deleted.push(ids[n]!);
+            } else {
+              await h.sqs.send(new ChangeMessageVisibilityCommand({ QueueUrl: url, ReceiptHandle: m.ReceiptHandle!, VisibilityTimeout: 0 }));
+            }
           }
         }
-      }
       };
-      await Promise.all(Array.from({ length: DELETE_RECEIVERS }, receiver));
+      try {
+        await Promise.all(Array.from({ length: DELETE_RECEIVERS }, receiver));
+      } finally {
+        for (const c of frozen) c.kill('SIGCONT');
+        mark('workers-thaw');
+      }
     };
 
     const milestones: Milestone[] = [

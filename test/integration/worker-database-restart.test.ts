@@ -47,6 +47,14 @@ afterAll(async () => {
 const settled = async <T>(read: () => Promise<T>): Promise<T | undefined> => read().catch(() => undefined);
 
 describe('PostgreSQL restarts while the workers drain', () => {
+  it('every session of the cluster commits synchronously, as in production: an immediate stop takes back no COMMIT that answered', async () => {
+    // Every connection of the pool the workers share, each busy at once (so none is used twice).
+    const settings = await Promise.all(
+      Array.from({ length: 30 }, () => sql<{ s: string }[]>`SELECT current_setting('synchronous_commit') AS s, pg_sleep(0.2)`.then((rows) => rows[0]!.s)),
+    );
+    expect(settings).toEqual(Array.from({ length: 30 }, () => 'on'));
+  });
+
   it.each(['immediate', 'fast'] as const)('a %s stop and a start leave no run running or queued: every run final with one effect and a causal trail, nothing in flight', async (mode) => {
     const keys = Array.from({ length: RUNS }, () => `restart-${randomUUID()}`);
     const runIds: string[] = [];
@@ -74,7 +82,12 @@ describe('PostgreSQL restarts while the workers drain', () => {
 
     await waitFor(async () => (await settled(finished)) === RUNS, 90_000, { what: `all ${RUNS} runs succeeded after the restart` }).catch(async (error: unknown) => {
       const open = await sql<{ run_id: string; status: string }[]>`SELECT run_id, status FROM platform_task_runs WHERE run_id IN ${sql(runIds)} AND status <> 'succeeded'`;
-      throw new Error(`${(error as Error).message}: ${JSON.stringify(open)}; in flight ${workers?.inFlight()}; log tail:\n${h.logs().split('\n').slice(-20).join('\n')}`);
+      // Each open run's trail and the log lines that name it: where its delivery stopped.
+      const trails = await sql<{ run_id: string; event: string; detail: unknown; occurred_at: string }[]>`
+        SELECT run_id, event, detail, occurred_at::text FROM platform_task_run_events
+         WHERE run_id IN ${sql(open.length > 0 ? open.map((r) => r.run_id) : ['00000000-0000-0000-0000-000000000000'])} ORDER BY occurred_at, id`;
+      const named = h.logs().split('\n').filter((line) => open.some((r) => line.includes(r.run_id)));
+      throw new Error(`${(error as Error).message}: ${JSON.stringify(open)}; in flight ${workers?.inFlight()}; trails ${JSON.stringify(trails)}; their log lines:\n${named.slice(-30).join('\n')}\nlog tail:\n${h.logs().split('\n').slice(-20).join('\n')}`);
     });
     for (const key of keys) expect(await h.effects(key)).toBe(1);
     for (const runId of runIds) expect((await causalProblems(sql, runId)).problems).toEqual([]);

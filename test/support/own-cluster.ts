@@ -36,8 +36,17 @@ export async function ownCluster(prefix: string): Promise<OwnCluster> {
   const port = await freePort();
   const startPg = () => startEmbeddedPostgres({ dataDir: path.join(scratch, 'pg'), port, fast: true });
   let pg: EmbeddedPostgres | undefined = await startPg();
+  // Set from a connection of its own, before the pool opens any: a session takes the database's default
+  // when it starts, so a pool connection opened before it kept the command line's `off` for its whole
+  // life, and a transaction it committed could be taken back by an immediate stop after its COMMIT had
+  // answered (a run's effect acknowledged, its message deleted, then lost: the run left `running`).
+  const setup = createSql(pg.url, { max: 1 });
+  try {
+    await setup`ALTER DATABASE postgres SET synchronous_commit = on`;
+  } finally {
+    await setup.end({ timeout: 5 });
+  }
   const sql = createSql(pg.url, { max: 30 });
-  await sql`ALTER DATABASE postgres SET synchronous_commit = on`;
   await applyMigrations(sql, { root: ROOT });
   return {
     database: { name: 'postgres', url: pg.url, sql, drop: async () => {} },
