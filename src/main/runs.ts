@@ -67,6 +67,7 @@ function detailText(d: RunDetail): string {
     `redrive of  ${d.redriveOf ?? '-'}`,
     `redriven as ${d.redrivenAs ?? '-'}`,
     `unique key  ${d.uniqueKey ?? '-'}`,
+    `serial key  ${d.serialKey ?? '-'}`,
     `ledger      ${d.ledger ? `${d.ledger.status} (attempt ${d.ledger.attempt}, expires ${d.ledger.expiresAt}) ${JSON.stringify(d.ledger.outcome)}` : '-'}`,
     `outbox      ${d.outbox ? `${d.outbox.queue}, ${d.outbox.sentAt ? `sent ${d.outbox.sentAt}` : `pending since ${d.outbox.availableAt}`}, ${d.outbox.attempts} failed send(s); payload ${JSON.stringify(d.outbox.envelope.payload)}` : '- (purged, or never sent)'}`,
   ].map((line) => terminalText(line));

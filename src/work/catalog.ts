@@ -46,6 +46,8 @@ export const catalogSchema = z
         timeoutSeconds: z.number().int().min(1),
         schedule: z.string().nullable(),
         overlap: z.enum(['skip', 'allow']).nullable(),
+        /** The payload field that orders the task's runs (one at a time per value); null or absent: none. */
+        serialKey: z.string().min(1).nullable().optional(),
         rateLimit,
         payloadSchema,
         file: z.string().min(1),
@@ -225,6 +227,7 @@ export function buildCatalog(discovered: DiscoveredUnit[]): Catalog {
         timeoutSeconds: unit.timeoutSeconds,
         schedule: unit.schedule,
         overlap: unit.overlap,
+        serialKey: unit.serialKey,
         rateLimit: unit.rateLimit,
         payloadSchema: payloadJsonSchema(unit.payload),
         file,

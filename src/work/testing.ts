@@ -70,15 +70,17 @@ export type PortCall =
   | { call: 'ack' }
   | { call: 'retryAfter'; seconds: number }
   | { call: 'giveBack' }
+  | { call: 'waitTurn'; seconds: number }
   | { call: 'deadLetter'; context: DeadLetterContext }
   | { call: 'keepFor'; seconds: number };
 
 /**
  * What became of the message: deleted (`acked`), visible again after `retryInSeconds` (`retry`: a
  * scheduled retry, a held key, a release on shutdown), back at once without spending the receive
- * (`given_back`), copied to the dead-letter queue and deleted (`dead_lettered`).
+ * (`given_back`), back shortly without spending the receive while an earlier run of its serial key is
+ * not final (`waiting_turn`), copied to the dead-letter queue and deleted (`dead_lettered`).
  */
-export type MessageDisposition = 'acked' | 'retry' | 'given_back' | 'dead_lettered';
+export type MessageDisposition = 'acked' | 'retry' | 'given_back' | 'waiting_turn' | 'dead_lettered';
 
 /** The message as delivered, to deliver it again. */
 export interface TestMessage {
@@ -175,6 +177,7 @@ async function deliverOnce(unit: WorkUnit, message: TestMessage, key: { runId: s
     ack: async () => void portCalls.push({ call: 'ack' }),
     retryAfter: async (seconds) => void portCalls.push({ call: 'retryAfter', seconds }),
     giveBack: async () => void portCalls.push({ call: 'giveBack' }),
+    waitTurn: async (seconds) => void portCalls.push({ call: 'waitTurn', seconds }),
     deadLetter: async (context) => void portCalls.push({ call: 'deadLetter', context }),
     keepFor: (seconds) => void portCalls.push({ call: 'keepFor', seconds }),
   };
@@ -191,7 +194,7 @@ async function deliverOnce(unit: WorkUnit, message: TestMessage, key: { runId: s
   const trail = await readTrail(sql, scope, runId);
   const dead = portCalls.findLast((c) => c.call === 'deadLetter');
   const last = portCalls.findLast((c) => c.call !== 'keepFor');
-  const delivery: MessageDisposition = dead ? 'dead_lettered' : last?.call === 'retryAfter' ? 'retry' : last?.call === 'giveBack' ? 'given_back' : 'acked';
+  const delivery: MessageDisposition = dead ? 'dead_lettered' : last?.call === 'retryAfter' ? 'retry' : last?.call === 'giveBack' ? 'given_back' : last?.call === 'waitTurn' ? 'waiting_turn' : 'acked';
   return {
     outcome: run.status === 'succeeded' ? run.outcome : null,
     error: result === 'retrying' || result === 'failed' ? failureOf(trail, message.receiveCount) : null,

@@ -138,6 +138,26 @@ export const RATE_LIMIT_MAX = 1_000_000;
 /** The longest `rateLimit.perSeconds`: a day. */
 export const RATE_LIMIT_MAX_PER_SECONDS = 86_400;
 
+/** A top-level payload field, by name (any name when the payload's type is not an object). */
+export type SerialKeyField<P> = P extends Record<string, unknown> ? Extract<keyof P, string> : string;
+
+/** Longest serial key value, in characters (it is stored in the detail of the run's `queued` event). */
+export const MAX_SERIAL_KEY_LENGTH = 255;
+
+/**
+ * The serial key of a payload for a unit ordered by `field`: its value as text, undefined when the
+ * payload has none (the run is not ordered), or a sentence saying why the value cannot be one.
+ */
+export function serialKeyOf(field: string, payload: unknown): { key: string | undefined } | { problem: string } {
+  const value = typeof payload === 'object' && payload !== null ? (payload as Record<string, unknown>)[field] : undefined;
+  if (value === undefined || value === null) return { key: undefined };
+  const key = typeof value === 'string' ? value : typeof value === 'number' && Number.isFinite(value) ? String(value) : undefined;
+  if (key === undefined || key.length < 1 || key.length > MAX_SERIAL_KEY_LENGTH || key.includes('\u0000')) {
+    return { problem: `serialKey field '${field}' must hold a string of 1 to ${MAX_SERIAL_KEY_LENGTH} characters (without NUL) or a finite number` };
+  }
+  return { key };
+}
+
 export type UnitHandler<P> = (payload: P, run: UnitRun) => Promise<UnitOutcome | void>;
 
 /** Per-unit retry policy; every field is optional. */
@@ -191,6 +211,12 @@ interface CommonOptions<S extends z.ZodType> {
 }
 
 export interface TaskOptions<S extends z.ZodType> extends CommonOptions<S> {
+  /**
+   * Runs in order per key: the name of a top-level payload field (a string or a number). At most one run
+   * of this unit with a given value (per tenant) executes at a time, in dispatch order, across every
+   * workers process; a payload without the field runs freely (docs/serial-runs.md). Default none.
+   */
+  serialKey?: SerialKeyField<z.input<S>>;
   /** `rate(<n> <unit>)` or `cron(<min> <hour> <dom> <mon> <dow>)` in UTC: the schedule dispatches this task at each moment. Default none. */
   schedule?: string;
   /** Only for scheduled tasks: `skip` (default) skips a moment while an earlier run is active. */
@@ -235,6 +261,8 @@ export function messagesPerSlot(unit: Pick<UnitBase, 'groupCommit'>): number {
 /** A task; `S` is its payload schema, so typed dispatch checks a payload against it at compile time. */
 export interface TaskUnit<S extends z.ZodType = z.ZodType> extends UnitBase<S> {
   kind: 'task';
+  /** The payload field whose value orders this unit's runs (one at a time per value); null: none. */
+  serialKey: string | null;
   schedule: string | null;
   overlap: Overlap | null;
 }
@@ -262,6 +290,7 @@ export function defineTask<S extends z.ZodType>(options: TaskOptions<S>): TaskUn
     timeoutSeconds: options.timeoutSeconds ?? DEFAULT_TIMEOUT_SECONDS,
     context,
     schedule,
+    serialKey: (options.serialKey as string | undefined) ?? null,
     // `overlap` means nothing without a schedule; an explicit value there is reported by unitProblems.
     overlap: options.overlap ?? (schedule ? 'skip' : null),
     payload: options.payload,
@@ -375,6 +404,17 @@ export function unitProblems(unit: WorkUnit): string[] {
     // task with a schedule would be refused with RUN_CONTEXT_MISMATCH at every firing.
     if (unit.schedule !== null && unit.context === 'tenant') {
       problems.push("a scheduled task must have context 'platform' or 'system', not 'tenant': scheduled runs belong to no tenant; set context or remove the schedule");
+    }
+    if (unit.serialKey !== null) {
+      if (typeof unit.serialKey !== 'string' || !/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(unit.serialKey)) {
+        problems.push(`serialKey must name a top-level payload field (letters, digits, _), not ${JSON.stringify(unit.serialKey)}`);
+      } else {
+        const shape = (unit.payload as { shape?: Record<string, unknown> } | undefined)?.shape;
+        if (shape && typeof shape === 'object' && !(unit.serialKey in shape)) {
+          problems.push(`serialKey '${unit.serialKey}' is not a field of the payload schema (${Object.keys(shape).join(', ') || 'no fields'})`);
+        }
+      }
+      if (unit.groupCommit) problems.push('serialKey does not combine with groupCommit: a group runs its members together, a serial key one at a time');
     }
     if (unit.schedule === null && unit.overlap !== null) {
       problems.push('overlap is only for scheduled tasks: remove it or add a schedule');

@@ -49,6 +49,8 @@ export interface RunDetail {
   redrivenAs: string | null;
   /** The unique key it was dispatched with (from its first `queued` event), else null. */
   uniqueKey: string | null;
+  /** The serial key that orders it among its unit's runs (from its first `queued` event), else null. */
+  serialKey: string | null;
 }
 
 export interface ShowRunOptions {
@@ -62,6 +64,12 @@ export interface ShowRunOptions {
 /** Unique dispatch records its key in the detail of the run's first `queued` event (src/work/runtime/produce/unique-dispatch.ts). */
 function uniqueKeyOf(trail: readonly TrailEvent[]): string | null {
   const key = trail.find((e) => e.event === 'queued')?.detail?.unique_key;
+  return typeof key === 'string' ? key : null;
+}
+
+/** A unit with a serialKey records the run's key there too (src/work/runtime/execute/serial-turn.ts). */
+function serialKeyOf(trail: readonly TrailEvent[]): string | null {
+  const key = trail.find((e) => e.event === 'queued')?.detail?.serial_key;
   return typeof key === 'string' ? key : null;
 }
 
@@ -112,5 +120,6 @@ export async function showRun(sql: Sql | TxSql, runId: string, options: ShowRunO
     redriveOf: run.trigger === 'redrive' ? run.causationId : null,
     redrivenAs: child?.run_id ?? null,
     uniqueKey: uniqueKeyOf(trailRows),
+    serialKey: serialKeyOf(trailRows),
   };
 }

@@ -305,6 +305,10 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
         await stopHeartbeat();
         await sendBackKeepingReceives(o.sqs, o.queueUrl, message, receiveCount, 0);
       },
+      async waitTurn(seconds: number) {
+        await stopHeartbeat();
+        await sendBackKeepingReceives(o.sqs, o.queueUrl, message, receiveCount, seconds);
+      },
       async deadLetter(context: DeadLetterContext) {
         await stopHeartbeat();
         await o.sqs.send(

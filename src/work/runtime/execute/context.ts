@@ -53,6 +53,12 @@ export interface DeliveryPort {
    */
   giveBack(): Promise<void>;
   /**
+   * The run's turn has not come (an earlier run of its serial key, serial-turn.ts) and nothing of the
+   * delivery was written: the message comes back after `seconds`, and this receive does not count
+   * against its receives.
+   */
+  waitTurn(seconds: number): Promise<void>;
+  /**
    * The delivery's handler has returned and what is left of it runs no unit code (a group's finish
    * and COMMIT, group-execution.ts): its place in the consumer may take the next message meanwhile.
    * Optional; without it the place is held until the delivery settles.

@@ -23,7 +23,17 @@ import {
 import { register, type Registration } from './registration.ts';
 import { actOnClaim, startNow } from './claim.ts';
 import { callHandler } from './handler-call.ts';
+import { SERIAL_WAIT_SECONDS, SerialTurnNotYet, serialTurnColumn, serialTurnOf } from './serial-turn.ts';
 import { gateResultOf, recordResults, settleExecuted, settleRegistration, settleSuccess } from '../complete/settlement.ts';
+
+/** The effect transaction's opening row. */
+interface Opened {
+  locked: boolean;
+  /** False when an earlier run of the run's serial key is executing or not final yet (serial-turn.ts). */
+  serial_turn: boolean;
+  pid: number;
+  xact_start: string;
+}
 
 /**
  * Opens the effect transaction first and takes the key's advisory lock in it, then registers the
@@ -54,6 +64,8 @@ export async function deliverAlone(
   let startedAt: string | null = null;
   let followUpsSince: number | null = null; // run.dispatch/run.publish: their rows commit with the effect
   const needsLock = Boolean(c.key) && !early && gate.state !== 'held' && gate.state !== 'completed';
+  // Runs in order per key (serial-turn.ts): a delivery that will execute waits for its key's turn.
+  const serial = early || registered ? null : serialTurnOf(unit, scope, tenantId, c.envelope.run_id, c.envelope.payload); // the payload as dispatched, as its key was read then
   try {
     // The opening statement goes out with BEGIN (src/db/pipelined-begin.ts). It is harmless outside a
     // transaction: settings local to the transaction, and a lock held for the transaction. It applies
@@ -63,14 +75,17 @@ export async function deliverAlone(
     const settings = actorSettingsOf(c.actor);
     const result = await beginPipelined(
       deps.sql,
-      (tx) => tx<{ locked: boolean; pid: number; xact_start: string }[]>`
+      (tx) => tx<Opened[]>`
         SELECT set_config('app.tenant_id', ${settings.tenantId}, true), set_config('app.user_id', ${settings.userId}, true),
                set_config('app.process', ${settings.process}, true), set_config('statement_timeout', ${String(timeoutMs)}, true),
                ${needsLock ? tx`pg_try_advisory_xact_lock(${advisoryKeyOf(c.key!)}::bigint)` : tx`true`} AS locked,
+               ${serial ? serialTurnColumn(tx, serial) : tx`true AS serial_turn`},
                pg_backend_pid() AS pid, (extract(epoch FROM now()) * 1000000)::int8::text AS xact_start`,
       (tx, [opened], beforeCommit) => effect(tx, opened!, beforeCommit),
     );
-    async function effect(tx: TxSql, opened: { locked: boolean; pid: number; xact_start: string }, beforeCommit: <S>(statement: Promise<S>) => Promise<S>) {
+    async function effect(tx: TxSql, opened: Opened, beforeCommit: <S>(statement: Promise<S>) => Promise<S>) {
+      // Not its turn: rolled back before anything is registered; the message waits (below).
+      if (!opened.serial_turn) throw new SerialTurnNotYet();
       statement.open({ pid: opened.pid, xactStart: opened.xact_start });
       // Bounded (SVC_STAGE_TIMEOUT_MS): a registration that answers after its deadline may have committed
       // `received` and `running`; the message comes back and the next delivery registers again.
@@ -130,6 +145,12 @@ export async function deliverAlone(
   } catch (error) {
     lifetime.end();
     await evicted;
+    if (error instanceof SerialTurnNotYet) {
+      // Nothing was written: the gate goes back and the message returns shortly, keeping its receives.
+      await releaseOwnGate(c);
+      await c.port.waitTurn(SERIAL_WAIT_SECONDS);
+      return 'held';
+    }
     if (registration?.kind !== 'execute') throw error; // the registration itself failed: the consumer retries
     if (isStageTimeout(error)) {
       // A wait outlived its deadline (the database is away or the connection stalled): nothing is

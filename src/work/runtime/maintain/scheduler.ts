@@ -12,7 +12,7 @@ import { inUnitOfWork } from '../../../db/unit-of-work.ts';
 import { signalOutbox } from '../../../kv/wake.ts';
 import { evictRunStatus } from '../../../kv/run-status-cache.ts';
 import { CodedError } from '../../../errors/coded-error.ts';
-import { createDispatcher, defaultInstanceLabel } from '../produce/dispatch.ts';
+import { createDispatcher, defaultInstanceLabel, targetOfUnit } from '../produce/dispatch.ts';
 import {
   ACTIVE_RUN_STATUSES,
   insertRun,
@@ -67,7 +67,7 @@ export async function fireSchedule(sql: Sql, unit: TaskUnit, at: Date | undefine
   const instance = options.instance ?? defaultInstanceLabel();
   const executionId = (options.executionId ?? randomUUID()).slice(0, 128);
   const dispatcher = createDispatcher({
-    resolve: (name) => (name === unit.name ? { name: unit.name, queue: unit.queue, context: unit.context, payload: unit.payload } : undefined),
+    resolve: (name) => (name === unit.name ? targetOfUnit(unit) : undefined),
     instance,
   });
   const result = await inUnitOfWork(sql, { kind: 'scheduler', label: SCHEDULER_ACTOR_LABEL }, async (tx): Promise<FireResult> => {

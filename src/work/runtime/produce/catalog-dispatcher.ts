@@ -16,7 +16,8 @@ export interface CatalogDispatcherOptions {
 function targetOf(entry: CatalogTask | CatalogSubscription): DispatchTarget {
   // A catalog entry without payloadSchema (hand-written) is checked for JSON and size only.
   const check = entry.payloadSchema ? compilePayloadSchema(entry.payloadSchema) : undefined;
-  return { name: entry.name, queue: entry.queue, context: entry.context, ...(check ? { check } : {}) };
+  const serialKey = 'serialKey' in entry ? (entry.serialKey ?? null) : null;
+  return { name: entry.name, queue: entry.queue, context: entry.context, ...(check ? { check } : {}), ...(serialKey ? { serialKey } : {}) };
 }
 
 const eventKey = (type: string, version: number) => `${type}@${version}`;

@@ -20,7 +20,7 @@ import { zodPayloadCheck, type PayloadCheck, type PayloadIssue } from '../../def
 import { insertRun, insertScheduleOrigin, type RunTrigger } from '../store/run-store.ts';
 import { piece, RUN_TABLE, scoped, scopeTables, sqlText, tenantOnly, tenantText, type RunScope } from '../store/scope-tables.ts';
 import { insertTrailRows } from '../store/trail.ts';
-import { isWorkUnit, type DispatchedRun as PublicDispatchedRun, type TaskUnit, type UniqueDispatchOptions, type UnitContext, type WorkUnit } from '../../define/unit.ts';
+import { isWorkUnit, MAX_SERIAL_KEY_LENGTH, serialKeyOf, type DispatchedRun as PublicDispatchedRun, type TaskUnit, type UniqueDispatchOptions, type UnitContext, type WorkUnit } from '../../define/unit.ts';
 import { claimUniqueKeys, debounceRuns, uniqueKeys, uniqueRule, type KeyedRun } from './unique-dispatch.ts';
 
 /** What dispatch needs to know about a unit (a task, or an event subscriber). */
@@ -32,6 +32,8 @@ export interface DispatchTarget {
   payload?: ZodType;
   /** Used when `payload` is absent: the catalog's JSON Schema, compiled (the API). Neither: any JSON. */
   check?: PayloadCheck;
+  /** The payload field whose value orders the task's runs (`serialKey` in defineTask); none when absent. */
+  serialKey?: string | null;
 }
 
 /**
@@ -183,9 +185,12 @@ function checkSize(name: string, payload: unknown): void {
 function payloadIssues(target: DispatchTarget, payload: unknown): { ok: true; value: unknown } | { ok: false; issues: PayloadIssue[] } {
   checkSize(target.name, payload);
   const check = target.payload ? zodPayloadCheck(target.payload) : target.check;
-  if (!check) return { ok: true, value: payload ?? null };
-  const result = check(payload);
+  const result = check ? check(payload) : ({ ok: true } as const);
   if (!result.ok) return result;
+  if (target.serialKey) {
+    const serial = serialKeyOf(target.serialKey, payload);
+    if ('problem' in serial) return { ok: false, issues: [{ path: target.serialKey, rule: `must be a string of 1 to ${MAX_SERIAL_KEY_LENGTH} characters or a finite number: it orders the runs (serialKey)` }] };
+  }
   return { ok: true, value: payload ?? null };
 }
 
@@ -281,6 +286,13 @@ interface RunWrite {
   uniqueKey?: string;
 }
 
+/** `serial_key` of the `queued` detail: where a delivery finds the earlier runs of its key (src/work/runtime/execute/serial-turn.ts). */
+function serialDetail(w: RunWrite): { serial_key?: string } {
+  if (!w.target.serialKey) return {};
+  const serial = serialKeyOf(w.target.serialKey, w.payload);
+  return 'key' in serial && serial.key !== undefined ? { serial_key: serial.key } : {};
+}
+
 function envelopeOf(w: RunWrite, runId: string): Envelope {
   return {
     run_id: runId,
@@ -316,6 +328,7 @@ async function writeTrailsAndOutbox(
       ...(w.delaySeconds > 0 ? { delay_seconds: w.delaySeconds } : {}),
       ...(w.event ? { event: w.event.type, version: w.event.version } : {}),
       ...(w.uniqueKey !== undefined ? { unique_key: w.uniqueKey } : {}),
+      ...serialDetail(w),
     }),
   );
   const envelopeTexts = envelopes.map((e) => JSON.stringify(e));
@@ -708,7 +721,7 @@ export interface UnitDispatchOptions<P = unknown> extends DispatchOptions<P> {
 
 /** What dispatch needs from a unit definition (its schema included, so the worker's own check runs here). */
 export function targetOfUnit(unit: WorkUnit): DispatchTarget {
-  return { name: unit.name, queue: unit.queue, context: unit.context, payload: unit.payload };
+  return { name: unit.name, queue: unit.queue, context: unit.context, payload: unit.payload, ...(unit.kind === 'task' && unit.serialKey ? { serialKey: unit.serialKey } : {}) };
 }
 
 function unitDispatcher(unit: WorkUnit, instance: string | undefined): Dispatcher {

@@ -1,0 +1,2 @@
+-- Hand written: indexes through which a delivery of a unit with a serial key finds the earlier runs of its key (src/work/runtime/execute/serial-turn.ts).
+-- @load sql/work/0024_serial-runs.sql
