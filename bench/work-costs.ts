@@ -13,11 +13,14 @@
 //   effect            the full effect transaction of a no-op handler: skeleton + ledger claim + `started`
 //                     + ledger completed + run succeeded + `succeeded`
 //   rate_limit_redis  a unit's rateLimit: one place taken in its shared window (the Redis script), per run
+//   effect_skeleton_serial  effect_skeleton with a unit's serialKey: the turn check (earlier runs of the
+//                     key through the trail's index, the key's advisory lock) in the opening statement
 // Lines: COST step=<name> runs=<n> wall_ms=<x> client_cpu_ms=<x> pg_cpu_ms=<x> redis_cpu_ms=<x> (per run).
 import fs from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { DeleteMessageBatchCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
-import { createSql, type Sql } from '../src/db/client.ts';
+import { createSql, type Sql, type TxSql } from '../src/db/client.ts';
+import { serialTurnColumn } from '../src/work/runtime/execute/serial-turn.ts';
 import { inUnitOfWork, type Actor } from '../src/db/unit-of-work.ts';
 import { createRedis } from '../src/kv/client.ts';
 import { databaseIdentityOf } from '../src/kv/database-identity.ts';
@@ -130,6 +133,17 @@ export async function main(args: string[]): Promise<number> {
             });
           })
           .then(() => {});
+      // The same skeleton for a unit with a serialKey: its opening also checks the run's turn (serial-turn.ts).
+      const serialSkeleton = (runId: string) =>
+        sql
+          .begin(async (tx) => {
+            const key = idempotencyKeyOf(benchJob.name, runId);
+            const turn = { scope: 'tenant' as const, tenantId, unit: benchJob.name, runId, key: `account-${runId.slice(-2)}` };
+            await tx`SELECT set_config('app.tenant_id', ${tenantId}, true), set_config('app.user_id', '', true),
+                            set_config('app.process', ${workerActor.process}, true), set_config('statement_timeout', '60000', true),
+                            pg_try_advisory_xact_lock(${advisoryKeyOf(key)}::bigint), ${serialTurnColumn(tx as unknown as TxSql, turn)}`;
+          })
+          .then(() => {});
       const gate = async (runId: string) => {
         const key = gateKeyOf(await databaseIdentityOf(sql), 'tenant', tenantId, idempotencyKeyOf(benchJob.name, runId));
         await redis.set(key, JSON.stringify({ s: 'p', t: randomUUID() }), 'PX', 90_000, 'NX');
@@ -166,6 +180,7 @@ export async function main(args: string[]): Promise<number> {
       await perRun(warm, skeleton);
       await perRun(warm, effect);
       await perRun(warm, rateRedis);
+      await perRun(warm, serialSkeleton);
 
       const measured: string[] = [];
       await step('dispatch', () => dispatch(runs, measured));
@@ -176,6 +191,7 @@ export async function main(args: string[]): Promise<number> {
       await step('effect_skeleton', () => perRun(measured, skeleton));
       await step('effect', () => perRun(measured, effect));
       await step('rate_limit_redis', () => perRun(measured, rateRedis));
+      await step('effect_skeleton_serial', () => perRun(measured, serialSkeleton));
       const [check] = await sql<{ done: number }[]>`SELECT count(*)::int AS done FROM task_runs WHERE tenant_id = ${tenantId} AND status = 'succeeded'`;
       log(`runs succeeded: ${check?.done ?? 0} of ${2 * runs} (the warm-up's and the measured ones)`);
     } finally {
@@ -188,5 +204,5 @@ export async function main(args: string[]): Promise<number> {
     await services.stop();
   }
   if (!fs.existsSync('/proc/self/stat')) log('no /proc: PostgreSQL and Redis CPU read as 0');
-  return rows.length === 7 ? 0 : 1;
+  return rows.length === 8 ? 0 : 1;
 }

@@ -227,7 +227,8 @@ export function buildCatalog(discovered: DiscoveredUnit[]): Catalog {
         timeoutSeconds: unit.timeoutSeconds,
         schedule: unit.schedule,
         overlap: unit.overlap,
-        serialKey: unit.serialKey,
+        // Only a unit that has one: the catalogs of every other unit stay as they were.
+        ...(unit.serialKey ? { serialKey: unit.serialKey } : {}),
         rateLimit: unit.rateLimit,
         payloadSchema: payloadJsonSchema(unit.payload),
         file,

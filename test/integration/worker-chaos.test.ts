@@ -37,7 +37,7 @@ const OUTAGE_MS = Number(process.env.CHAOS_OUTAGE_MS ?? 2_000);
 /** Messages deleted at each of the two deletions: up to about 2% of the burst, at least 5. */
 const DELETE_EACH = Math.max(5, Math.ceil(RUNS / 50));
 /** How long a deletion keeps receiving (the workers frozen meanwhile), at most. */
-const DELETE_FOR_MS = 4_000;
+const DELETE_FOR_MS = 6_000;
 /** The test's own receives at once while it deletes. */
 const DELETE_RECEIVERS = 6;
 const CHILDREN = 2;
@@ -206,11 +206,12 @@ async function chaos(s: ChaosScenario): Promise<{ runIds: string[]; prefix: stri
       mark('delete');
       const url = queueUrl(h.queueUrlPrefix, s.queue);
       const target = deleted.length + DELETE_EACH;
-      // The workers are frozen (SIGSTOP) while the test receives: they would otherwise take every message
-      // the relay sends before the test's receives do (a busy machine's workers left none to delete). The
-      // burst and the relay go on meanwhile, so the queue fills with messages of open runs; the workers'
-      // own deliveries stall in place, their heartbeats too, and come back after their visibility timeout.
-      const frozen = [...workerChildren];
+      // Every process that consumes (the workers, and the relay's process, a workers service too) is
+      // frozen (SIGSTOP) while the test receives: they would otherwise take every message before the
+      // test's receives do (on a busy machine they left none to delete). Their deliveries stall in place,
+      // their heartbeats too, so the messages they hold come back after the visibility timeout, to the
+      // test's receives; so do the messages still waiting in the queue.
+      const frozen = [...workerChildren, relayChild];
       for (const c of frozen) c.kill('SIGSTOP');
       mark('workers-freeze');
       const until = Date.now() + DELETE_FOR_MS;
