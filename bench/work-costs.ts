@@ -19,7 +19,7 @@
 import fs from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { DeleteMessageBatchCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
-import { createSql, type Sql, type TxSql } from '../src/db/client.ts';
+import { createSql, type Sql } from '../src/db/client.ts';
 import { serialTurnColumn } from '../src/work/runtime/execute/serial-turn.ts';
 import { inUnitOfWork, type Actor } from '../src/db/unit-of-work.ts';
 import { createRedis } from '../src/kv/client.ts';
@@ -141,7 +141,7 @@ export async function main(args: string[]): Promise<number> {
             const turn = { scope: 'tenant' as const, tenantId, unit: benchJob.name, runId, key: `account-${runId.slice(-2)}` };
             await tx`SELECT set_config('app.tenant_id', ${tenantId}, true), set_config('app.user_id', '', true),
                             set_config('app.process', ${workerActor.process}, true), set_config('statement_timeout', '60000', true),
-                            pg_try_advisory_xact_lock(${advisoryKeyOf(key)}::bigint), ${serialTurnColumn(tx as unknown as TxSql, turn)}`;
+                            pg_try_advisory_xact_lock(${advisoryKeyOf(key)}::bigint), ${serialTurnColumn(tx, turn)}`;
           })
           .then(() => {});
       const gate = async (runId: string) => {

@@ -196,6 +196,9 @@ export function runPage(d: RunDetail, options: { writable: boolean; viewer: View
     ['started', esc(r.startedAt ?? '')],
     ['finished', esc(r.finishedAt ?? '')],
   ];
+  // The keys the run was dispatched with: the unit's unique key, the serial key that orders it.
+  if (d.uniqueKey) facts.push(['unique key', `<code>${esc(d.uniqueKey)}</code>`]);
+  if (d.serialKey) facts.push(['serial key', `<code>${esc(d.serialKey)}</code>`]);
   if (d.redriveOf) facts.push(['redrive of', `<a href="/runs/${esc(d.redriveOf)}"><code>${esc(d.redriveOf)}</code></a>`]);
   if (d.redrivenAs) facts.push(['redriven as', `<a id="redriven-as" href="/runs/${esc(d.redrivenAs)}"><code>${esc(d.redrivenAs)}</code></a>`]);
   const timeline = d.trail

@@ -10,6 +10,7 @@ import { inUnitOfWork } from '../../src/db/unit-of-work.ts';
 import { defineTask, unitProblems, type WorkUnit } from '../../src/work/define/unit.ts';
 import { dispatchMany, dispatchTask } from '../../src/work/runtime/produce/dispatch.ts';
 import { showRun } from '../../src/work/operate/show-run.ts';
+import { runPage } from '../../src/console/console-pages.ts';
 import type { WorkerRuntime } from '../../src/work/runtime/worker-runtime.ts';
 import { SYSTEM_ACTOR, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import { refusal } from '../support/refusal.ts';
@@ -109,6 +110,10 @@ describe('serialKey: runs in order per key', () => {
     // `svc runs show` says which key orders a run.
     expect((await showRun(h.sql, second.runId)).serialKey).toBe('slow');
     expect((await showRun(h.sql, free.runId)).serialKey).toBeNull();
+    // So does the console's run page.
+    const html = runPage(await showRun(h.sql, second.runId), { writable: false, viewer: { operator: null } });
+    expect(html).toContain('<tr><th>serial key</th><td><code>slow</code></td></tr>');
+    expect(runPage(await showRun(h.sql, free.runId), { writable: false, viewer: { operator: null } })).not.toContain('serial key');
     const [none] = await h.sql<[{ n: number }]>`SELECT count(*)::int AS n FROM platform_task_run_events WHERE run_id = ${free.runId} AND event = 'queued' AND detail ? 'serial_key'`;
     expect(none.n).toBe(0);
   }, 120_000);
