@@ -53,6 +53,14 @@ afterAll(async () => {
   await db?.drop();
 });
 
+/** A pool of one connection, that connection reserved, and the pid of its backend. */
+async function reservedAlone() {
+  const sql = createSql(db.url, { max: 1, applicationName: 'closed-connection-test' });
+  const reserved = await sql.reserve();
+  const [{ pid }] = (await reserved<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`) as unknown as [{ pid: number }];
+  return { sql, reserved, pid };
+}
+
 describe('a PostgreSQL connection whose backend died', () => {
   it('rejects every later statement on a reserved connection and in a transaction, keeps the process alive and the pool usable', async () => {
     const { code, stdout, stderr } = await runNodeProcess([FIXTURE, db.url]);
@@ -95,10 +103,8 @@ describe('a PostgreSQL connection whose backend died', () => {
   });
 
   it('rejects the statements a reserved connection held back while busy when it closes, instead of leaving them waiting', async () => {
-    const sql = createSql(db.url, { max: 1, applicationName: 'closed-connection-test' });
+    const { sql, reserved, pid } = await reservedAlone();
     try {
-      const reserved = await sql.reserve();
-      const [{ pid }] = (await reserved<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`) as unknown as [{ pid: number }];
       const outcome = (q: Promise<unknown>) =>
         q.then(
           () => 'returned',
@@ -181,10 +187,8 @@ describe('a PostgreSQL connection whose backend died', () => {
   });
 
   it('answers a reserve that was waiting for the pool when a reserved connection closed', async () => {
-    const sql = createSql(db.url, { max: 1, applicationName: 'closed-connection-test' });
+    const { sql, pid } = await reservedAlone();
     try {
-      const holder = await sql.reserve();
-      const [{ pid }] = (await holder<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`) as unknown as [{ pid: number }];
       // The pool's only connection is reserved: this one waits in the pool's queue.
       const waiting = sql.reserve();
       await db.sql`SELECT pg_terminate_backend(${pid})`;

@@ -208,15 +208,16 @@ async function chaos(s: ChaosScenario): Promise<{ runIds: string[]; prefix: stri
       const target = deleted.length + DELETE_EACH;
       // Every process that consumes (the workers, and the relay's process, a workers service too) is
       // frozen (SIGSTOP) while the test receives: they would otherwise take every message before the
-      // test's receives do (on a busy machine they left none to delete). Their deliveries stall in place,
-      // their heartbeats too, so the messages they hold come back after the visibility timeout, to the
-      // test's receives; so do the messages still waiting in the queue.
+      // test's receives do (on a busy machine they left none to delete). The burst goes on meanwhile and
+      // the test relays its runs itself, so the queue holds messages of open runs; the frozen deliveries
+      // stall in place, their heartbeats too, and their messages come back after the visibility timeout.
       const frozen = [...workerChildren, relayChild];
       for (const c of frozen) c.kill('SIGSTOP');
       mark('workers-freeze');
       const until = Date.now() + DELETE_FOR_MS;
-      const receiver = async () => {
+      const receiver = async (_: unknown, index: number) => {
         while (deleted.length < target && Date.now() < until) {
+          if (index === 0) await h.relay();
           const got = await h.sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 30 }));
           const messages = got.Messages ?? [];
           const ids = messages.map((m) => (JSON.parse(m.Body ?? '{}') as { run_id?: string }).run_id ?? '');

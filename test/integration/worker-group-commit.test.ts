@@ -609,8 +609,9 @@ describe('group commit', () => {
     const sent = new Set<string>();
     const traced = postgres(h.db.url, { max: 24, onnotice: () => {}, debug: (_connection, query) => sent.add(query) });
     try {
-      const runtime = await h.startWorkers({ queues: ['bulk'], sql: traced });
+      // Fenced before the runtime starts: a live runtime would take the fence's markers itself.
       await h.fenceAbandonedPolls('bulk');
+      const runtime = await h.startWorkers({ queues: ['bulk'], sql: traced });
       const runIds: string[] = [];
       for (const key of ['g-plan-1', 'g-plan-2', 'g-plan-3', 'g-plan-4']) runIds.push((await h.dispatch('fixture.group_tenant', { key }, tenantActor())).runId);
       await h.relay();
