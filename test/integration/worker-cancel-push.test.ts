@@ -56,7 +56,9 @@ async function blockedRun(unit: string, key: string): Promise<string> {
   return runId;
 }
 
-const listeners = () => h.sql<{ pid: number }[]>`SELECT pid FROM pg_stat_activity WHERE query ILIKE 'listen %svc_run_cancelled%' AND pid <> pg_backend_pid()`;
+// This database's only: the cluster serves every test file at once, and their workers listen too.
+const listeners = () =>
+  h.sql<{ pid: number }[]>`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'listen %svc_run_cancelled%' AND pid <> pg_backend_pid()`;
 
 /** The cancelled run settled: failed with CANCELLED, no effect, a trail with this attempt's `started` that reads causally. */
 async function expectCancelledWithStart(runId: string, key: string) {
