@@ -17,7 +17,7 @@ import { loginNotificationEmail } from '../../units/identity/login-notification-
 import { FakeSessionResolver } from '../support/fake-session-resolver.ts';
 import { refusal } from '../support/refusal.ts';
 import { freshDatabase, freshRedisUrl, type TestDatabase } from '../support/services.ts';
-import { createTenantMember } from './work-tables-support.ts';
+import { createTenantMember, memberActor } from './work-tables-support.ts';
 
 const entry = { concurrency: 1, timeoutSeconds: 30 };
 // As `svc tasks emit` writes it; `file` paths under units/nowhere/ do not exist: importing them would fail.
@@ -45,7 +45,7 @@ beforeAll(async () => {
   db = await freshDatabase();
   redis = createRedis(await freshRedisUrl(), { name: 'catalog-dispatcher-test' });
   const member = await createTenantMember(db.sql);
-  actor = { kind: 'user', ...member, label: `user:${member.userId}` };
+  actor = memberActor(member);
   const file = path.join(tmp, 'tasks.json');
   writeCatalog(file, CATALOG);
   app = await buildApp({

@@ -10,7 +10,7 @@ import { defineTask } from '../../src/work/define/unit.ts';
 import { UNIQUE_LOCK_BUCKETS } from '../../src/work/runtime/produce/unique-dispatch.ts';
 import { refusal } from '../support/refusal.ts';
 import type { TestDatabase } from '../support/services.ts';
-import { createTenantMember, workDatabase, type TenantMember } from './work-tables-support.ts';
+import { createTenantMember, memberActor, workDatabase, type TenantMember } from './work-tables-support.ts';
 
 const importRow = defineTask({
   name: 'imports.row',
@@ -29,7 +29,7 @@ beforeAll(async () => {
   db = await workDatabase();
   sql = db.sql;
   member = await createTenantMember(sql);
-  user = { kind: 'user', ...member, label: `user:${member.userId}` };
+  user = memberActor(member);
 });
 afterAll(async () => {
   await db?.drop();

@@ -14,7 +14,7 @@ import { SYSTEM_ACTOR, workHarness, type WorkHarness } from '../fixtures/work-ha
 import { refusal } from '../support/refusal.ts';
 import type { TestDatabase } from '../support/services.ts';
 import { waitFor } from '../support/wait-for.ts';
-import { createTenantMember, workDatabase, type TenantMember } from './work-tables-support.ts';
+import { createTenantMember, memberActor, workDatabase, type TenantMember } from './work-tables-support.ts';
 
 const refreshAccount = defineTask({
   name: 'billing.refresh_account',
@@ -33,7 +33,7 @@ beforeAll(async () => {
   db = await workDatabase({ max: CONCURRENT + 3 });
   sql = db.sql;
   member = await createTenantMember(sql);
-  user = { kind: 'user', ...member, label: `user:${member.userId}` };
+  user = memberActor(member);
 });
 afterAll(async () => {
   await db?.drop();

@@ -13,7 +13,7 @@ import { dispatchMany, dispatchTask, DispatchError, MAX_BULK_RUNS } from '../../
 import { defineTask } from '../../src/work/define/unit.ts';
 import { refusal } from '../support/refusal.ts';
 import { freshRedisUrl, type TestDatabase } from '../support/services.ts';
-import { createTenantMember, workDatabase, type TenantMember } from './work-tables-support.ts';
+import { createTenantMember, memberActor, workDatabase, type TenantMember } from './work-tables-support.ts';
 import { testDispatcher } from './work-test-units.ts';
 
 const sendInvoice = defineTask({
@@ -36,7 +36,7 @@ beforeAll(async () => {
   redis = createRedis(await freshRedisUrl(), { name: 'dispatch-typed-bulk-test' });
   await new Promise((resolve) => redis.once('ready', resolve));
   member = await createTenantMember(sql);
-  user = { kind: 'user', ...member, label: `user:${member.userId}` };
+  user = memberActor(member);
 });
 afterAll(async () => {
   redis?.disconnect();

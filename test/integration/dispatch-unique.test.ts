@@ -11,7 +11,7 @@ import { showRun } from '../../src/work/operate/show-run.ts';
 import { defineTask } from '../../src/work/define/unit.ts';
 import { refusal } from '../support/refusal.ts';
 import type { TestDatabase } from '../support/services.ts';
-import { createTenantMember, workDatabase, type TenantMember } from './work-tables-support.ts';
+import { createTenantMember, memberActor, workDatabase, type TenantMember } from './work-tables-support.ts';
 
 const syncAccount = defineTask({
   name: 'billing.sync_account',
@@ -33,7 +33,7 @@ beforeAll(async () => {
   db = await workDatabase({ max: CONCURRENT + 2 });
   sql = db.sql;
   member = await createTenantMember(sql);
-  user = { kind: 'user', ...member, label: `user:${member.userId}` };
+  user = memberActor(member);
 });
 afterAll(async () => {
   await db?.drop();

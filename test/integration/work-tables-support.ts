@@ -4,6 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { freshDatabase, type TestDatabase } from '../support/services.ts';
 import type { Sql } from '../../src/db/client.ts';
+import type { Actor } from '../../src/db/unit-of-work.ts';
 import { createBlueprint, createMembership, createPerson, createTenantRow } from './domain-support.ts';
 
 export async function workDatabase(options: { max?: number } = {}): Promise<TestDatabase> {
@@ -27,4 +28,9 @@ export async function createTenantMember(sql: Sql): Promise<TenantMember> {
   const { userId } = await createPerson(sql, 'Test Person');
   const membershipId = await createMembership(sql, tenantId, userId);
   return { tenantId, userId, membershipId };
+}
+
+/** The member as the user actor of a dispatch in its tenant. */
+export function memberActor(member: TenantMember): Actor {
+  return { kind: 'user', ...member, label: `user:${member.userId}` };
 }
