@@ -25,7 +25,9 @@ import type { BackoffOptions } from './runtime/complete/backoff.ts';
 import { GroupCommits, runDelivery, StartCoalescer, type DeadLetterContext, type DeliveryPort, type DeliveryResult, type RunnerDeps } from './runtime/consume/runner.ts';
 import { createDispatcher, targetOfUnit } from './runtime/produce/dispatch.ts';
 import { envelopeBody } from './runtime/produce/envelope.ts';
-import { readRun, readTrail, type RunRow, type RunScope, type TrailEvent } from './runtime/store/run-store.ts';
+import { readRun, type RunRow } from './runtime/store/run-store.ts';
+import type { RunScope } from './runtime/store/scope-tables.ts';
+import { readTrail, type TrailEvent } from './runtime/store/trail.ts';
 import type { classifyFailure } from './define/unit-errors.ts';
 import type { DispatchedRun, UnitOutcome, WorkUnit } from './define/unit.ts';
 

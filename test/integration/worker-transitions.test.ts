@@ -10,7 +10,7 @@ import { z } from 'zod';
 import { jsonbTextBytes } from '../../src/db/jsonb-text.ts';
 import { databaseIdentityOf } from '../../src/kv/database-identity.ts';
 import { gateKeyOf, idempotencyKeyOf } from '../../src/work/runtime/store/idempotency.ts';
-import { appendTrailEvent } from '../../src/work/runtime/store/run-store.ts';
+import { appendTrailEvent } from '../../src/work/runtime/store/trail.ts';
 import { defineTask, type WorkUnit } from '../../src/work/define/unit.ts';
 import { events, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import { RUNTIME_UNITS } from '../fixtures/units/runtime-units.ts';

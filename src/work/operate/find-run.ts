@@ -1,7 +1,8 @@
 // Finds a run by id in either run table. Operators hold a run id (from a log, a DLQ message, the API)
 // without knowing whether it is a tenant or a platform run; the scope comes from the table holding it.
 import type { Sql, TxSql } from '../../db/client.ts';
-import { readRun, type RunRow, type RunScope } from '../runtime/store/run-store.ts';
+import { readRun, type RunRow } from '../runtime/store/run-store.ts';
+import type { RunScope } from '../runtime/store/scope-tables.ts';
 import { checkRunId, OperateError } from './operate-error.ts';
 
 export interface FoundRun {

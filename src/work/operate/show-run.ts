@@ -61,15 +61,13 @@ export interface ShowRunOptions {
   keySource?: (unit: string, payload: unknown) => string | undefined;
 }
 
-/** Unique dispatch records its key in the detail of the run's first `queued` event (src/work/runtime/produce/unique-dispatch.ts). */
-function uniqueKeyOf(trail: readonly TrailEvent[]): string | null {
-  const key = trail.find((e) => e.event === 'queued')?.detail?.unique_key;
-  return typeof key === 'string' ? key : null;
-}
-
-/** A unit with a serialKey records the run's key there too (src/work/runtime/execute/serial-turn.ts). */
-function serialKeyOf(trail: readonly TrailEvent[]): string | null {
-  const key = trail.find((e) => e.event === 'queued')?.detail?.serial_key;
+/**
+ * A key the dispatch recorded in the detail of the run's first `queued` event: `unique_key` (unique
+ * dispatch, src/work/runtime/produce/unique-dispatch.ts) or `serial_key` (a unit's serialKey,
+ * src/work/runtime/execute/serial-turn.ts).
+ */
+function dispatchKey(trail: readonly TrailEvent[], field: 'unique_key' | 'serial_key'): string | null {
+  const key = trail.find((e) => e.event === 'queued')?.detail?.[field];
   return typeof key === 'string' ? key : null;
 }
 
@@ -119,7 +117,7 @@ export async function showRun(sql: Sql | TxSql, runId: string, options: ShowRunO
       : null,
     redriveOf: run.trigger === 'redrive' ? run.causationId : null,
     redrivenAs: child?.run_id ?? null,
-    uniqueKey: uniqueKeyOf(trailRows),
-    serialKey: serialKeyOf(trailRows),
+    uniqueKey: dispatchKey(trailRows, 'unique_key'),
+    serialKey: dispatchKey(trailRows, 'serial_key'),
   };
 }

@@ -4,7 +4,8 @@
 // cancelled the run (cancel-run.ts), `onCancel` aborts the attempt. One indexed primary-key read per
 // running run per interval (20 s by default) costs nothing measurable.
 import type { Sql } from '../../../db/client.ts';
-import type { RunKey, RunScope } from '../store/run-store.ts';
+import type { RunKey } from '../store/run-store.ts';
+import type { RunScope } from '../store/scope-tables.ts';
 import { isRunCancelled, RunCancelled } from '../complete/cancellation.ts';
 import type { CancelNotices } from './cancel-notices.ts';
 

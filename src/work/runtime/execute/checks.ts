@@ -8,7 +8,7 @@ import { knownDatabaseIdentity } from '../../../kv/database-identity.ts';
 import { parseEnvelope, type Envelope } from '../produce/envelope.ts';
 import { boundStage } from '../../../db/stage-deadline.ts';
 import { acquireGate, confirmCompletedGate, releaseGate, fingerprintOf, gateKeyOf, idempotencyKeyOf, type GateState } from '../store/idempotency.ts';
-import type { RunScope } from '../store/run-store.ts';
+import type { RunScope } from '../store/scope-tables.ts';
 import { classifyFailure, IdempotencyKeyReused, PermanentFailure, UnitNotRegistered, ValidationFailure } from '../../define/unit-errors.ts';
 import type { Delivery, DeliveryContext, DeliveryPort, DeliveryResult, Failure, RunnerDeps } from './context.ts';
 

@@ -11,7 +11,8 @@ import { DEFAULT_IDEMPOTENCY_CACHE_TTL_MS, RUN_JSON_MAX_BYTES } from '../../../c
 import type { BackoffOptions } from '../complete/backoff.ts';
 import type { Envelope } from '../produce/envelope.ts';
 import { releaseGate, type GateState, type LedgerScope } from '../store/idempotency.ts';
-import type { ActorSettings, RunRow, RunScope } from '../store/run-store.ts';
+import type { ActorSettings, RunRow } from '../store/run-store.ts';
+import type { RunScope } from '../store/scope-tables.ts';
 import { appendTrailEvent, type TrailEventName } from '../store/trail.ts';
 import type { WorkUnit } from '../../define/unit.ts';
 import type { StartCoalescer } from './start-coalescer.ts';

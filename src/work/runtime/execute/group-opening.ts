@@ -22,7 +22,8 @@ import type { PendingQuery, Row } from 'postgres';
 import type { TxSql } from '../../../db/client.ts';
 import { IN_TRANSACTION_SETTING } from '../../../db/pipelined-begin.ts';
 import type { FreshClaim } from '../store/idempotency.ts';
-import { ACTIVE_RUN_STATUSES, toRunRow, type ActorSettings, type RunRow, type RunScope } from '../store/run-store.ts';
+import { ACTIVE_RUN_STATUSES, toRunRow, type ActorSettings, type RunRow } from '../store/run-store.ts';
+import type { RunScope } from '../store/scope-tables.ts';
 
 export interface GroupOpeningInput {
   scope: RunScope;

@@ -4,7 +4,8 @@
 import { inUnitOfWork } from '../../../db/unit-of-work.ts';
 import type { TxSql } from '../../../db/client.ts';
 import { tryLockKey, type GateState } from '../store/idempotency.ts';
-import { FINAL_RUN_STATUSES, OUTBOX_TABLE, readRun, transitionRun, type RunRow } from '../store/run-store.ts';
+import { FINAL_RUN_STATUSES, readRun, transitionRun, type RunRow } from '../store/run-store.ts';
+import { OUTBOX_TABLE } from '../store/scope-tables.ts';
 import { finalDeliveryNote } from '../complete/final-delivery.ts';
 import { actorSettingsOf, fitOutcome, trail, type DeliveryContext, type Failure } from './context.ts';
 

@@ -1,7 +1,8 @@
 // Registrations of one event-loop turn share one statement and one commit. The coalescer is state
 // of one worker runtime (created with its RunnerDeps), never module state shared across runtimes.
 import type { Sql } from '../../../db/client.ts';
-import { startDeliveries, startDelivery, type ActorSettings, type RunRow, type RunScope } from '../store/run-store.ts';
+import { startDeliveries, startDelivery, type ActorSettings, type RunRow } from '../store/run-store.ts';
+import type { RunScope } from '../store/scope-tables.ts';
 
 export type Started = { run: RunRow; scheduledFor: string | null } | null;
 

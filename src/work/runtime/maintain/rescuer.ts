@@ -29,7 +29,8 @@ import { recordRunFinished } from '../../../observe/delivery-metrics.ts';
 import { recordOverdue, recordRescued } from '../../../observe/rescue-metrics.ts';
 import { queueUrl, type QueueName } from '../../../queue/names.ts';
 import { failedOutcome } from '../complete/failure-outcome.ts';
-import { resendRuns, transitionRun, type RunRescue, type RunScope } from '../store/run-store.ts';
+import { resendRuns, transitionRun, type RunRescue } from '../store/run-store.ts';
+import type { RunScope } from '../store/scope-tables.ts';
 import { appendTrailEvent } from '../store/trail.ts';
 import { findStrandedRuns, type OverdueWindows, type StrandedRun } from '../store/stranded-runs.ts';
 

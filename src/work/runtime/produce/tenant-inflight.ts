@@ -36,7 +36,7 @@
 import type { TxSql } from '../../../db/client.ts';
 import { CONTENTION_MEMORY_MS, DEFAULT_CAPPED_POLL_MS, LONE_ROOM_MAX_WAIT_MS } from '../../../config/limits.ts';
 import type { actorContextSelect } from '../../../db/unit-of-work.ts';
-import type { RunScope } from '../store/run-store.ts';
+import type { RunScope } from '../store/scope-tables.ts';
 
 export { DEFAULT_CAPPED_POLL_MS };
 

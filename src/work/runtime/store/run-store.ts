@@ -9,13 +9,6 @@ import type { QueueName } from '../../../queue/names.ts';
 import { checkTenant, OUTBOX_TABLE, piece, RUN_TABLE, scoped, scopeTables, sqlText, SqlPiece, SqlText, tenantOnly, tenantText, type RunScope } from './scope-tables.ts';
 import { insertTrailEvents, trailRows } from './trail.ts';
 
-// The scope's tables and the trail's API, for the modules that still import them from here (the relay,
-// src/work/testing.ts, tests): they are defined in scope-tables.ts and trail.ts.
-export { OUTBOX_TABLE, RUN_TABLE, RunScopeError, type RunScope } from './scope-tables.ts';
-export {
-  appendTrailEvent, appendTrailEvents, insertTrailEvents, readTrail, type TrailEvent, type TrailEventInput, type TrailEventName,
-} from './trail.ts';
-
 export type RunStatus = 'queued' | 'running' | 'retrying' | 'succeeded' | 'failed' | 'skipped';
 export type RunTrigger = 'dispatch' | 'event' | 'redrive' | 'schedule';
 export type RunActorKind = 'user' | 'system' | 'scheduler';
