@@ -226,8 +226,9 @@ async function chaos(s: ChaosScenario): Promise<{ runIds: string[]; prefix: stri
           );
           for (const [n, m] of messages.entries()) {
             if (open.has(ids[n]!) && deleted.length < target) {
-              await h.sqs.send(new DeleteMessageCommand({ QueueUrl: url, ReceiptHandle: m.ReceiptHandle! }));
+              // Counted before the call, so the receivers running at once never delete past the target.
               deleted.push(ids[n]!);
+              await h.sqs.send(new DeleteMessageCommand({ QueueUrl: url, ReceiptHandle: m.ReceiptHandle! }));
             } else {
               await h.sqs.send(new ChangeMessageVisibilityCommand({ QueueUrl: url, ReceiptHandle: m.ReceiptHandle!, VisibilityTimeout: 0 }));
             }
