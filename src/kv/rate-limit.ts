@@ -7,11 +7,11 @@
 // so no fixed window ever admits more than `max`, and one hash of three fields per key, whatever `max`.
 // The estimate takes the previous window as evenly spread: right after a burst at a window's end, a
 // second can hold up to twice `max`; over any longer stretch the pace is `max` per window.
-// Refused, the script says how long until the estimate has room for one more (ms). Each workers process
-// holds the same arithmetic in memory as the fallback (src/work/runtime/consume/process-rate-windows.ts).
+// Refused, the script says how long until the estimate has room for one more (ms).
 //
 // Like every Redis call of the service this one is bounded by the client's command timeout and never
-// authoritative: an error (Redis down, slow, a script refused) makes the caller count in its own process.
+// authoritative: an error (Redis down, slow, a script refused) hands the window to the database
+// (src/work/runtime/execute/rate-window.ts).
 import type { Redis } from 'ioredis';
 import { createHash } from 'node:crypto';
 
@@ -56,7 +56,7 @@ const SCRIPT_SHA = createHash('sha1').update(SCRIPT).digest('hex');
 
 /**
  * Admits one execution under `max` per `windowMs` at `key` (src/kv/keys.ts rateLimitKey), or says how
- * long to wait. Throws on any Redis failure: the caller falls back to its process's own window.
+ * long to wait. Throws on any Redis failure: the caller falls back to the database's window.
  */
 export async function admitInRedis(redis: Redis, key: string, max: number, windowMs: number): Promise<RateDecision> {
   let reply: unknown;

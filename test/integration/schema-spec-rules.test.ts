@@ -660,10 +660,11 @@ describe('R-RUN-21 runs and trails are permanent audit no cleanup touches', () =
 // ───────────────────────── hand-written SQL ─────────────────────────
 
 // 0018, 0021: partial indexes of the per-tenant in-flight cap on the work tables; 0022: the rescuer's
-// index of active runs; 0023, 0024: the trails' indexes of unique-dispatch and serial keys.
+// index of active runs; 0023, 0024, 0025: the trails' indexes of unique-dispatch and serial keys and of
+// rate windows.
 const INFRASTRUCTURE_FILES = [
   'sql/idempotency/0015_idempotency.sql', 'sql/work/0016_work.sql', 'sql/work/0018_tenant-fairness.sql', 'sql/work/0021_fair-due-order.sql',
-  'sql/work/0022_rescue.sql', 'sql/work/0023_unique-dispatch.sql', 'sql/work/0024_serial-runs.sql',
+  'sql/work/0022_rescue.sql', 'sql/work/0023_unique-dispatch.sql', 'sql/work/0024_serial-runs.sql', 'sql/work/0025_rate-windows.sql',
 ];
 const INFRASTRUCTURE_TABLES = [
   'idempotency_keys', 'platform_idempotency_keys', 'outbox_messages', 'platform_outbox_messages', ...RUN_AND_TRAIL_TABLES,
@@ -673,6 +674,7 @@ const HAND_WRITTEN_MIGRATIONS = [
   '0012_authorization-scope-ceiling', '0013_authorization-permission-scope-guard', '0015_idempotency', '0016_work',
   '0017_authorization-scope-ceiling-locks', '0018_work-tenant-fairness', '0019_work-run-guard-when', '0020_work-actor-checks-when',
   '0021_work-fair-due-order', '0022_work-rescue', '0023_work-unique-dispatch', '0024_work-serial-runs',
+  '0025_work-rate-windows',
 ];
 
 interface Layout {

@@ -1,28 +1,14 @@
-// How long a delivery over its unit's rate limit waits, and where: the time until the sliding window
-// has room (the in-process window's arithmetic, the Redis script's twin), the queue delay made of it (whole
-// seconds, jittered, capped at SQS's 900 s), and which waits stay in the process.
+// How long a delivery over its unit's rate limit waits, and where: the queue delay made of the time until
+// the window has room (whole seconds, jittered, capped at SQS's 900 s), which waits stay in the process,
+// and who decides while Redis is unusable (the database, at registration: execute/rate-window.ts).
 import { describe, expect, it } from 'vitest';
-import { RATE_LIMIT_MAX_DELAY_SECONDS, rateLimitDelaySeconds, waitsInProcess, type RateVerdict } from '../../src/work/runtime/consume/rate-limit.ts';
-import { waitForRoom } from '../../src/work/runtime/consume/process-rate-windows.ts';
-
-describe('waitForRoom', () => {
-  it('a full window waits for the next, until its count has faded below the limit', () => {
-    // 10 at 200 ms into the window: 800 ms to its end, then 10 × (1 − y) < 10 for any y > 0.
-    expect(waitForRoom(10, 1_000, 200, 0, 10)).toBe(801);
-    // 20 counted (a burst over two workers' races cannot pass 10, but a changed limit can): half the next window too.
-    expect(waitForRoom(10, 1_000, 200, 0, 20)).toBe(1_301);
-  });
-
-  it("room in this window's count waits for the previous window's weight to fade", () => {
-    // 10 last window, 4 now: at 300 ms the estimate is 10 × 0.7 + 4 = 11; at 400 ms 10 × 0.6 + 4 = 10, not
-    // under 10 yet; just past it, it is.
-    expect(waitForRoom(10, 1_000, 300, 10, 4)).toBe(101);
-  });
-
-  it('never answers less than 1 ms', () => {
-    expect(waitForRoom(10, 1_000, 999, 10, 9)).toBeGreaterThanOrEqual(1);
-  });
-});
+import { waitsInProcess, type RateVerdict } from '../../src/work/runtime/consume/rate-limit.ts';
+import { RATE_LIMIT_MAX_DELAY_SECONDS, rateLimitDelaySeconds } from '../../src/work/runtime/execute/rate-window.ts';
+import pino from 'pino';
+import { z } from 'zod';
+import type { Sql } from '../../src/db/client.ts';
+import { RateLimits } from '../../src/work/runtime/consume/rate-limit.ts';
+import { defineTask } from '../../src/work/define/unit.ts';
 
 describe('rateLimitDelaySeconds', () => {
   it('is whole seconds, at least 1, the wait plus up to a tenth (at least 0.25 s) of jitter', () => {
@@ -52,5 +38,33 @@ describe('waitsInProcess', () => {
     expect(waitsInProcess(refused(200, 'tenant'), 0, 1, 4)).toBe(true);
     expect(waitsInProcess(refused(200, 'tenant'), 0, 2, 4)).toBe(false);
     expect(waitsInProcess(refused(200, 'tenant'), 0, 0, 1)).toBe(true);
+  });
+});
+
+describe('RateLimits without Redis', () => {
+  const unit = defineTask({
+    name: 'demo.paced',
+    queue: 'default',
+    context: 'tenant',
+    rateLimit: { max: 3, perSeconds: 1.5, scope: 'tenant' },
+    payload: z.object({}),
+    async handler() {},
+  });
+  // Never queried: without Redis the identity is not needed (a lookup that fails is swallowed).
+  const sql = (() => Promise.reject(new Error('no database here'))) as unknown as Sql;
+
+  it('admits every delivery and hands its window to the database, which takes the place at registration', async () => {
+    const limits = RateLimits.forUnits([unit], { sql, redis: () => undefined, logger: pino({ level: 'silent' }) });
+    for (let i = 0; i < 5; i++) {
+      expect(await limits.admit({ name: unit.name, tenant_id: '7' })).toEqual({
+        admitted: true,
+        via: 'database',
+        database: { key: 'demo.paced/7', max: 3, windowMs: 1_500 },
+        window: 'demo.paced/7',
+        scope: 'tenant',
+      });
+    }
+    // Another unit's message is not limited.
+    expect(await limits.admit({ name: 'demo.other' })).toBeNull();
   });
 });

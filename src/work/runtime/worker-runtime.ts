@@ -174,7 +174,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
   // their database paths at once instead of paying the command timeout on every call.
   const redisHealth = o.redis ? watchRedis(o.redis, { intervalMs: o.redisProbeIntervalMs, timeoutMs: o.redisTimeoutMs, logger: log }) : undefined;
   const usableRedis = () => (redisHealth?.up ? o.redis : undefined);
-  // Units' rate limits (rateLimit): shared windows in Redis while it answers, else this process's own.
+  // Units' rate limits (rateLimit): shared windows in Redis while it answers, else in the database.
   const rateLimits = RateLimits.forUnits(consumed, { sql: o.sql, redis: usableRedis, logger: log });
   // Pushed cancels (src/work/runtime/execute/cancel-notices.ts); the heartbeat poll is the fallback.
   const cancelNotices = o.cancelListen === false ? undefined : listenForCancels(o.sql, log);

@@ -32,6 +32,7 @@ import {
 import type { Registration } from '../execute/registration.ts';
 import { cancelledStartInstant, wasCancelled } from './cancellation.ts';
 import { failedOutcome } from './failure-outcome.ts';
+import { rateLimitDelaySeconds } from '../execute/rate-window.ts';
 import { finalDeliveryNote } from './final-delivery.ts';
 
 /**
@@ -98,7 +99,7 @@ export async function settleExecuted(
 /** Settles a delivery that did not execute (finished run, held key, replay, early failure, no run). */
 export async function settleRegistration(c: DeliveryContext, registration: Registration, early: Failure | null): Promise<DeliveryResult> {
   const { deps, port } = c;
-  if (registration.kind !== 'held') await evict(c);
+  if (registration.kind !== 'held' && registration.kind !== 'rate_full') await evict(c);
   switch (registration.kind) {
     case 'missing': {
       await releaseOwnGate(c);
@@ -130,6 +131,11 @@ export async function settleRegistration(c: DeliveryContext, registration: Regis
     case 'held':
       await releaseOwnGate(c);
       await port.retryAfter(Math.max(1, Math.ceil(registration.retryAfterMs / 1000)));
+      return 'held';
+    case 'rate_full':
+      // Nothing of the delivery was recorded: it goes back until the window has room, keeping its receives.
+      await releaseOwnGate(c);
+      await port.waitTurn(rateLimitDelaySeconds(registration.waitMs));
       return 'held';
     case 'replayed':
       await port.ack();

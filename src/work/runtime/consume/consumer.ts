@@ -66,7 +66,8 @@ import { DEFAULT_ACK_LINGER_MS, DEFAULT_RECEIVE_LINGER_MS, DEFAULT_STAGE_TIMEOUT
 import { boundStage, isStageTimeout, withStageBounds } from '../../../db/stage-deadline.ts';
 import { StageWatch } from './stage-watch.ts';
 import { RECEIVES_BEFORE_ATTRIBUTE, receivesBefore, sendBackKeepingReceives, sendBackOverTenantLimit, type TenantSlots } from './tenant-slots.ts';
-import { RATE_LIMIT_UNCOUNTED_DELAY_SECONDS, rateLimitDelaySeconds, waitsInProcess, type RateLimits } from './rate-limit.ts';
+import { RATE_LIMIT_UNCOUNTED_DELAY_SECONDS, waitsInProcess, type RateLimits } from './rate-limit.ts';
+import { rateLimitDelaySeconds, type DatabaseRateWindow } from '../execute/rate-window.ts';
 
 /** sqs-consumer (and SQS) receive at most 10 messages per call. */
 const MAX_BATCH = 10;
@@ -337,7 +338,8 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
     // Over it, the message waits without its unit's slot (its tenant's share it keeps): here when the
     // window has room within the queue's one-second step (waitsInProcess bounds how many wait so), else
     // back in the queue until it has, keeping its receives. Not counted within the stage deadline:
-    // back in the queue for a short while.
+    // back in the queue for a short while. Redis unusable, the database decides at registration.
+    let rateWindow: DatabaseRateWindow | undefined;
     for (let waits = 0; ; waits++) {
       if (slot && !(await slot.acquire(slotWaitSignal))) {
         if (tenantSlot) o.tenantSlots!.release(tenantSlot);
@@ -350,7 +352,10 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
       let delaySeconds: number;
       try {
         const verdict = await boundStage('rate_limit', o.rateLimits.admit(json), undefined, bounds);
-        if (!verdict || verdict.admitted) break;
+        if (!verdict || verdict.admitted) {
+          if (verdict?.via === 'database') rateWindow = verdict.database; // its registration takes the place
+          break;
+        }
         slot?.release();
         const waitingHere = rateWaits.get(verdict.window) ?? 0;
         if (waitsInProcess(verdict, waits, waitingHere, slot?.limit ?? 1)) {
@@ -385,7 +390,7 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
     try {
       const result = await withStageBounds(bounds, () =>
         traceDelivery(o.queue, unit, json?.traceparent, () =>
-          runDelivery(o.runner, { messageId: message.MessageId ?? '', body: message.Body ?? '', json, receiveCount, receivedAtMs }, port),
+          runDelivery(o.runner, { messageId: message.MessageId ?? '', body: message.Body ?? '', json, receiveCount, receivedAtMs, rateWindow }, port),
         ),
       );
       recordDelivery(o.queue, unit, o.runner.units, result); // svc_deliveries_total (src/observe)
@@ -459,7 +464,7 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
         }
         // Then up to the linger for half the slots, so a busy queue receives in batches.
         const lingerEnd = performance.now() + receiveLingerMs;
-        while (fetching && freeSlots() < lingerTarget && performance.now() < lingerEnd) await nextFree(lingerEnd - performance.now());
+        while (fetching && freeSlots() < lingerTarget && performance.now() < lingerEnd) await nextFree(Math.max(0, lingerEnd - performance.now()));
         if (!fetching) throw new StoppedFetching();
         // Reserved now, in the same turn as the check: another poller sees these slots taken.
         asked = Math.max(1, Math.min(MAX_BATCH, freeSlots()));

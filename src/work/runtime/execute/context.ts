@@ -17,6 +17,7 @@ import { appendTrailEvent, type TrailEventName } from '../store/trail.ts';
 import type { WorkUnit } from '../../define/unit.ts';
 import type { StartCoalescer } from './start-coalescer.ts';
 import type { CancelNotices } from './cancel-notices.ts';
+import type { DatabaseRateWindow } from './rate-window.ts';
 
 export interface Delivery {
   messageId: string;
@@ -27,6 +28,8 @@ export interface Delivery {
   receiveCount: number;
   /** performance.now() when this worker got the message (its visibility can reach 12 h past the receipt at most); absent: unknown. */
   receivedAtMs?: number;
+  /** The unit's rate window when the database holds it (Redis unusable, consume/rate-limit.ts): registration takes the place. */
+  rateWindow?: DatabaseRateWindow;
 }
 
 export interface DeadLetterContext {

@@ -35,7 +35,11 @@ import { giveBackUnstarted } from '../complete/settlement.ts';
 
 /** A delivery may join a group when it will claim its key and run its handler: no early failure, a key, a gate it may pass. */
 export function groupCommitEligible(c: DeliveryContext, early: Failure | null, gate: GateState): boolean {
-  return c.unit?.groupCommit === true && early === null && c.key !== undefined && c.fingerprint !== undefined && (gate.state === 'acquired' || gate.state === 'unavailable');
+  // A delivery whose rate window the database holds runs alone: its registration takes the place (rate-window.ts).
+  return (
+    c.unit?.groupCommit === true && early === null && c.key !== undefined && c.fingerprint !== undefined && (gate.state === 'acquired' || gate.state === 'unavailable') &&
+    c.delivery.rateWindow === undefined
+  );
 }
 
 interface Forming {

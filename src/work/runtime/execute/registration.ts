@@ -1,12 +1,14 @@
 // Stage 2 of a delivery: registration. Locks the run, records the delivery in the trail
 // (`received`), and either starts the attempt (`running`, attempts + 1) or records why this delivery
-// will not execute (final run, held key, replay, early failure, missing run).
+// will not execute (final run, held key, replay, early failure, missing run). A delivery whose rate
+// window the database holds (Redis down) takes its place here, or writes nothing and waits (rate-window.ts).
 import { inUnitOfWork } from '../../../db/unit-of-work.ts';
 import type { TxSql } from '../../../db/client.ts';
 import { tryLockKey, type GateState } from '../store/idempotency.ts';
 import { FINAL_RUN_STATUSES, readRun, transitionRun, type RunRow } from '../store/run-store.ts';
 import { OUTBOX_TABLE } from '../store/scope-tables.ts';
 import { finalDeliveryNote } from '../complete/final-delivery.ts';
+import { ratePlaceDetail, roomInRateWindow } from './rate-window.ts';
 import { actorSettingsOf, fitOutcome, trail, type DeliveryContext, type Failure } from './context.ts';
 
 export type Registration =
@@ -14,6 +16,8 @@ export type Registration =
   | { kind: 'final'; run: RunRow; deadLettered: boolean }
   | { kind: 'early'; run: RunRow }
   | { kind: 'held'; retryAfterMs: number }
+  /** The unit's rate window (held by the database) has no room for the next `waitMs`: nothing was recorded. */
+  | { kind: 'rate_full'; waitMs: number }
   | { kind: 'replayed'; run: RunRow }
   | { kind: 'execute'; run: RunRow; attempt: number; scheduledFor: string | null };
 
@@ -31,7 +35,8 @@ export async function register(
   receivedAt?: string,
 ): Promise<Registration> {
   const { scope, tenantId, envelope } = c;
-  if (!early && keyLocked && (gate.state === 'acquired' || gate.state === 'unavailable')) {
+  const rateWindow = c.delivery.rateWindow;
+  if (!early && keyLocked && (gate.state === 'acquired' || gate.state === 'unavailable') && !rateWindow) {
     // The usual delivery: one autocommitted statement (actor context, lock, running, `received`).
     const started = await c.deps.starts.start(scope, actorSettingsOf(c.actor), tenantId, c.deps.workerInstance, {
       runId: envelope.run_id,
@@ -92,8 +97,12 @@ export async function register(
       await trail(tx, c, run, 'received', run.attempts, { detail: { held: 'ledger' } });
       return { kind: 'held', retryAfterMs: leaseMs };
     }
+    if (rateWindow) {
+      const waitMs = await roomInRateWindow(tx, scope, rateWindow);
+      if (waitMs !== null) return { kind: 'rate_full', waitMs };
+    }
     const started = await transitionRun(tx, scope, { runId: run.runId, tenantId, to: 'running', from: ['queued', 'running', 'retrying'], attempts: 'increment' });
-    await trail(tx, c, run, 'received', started!.attempts);
+    await trail(tx, c, run, 'received', started!.attempts, rateWindow ? { detail: ratePlaceDetail(rateWindow) } : {});
     const [origin] =
       scope === 'platform'
         ? await tx<{ at: string }[]>`SELECT to_char(scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS at

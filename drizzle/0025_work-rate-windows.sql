@@ -1,0 +1,2 @@
+-- Hand written: indexes through which a delivery admitted by the database while Redis is down counts its rate window (src/work/runtime/execute/rate-window.ts).
+-- @load sql/work/0025_rate-windows.sql
