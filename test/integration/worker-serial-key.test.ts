@@ -32,7 +32,7 @@ const serialTask = defineTask({
 });
 
 const KEYS = 10;
-const PER_KEY = 20;
+const PER_KEY = 100;
 
 let h: WorkHarness;
 const runtimes: WorkerRuntime[] = [];
@@ -54,9 +54,10 @@ describe('serialKey: runs in order per key', () => {
     const runs = await inUnitOfWork(h.sql, SYSTEM_ACTOR, (tx) => dispatchMany(tx, serialTask, payloads, { actor: SYSTEM_ACTOR }));
     const runIds = runs.map((r) => r.runId);
     for (let i = 0; i < 2; i++) runtimes.push(await h.startWorkers({ queues: ['default'] }));
-    await h.relay();
     await waitFor(
       async () => {
+        // A relay pass sends a batch: the test relays until every run is sent.
+        await h.relay();
         const [row] = await h.sql<[{ n: number }]>`SELECT count(*)::int AS n FROM platform_task_runs WHERE run_id = ANY(${runIds}::uuid[]) AND status = 'succeeded'`;
         return row.n === runIds.length;
       },

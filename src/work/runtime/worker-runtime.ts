@@ -25,6 +25,7 @@ import { schemaHolds } from './schema-gate.ts';
 import { databaseIdentityOf } from '../../kv/database-identity.ts';
 import { SlotLimit } from './consume/slot-limit.ts';
 import { listenForCancels } from './execute/cancel-notices.ts';
+import { listenForSerialTurns } from './execute/serial-turn.ts';
 import { StageWatch } from './consume/stage-watch.ts';
 import { DEFAULT_STAGE_TIMEOUT_MS } from '../../config/limits.ts';
 import { TenantSlots } from './consume/tenant-slots.ts';
@@ -178,6 +179,10 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
   const rateLimits = RateLimits.forUnits(consumed, { sql: o.sql, redis: usableRedis, logger: log });
   // Pushed cancels (src/work/runtime/execute/cancel-notices.ts); the heartbeat poll is the fallback.
   const cancelNotices = o.cancelListen === false ? undefined : listenForCancels(o.sql, log);
+  // Turn notices of serial keys, on the same LISTEN connection: a run near the front of its key's line
+  // waits here for them (src/work/runtime/execute/serial-turn.ts); without, it waits in the queue.
+  const serialTurns =
+    o.cancelListen === false || !consumed.some((unit) => unit.kind === 'task' && unit.serialKey) ? undefined : listenForSerialTurns(o.sql, log);
   const runner: RunnerDeps = {
     sql: o.sql,
     get redis() {
@@ -222,6 +227,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
       unitSlots,
       tenantSlots,
       rateLimits,
+      serialTurns,
       runner,
       logger: log,
       releaseSignal: release.signal,
@@ -266,6 +272,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
     } catch (error) {
       // A taken port stops the boot: the cancel listener's connection must not keep the process alive.
       await cancelNotices?.stop();
+      await serialTurns?.stop();
       throw error;
     }
   }
@@ -387,6 +394,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
       await health?.close();
       redisHealth?.stop();
       await cancelNotices?.stop();
+      await serialTurns?.stop();
       log.info('workers stopped');
     },
   };

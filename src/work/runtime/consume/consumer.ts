@@ -68,6 +68,7 @@ import { StageWatch } from './stage-watch.ts';
 import { RECEIVES_BEFORE_ATTRIBUTE, receivesBefore, sendBackKeepingReceives, sendBackOverTenantLimit, type TenantSlots } from './tenant-slots.ts';
 import { RATE_LIMIT_UNCOUNTED_DELAY_SECONDS, waitsInProcess, type RateLimits } from './rate-limit.ts';
 import { rateLimitDelaySeconds, type DatabaseRateWindow } from '../execute/rate-window.ts';
+import { SERIAL_WAITS_HERE_MAX, type SerialTurns } from '../execute/serial-turn.ts';
 
 /** sqs-consumer (and SQS) receive at most 10 messages per call. */
 const MAX_BATCH = 10;
@@ -91,6 +92,8 @@ export interface QueueConsumerOptions {
   tenantSlots?: TenantSlots;
   /** The shared windows of the units with a rateLimit (rate-limit.ts); default none. */
   rateLimits?: RateLimits;
+  /** Turn notices of serial keys (execute/serial-turn.ts): a run near the front of its key's line waits here. Default none: it waits in the queue. */
+  serialTurns?: SerialTurns;
   runner: RunnerDeps;
   logger: Logger;
   /** Aborted at the end of the drain window: deliveries not finished go back to the queue. */
@@ -244,6 +247,8 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
   const keepVisible = createVisibilityBatcher(o.sqs, o.queueUrl);
   // Messages waiting in this process for their rate-limit window to have room, by window (rate-limit.ts).
   const rateWaits = new Map<string, number>();
+  // Messages waiting in this process for their serial key's turn, by unit (execute/serial-turn.ts).
+  const turnWaits = new Map<string, number>();
   const changeVisibility = (message: Message, seconds: number) =>
     o.sqs.send(new ChangeMessageVisibilityCommand({ QueueUrl: o.queueUrl, ReceiptHandle: message.ReceiptHandle!, VisibilityTimeout: seconds }));
 
@@ -306,7 +311,16 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
         await stopHeartbeat();
         await sendBackKeepingReceives(o.sqs, o.queueUrl, message, receiveCount, 0);
       },
-      async waitTurn(seconds: number) {
+      async waitTurn(seconds: number, turn?: { id: string; ahead: number }) {
+        // Near the front of its key's line: kept here, delivered again once its turn may have come
+        // (below), as long as this message has not waited so too often and its unit's waiters here are
+        // fewer than half its slots: a waiting message still takes a place of the receives, which must
+        // go on to fetch the runs ahead of it.
+        const waitingHere = turnWaits.get(unit ?? '') ?? 0;
+        if (turn && o.serialTurns && turnWaitsOfMessage < SERIAL_WAITS_HERE_MAX && waitingHere < Math.max(1, Math.floor((slot?.limit ?? 1) / 2))) {
+          waitForTurn = turn;
+          return;
+        }
         await stopHeartbeat();
         await sendBackKeepingReceives(o.sqs, o.queueUrl, message, receiveCount, seconds);
       },
@@ -334,83 +348,110 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
       return;
     }
     const slot = o.unitSlots.get(unit ?? '');
-    // The unit's rate limit is taken with the slot held, just before the delivery runs (rate-limit.ts).
-    // Over it, the message waits without its unit's slot (its tenant's share it keeps): here when the
-    // window has room within the queue's one-second step (waitsInProcess bounds how many wait so), else
-    // back in the queue until it has, keeping its receives. Not counted within the stage deadline:
-    // back in the queue for a short while. Redis unusable, the database decides at registration.
-    let rateWindow: DatabaseRateWindow | undefined;
-    for (let waits = 0; ; waits++) {
-      if (slot && !(await slot.acquire(slotWaitSignal))) {
+    // A run waiting here for its serial key's turn (port.waitTurn): what it waits for, and how often it did.
+    let waitForTurn: { id: string; ahead: number } | undefined;
+    let turnWaitsOfMessage = 0;
+    for (;;) {
+      // The unit's rate limit is taken with the slot held, just before the delivery runs (rate-limit.ts).
+      // Over it, the message waits without its unit's slot (its tenant's share it keeps): here when the
+      // window has room within the queue's one-second step (waitsInProcess bounds how many wait so), else
+      // back in the queue until it has, keeping its receives. Not counted within the stage deadline:
+      // back in the queue for a short while. Redis unusable, the database decides at registration.
+      let rateWindow: DatabaseRateWindow | undefined;
+      for (let waits = 0; ; waits++) {
+        if (slot && !(await slot.acquire(slotWaitSignal))) {
+          if (tenantSlot) o.tenantSlots!.release(tenantSlot);
+          // Fetching stopped (or the drain window ended) while this message waited for its unit's slot:
+          // it never started, so it is visible again at once for another worker.
+          await port.retryAfter(0).catch(() => {});
+          return;
+        }
+        if (!o.rateLimits || o.rateLimits.empty) break;
+        let delaySeconds: number;
+        try {
+          const verdict = await boundStage('rate_limit', o.rateLimits.admit(json), undefined, bounds);
+          if (!verdict || verdict.admitted) {
+            if (verdict?.via === 'database') rateWindow = verdict.database; // its registration takes the place
+            break;
+          }
+          slot?.release();
+          const waitingHere = rateWaits.get(verdict.window) ?? 0;
+          if (waitsInProcess(verdict, waits, waitingHere, slot?.limit ?? 1)) {
+            rateWaits.set(verdict.window, waitingHere + 1);
+            const waited = await pause(verdict.waitMs + Math.random() * 20, slotWaitSignal);
+            const left = (rateWaits.get(verdict.window) ?? 1) - 1;
+            if (left > 0) rateWaits.set(verdict.window, left);
+            else rateWaits.delete(verdict.window);
+            if (waited) continue;
+          }
+          delaySeconds = rateLimitDelaySeconds(verdict.waitMs);
+        } catch (error) {
+          slot?.release();
+          log.warn({ err: error, unit, messageId: message.MessageId }, 'the rate limit could not be counted: the message goes back for a while');
+          delaySeconds = RATE_LIMIT_UNCOUNTED_DELAY_SECONDS;
+        }
         if (tenantSlot) o.tenantSlots!.release(tenantSlot);
-        // Fetching stopped (or the drain window ended) while this message waited for its unit's slot:
-        // it never started, so it is visible again at once for another worker.
-        await port.retryAfter(0).catch(() => {});
-        return;
-      }
-      if (!o.rateLimits || o.rateLimits.empty) break;
-      let delaySeconds: number;
-      try {
-        const verdict = await boundStage('rate_limit', o.rateLimits.admit(json), undefined, bounds);
-        if (!verdict || verdict.admitted) {
-          if (verdict?.via === 'database') rateWindow = verdict.database; // its registration takes the place
-          break;
-        }
-        slot?.release();
-        const waitingHere = rateWaits.get(verdict.window) ?? 0;
-        if (waitsInProcess(verdict, waits, waitingHere, slot?.limit ?? 1)) {
-          rateWaits.set(verdict.window, waitingHere + 1);
-          const waited = await pause(verdict.waitMs + Math.random() * 20, slotWaitSignal);
-          const left = (rateWaits.get(verdict.window) ?? 1) - 1;
-          if (left > 0) rateWaits.set(verdict.window, left);
-          else rateWaits.delete(verdict.window);
-          if (waited) continue;
-        }
-        delaySeconds = rateLimitDelaySeconds(verdict.waitMs);
-      } catch (error) {
-        slot?.release();
-        log.warn({ err: error, unit, messageId: message.MessageId }, 'the rate limit could not be counted: the message goes back for a while');
-        delaySeconds = RATE_LIMIT_UNCOUNTED_DELAY_SECONDS;
-      }
-      if (tenantSlot) o.tenantSlots!.release(tenantSlot);
-      await stopHeartbeat();
-      await sendBackKeepingReceives(o.sqs, o.queueUrl, message, receiveCount, delaySeconds).catch((error: unknown) =>
-        log.warn({ err: error, messageId: message.MessageId }, 'could not send a message over its rate limit back; it reappears after the visibility timeout'),
-      );
-      return;
-    }
-    let held = true;
-    giveBackSlot = () => {
-      if (!held) return;
-      held = false;
-      slot?.release();
-      if (tenantSlot) o.tenantSlots!.release(tenantSlot);
-      giveBack();
-    };
-    try {
-      const result = await withStageBounds(bounds, () =>
-        traceDelivery(o.queue, unit, json?.traceparent, () =>
-          runDelivery(o.runner, { messageId: message.MessageId ?? '', body: message.Body ?? '', json, receiveCount, receivedAtMs, rateWindow }, port),
-        ),
-      );
-      recordDelivery(o.queue, unit, o.runner.units, result); // svc_deliveries_total (src/observe)
-    } catch (error) {
-      if (isStageTimeout(error) || bounds.stuck) {
-        // A wait outlived its deadline (counted by the watch): the message comes back as after a database
-        // failure; whatever the abandoned wait still held was released or its session ended.
-        log.warn(
-          { stage: bounds.missedStage ?? (error as { stage?: string }).stage, messageId: message.MessageId, runId: typeof json?.run_id === 'string' ? json.run_id : undefined, code: (error as { code?: unknown }).code },
-          'a delivery stage did not finish within its deadline: the message goes back to the queue',
+        await stopHeartbeat();
+        await sendBackKeepingReceives(o.sqs, o.queueUrl, message, receiveCount, delaySeconds).catch((error: unknown) =>
+          log.warn({ err: error, messageId: message.MessageId }, 'could not send a message over its rate limit back; it reappears after the visibility timeout'),
         );
-        await port.retryAfter(backoffSeconds(receiveCount, o.runner.backoff)).catch(() => {});
         return;
       }
-      // The database (or SQS) failed under the runner: the message comes back after a backoff.
-      log.error({ err: error, messageId: message.MessageId }, 'delivery could not be processed; it will be retried');
-      await port.retryAfter(backoffSeconds(receiveCount, o.runner.backoff)).catch(() => {});
-    } finally {
-      giveBackSlot();
-      await stopHeartbeat();
+      let held = true;
+      giveBackSlot = () => {
+        if (!held) return;
+        held = false;
+        slot?.release();
+        if (tenantSlot) o.tenantSlots!.release(tenantSlot);
+        giveBack();
+      };
+      try {
+        const result = await withStageBounds(bounds, () =>
+          traceDelivery(o.queue, unit, json?.traceparent, () =>
+            runDelivery(o.runner, { messageId: message.MessageId ?? '', body: message.Body ?? '', json, receiveCount, receivedAtMs, rateWindow }, port),
+          ),
+        );
+        recordDelivery(o.queue, unit, o.runner.units, result); // svc_deliveries_total (src/observe)
+      } catch (error) {
+        if (isStageTimeout(error) || bounds.stuck) {
+          // A wait outlived its deadline (counted by the watch): the message comes back as after a database
+          // failure; whatever the abandoned wait still held was released or its session ended.
+          log.warn(
+            { stage: bounds.missedStage ?? (error as { stage?: string }).stage, messageId: message.MessageId, runId: typeof json?.run_id === 'string' ? json.run_id : undefined, code: (error as { code?: unknown }).code },
+            'a delivery stage did not finish within its deadline: the message goes back to the queue',
+          );
+          await port.retryAfter(backoffSeconds(receiveCount, o.runner.backoff)).catch(() => {});
+          return;
+        }
+        // The database (or SQS) failed under the runner: the message comes back after a backoff.
+        log.error({ err: error, messageId: message.MessageId }, 'delivery could not be processed; it will be retried');
+        await port.retryAfter(backoffSeconds(receiveCount, o.runner.backoff)).catch(() => {});
+      } finally {
+        if (!waitForTurn) {
+          giveBackSlot();
+          await stopHeartbeat();
+        }
+      }
+      if (!waitForTurn) return;
+      // Its turn has not come, and it is near the front of its key's line: it waits here without its
+      // unit's slot (its tenant's share it keeps, and its message, whose heartbeat goes on), then is
+      // delivered again. The stop's release signal ends the wait: the message goes back at once.
+      const turn = waitForTurn;
+      waitForTurn = undefined;
+      turnWaitsOfMessage += 1;
+      slot?.release();
+      held = false;
+      turnWaits.set(unit ?? '', (turnWaits.get(unit ?? '') ?? 0) + 1);
+      const waited = await o.serialTurns!.wait(turn.id, turn.ahead, slotWaitSignal);
+      const left = (turnWaits.get(unit ?? '') ?? 1) - 1;
+      if (left > 0) turnWaits.set(unit ?? '', left);
+      else turnWaits.delete(unit ?? '');
+      if (waited === 'aborted') {
+        if (tenantSlot) o.tenantSlots!.release(tenantSlot);
+        giveBack();
+        await port.giveBack().catch(() => {});
+        return;
+      }
     }
   }
 

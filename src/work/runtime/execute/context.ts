@@ -57,11 +57,13 @@ export interface DeliveryPort {
    */
   giveBack(): Promise<void>;
   /**
-   * The run's turn has not come (an earlier run of its serial key, serial-turn.ts) and nothing of the
-   * delivery was written: the message comes back after `seconds`, and this receive does not count
-   * against its receives.
+   * The run's turn has not come (an earlier run of its serial key, serial-turn.ts, or its unit's rate
+   * window) and nothing of the delivery was written: the message comes back after `seconds`, and this
+   * receive does not count against its receives. With `turn` (a run near the front of its key's line),
+   * the consumer may instead keep the message and deliver it again once `turn.ahead` runs of the key
+   * have passed their turn (serial-turn.ts SerialTurns).
    */
-  waitTurn(seconds: number): Promise<void>;
+  waitTurn(seconds: number, turn?: { id: string; ahead: number }): Promise<void>;
   /**
    * The delivery's handler has returned and what is left of it runs no unit code (a group's finish
    * and COMMIT, group-execution.ts): its place in the consumer may take the next message meanwhile.

@@ -23,14 +23,14 @@ import {
 import { register, type Registration } from './registration.ts';
 import { actOnClaim, startNow } from './claim.ts';
 import { callHandler } from './handler-call.ts';
-import { SERIAL_WAIT_SECONDS, SerialTurnNotYet, serialTurnColumn, serialTurnOf } from './serial-turn.ts';
+import { SERIAL_WAIT_HERE_AHEAD, SerialTurnNotYet, serialTurnColumn, serialTurnId, serialTurnNotice, serialTurnOf } from './serial-turn.ts';
 import { gateResultOf, recordResults, settleExecuted, settleRegistration, settleSuccess } from '../complete/settlement.ts';
 
 /** The effect transaction's opening row. */
 interface Opened {
   locked: boolean;
-  /** False when an earlier run of the run's serial key is executing or not final yet (serial-turn.ts). */
-  serial_turn: boolean;
+  /** Seconds to wait when an earlier run of the run's serial key is executing or not final yet, else 0 (serial-turn.ts). */
+  serial_wait: number;
   pid: number;
   xact_start: string;
 }
@@ -79,13 +79,13 @@ export async function deliverAlone(
         SELECT set_config('app.tenant_id', ${settings.tenantId}, true), set_config('app.user_id', ${settings.userId}, true),
                set_config('app.process', ${settings.process}, true), set_config('statement_timeout', ${String(timeoutMs)}, true),
                ${needsLock ? tx`pg_try_advisory_xact_lock(${advisoryKeyOf(c.key!)}::bigint)` : tx`true`} AS locked,
-               ${serial ? serialTurnColumn(tx, serial) : tx`true AS serial_turn`},
+               ${serial ? serialTurnColumn(tx, serial) : tx`0 AS serial_wait`},
                pg_backend_pid() AS pid, (extract(epoch FROM now()) * 1000000)::int8::text AS xact_start`,
       (tx, [opened], beforeCommit) => effect(tx, opened!, beforeCommit),
     );
     async function effect(tx: TxSql, opened: Opened, beforeCommit: <S>(statement: Promise<S>) => Promise<S>) {
       // Not its turn: rolled back before anything is registered; the message waits (below).
-      if (!opened.serial_turn) throw new SerialTurnNotYet();
+      if (opened.serial_wait > 0) throw new SerialTurnNotYet(opened.serial_wait);
       statement.open({ pid: opened.pid, xactStart: opened.xact_start });
       // Bounded (SVC_STAGE_TIMEOUT_MS): a registration that answers after its deadline may have committed
       // `received` and `running`; the message comes back and the next delivery registers again.
@@ -135,6 +135,8 @@ export async function deliverAlone(
           ledger: { key: c.key!, retentionMs: deps.retentionMs },
         }),
       );
+      // Its successors of the key, waiting in their processes, look again once this commits (serial-turn.ts).
+      if (serial) void beforeCommit(serialTurnNotice(tx, serial));
       return { replayed: false, outcome };
     }
     lifetime.end();
@@ -148,7 +150,7 @@ export async function deliverAlone(
     if (error instanceof SerialTurnNotYet) {
       // Nothing was written: the gate goes back and the message returns shortly, keeping its receives.
       await releaseOwnGate(c);
-      await c.port.waitTurn(SERIAL_WAIT_SECONDS);
+      await c.port.waitTurn(error.queueSeconds, error.ahead <= SERIAL_WAIT_HERE_AHEAD ? { id: serialTurnId(serial!), ahead: error.ahead } : undefined);
       return 'held';
     }
     if (registration?.kind !== 'execute') throw error; // the registration itself failed: the consumer retries

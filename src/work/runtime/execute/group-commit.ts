@@ -311,7 +311,7 @@ function releaseAtSettle(contexts: DeliveryContext[], release: SlotRelease): voi
       retryAfter: (seconds) => (settle(), port.retryAfter(seconds)),
       deadLetter: (context) => (settle(), port.deadLetter(context)),
       giveBack: () => (settle(), port.giveBack()),
-      waitTurn: (seconds) => (settle(), port.waitTurn(seconds)),
+      waitTurn: (seconds, turn) => (settle(), port.waitTurn(seconds, turn)),
     };
     if (port.handlerReturned) wrapped.handlerReturned = () => port.handlerReturned!();
     if (port.keepFor) wrapped.keepFor = (seconds) => port.keepFor!(seconds);
