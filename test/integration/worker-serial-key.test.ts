@@ -61,7 +61,7 @@ describe('serialKey: runs in order per key', () => {
         const [row] = await h.sql<[{ n: number }]>`SELECT count(*)::int AS n FROM platform_task_runs WHERE run_id = ANY(${runIds}::uuid[]) AND status = 'succeeded'`;
         return row.n === runIds.length;
       },
-      180_000,
+      360_000,
       { what: 'every serial run succeeded' },
     );
     const rows = await h.sql<Array<{ account: string; seq: number; started: Date; ended: Date }>>`
@@ -86,7 +86,7 @@ describe('serialKey: runs in order per key', () => {
     const [keyed] = await h.sql<[{ n: number }]>`
       SELECT count(*)::int AS n FROM platform_task_run_events WHERE run_id = ANY(${runIds}::uuid[]) AND event = 'queued' AND detail ->> 'serial_key' LIKE 'acct-%'`;
     expect(keyed.n).toBe(runIds.length);
-  }, 240_000);
+  }, 420_000);
 
   it('a later run of a key waits while an earlier one is not final, and runs once it is; other keys and payloads without the field do not wait', async () => {
     const dispatch = (payload: { account?: string | number; seq: number; sleepMs: number }) =>

@@ -17,6 +17,7 @@
 // hold: `cancelListen: false`), each watch's heartbeat poll still sees the cancel within one interval.
 import type { Logger } from 'pino';
 import type { Sql, TxSql } from '../../../db/client.ts';
+import { listenOn } from '../../../db/channel-listener.ts';
 
 /** The channel of cancel notifications; the payload is the cancelled run's id. */
 export const CANCEL_CHANNEL = 'svc_run_cancelled';
@@ -29,20 +30,15 @@ export interface CancelNotices {
 
 export function listenForCancels(sql: Sql, log: Logger): CancelNotices {
   const watchers = new Map<string, Set<() => void>>();
-  let stopped = false;
-  let unlisten: (() => Promise<void>) | null = null;
   const checkAll = () => {
     for (const checks of watchers.values()) for (const check of checks) check();
   };
-  // A first LISTEN that fails is retried by postgres.js as its connection comes back (checkAll then).
-  sql.listen(CANCEL_CHANNEL, (runId) => watchers.get(runId)?.forEach((check) => check()), checkAll).then(
-    async (l) => {
-      if (stopped) await l.unlisten();
-      else unlisten = l.unlisten;
-    },
-    (error: unknown) => {
-      if (!stopped) log.warn({ err: error }, 'could not listen for cancels yet: a running run learns of its cancel at its heartbeat poll meanwhile');
-    },
+  const listener = listenOn(
+    sql,
+    CANCEL_CHANNEL,
+    (runId) => watchers.get(runId)?.forEach((check) => check()),
+    checkAll,
+    (error) => log.warn({ err: error }, 'could not listen for cancels yet: a running run learns of its cancel at its heartbeat poll meanwhile'),
   );
   return {
     subscribe(runId, check) {
@@ -55,10 +51,8 @@ export function listenForCancels(sql: Sql, log: Logger): CancelNotices {
       };
     },
     async stop() {
-      stopped = true;
       watchers.clear();
-      // A LISTEN still unanswered (the database away) unlistens once answered.
-      await unlisten?.().catch(() => {});
+      await listener.stop();
     },
   };
 }

@@ -25,6 +25,7 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Sql, TxSql } from '../../../db/client.ts';
+import { listenOn } from '../../../db/channel-listener.ts';
 import { serialKeyOf, type WorkUnit } from '../../define/unit.ts';
 import { CodedError } from '../../../errors/coded-error.ts';
 import { RUN_TABLE, TRAIL_TABLE, type RunScope } from '../store/scope-tables.ts';
@@ -126,20 +127,16 @@ interface TurnWaiter {
 
 export function listenForSerialTurns(sql: Sql, log: Logger): SerialTurns {
   const waiters = new Map<string, Set<TurnWaiter>>();
-  let stopped = false;
-  let unlisten: (() => Promise<void>) | null = null;
   // A (re)listen may have missed notices: every waiter looks again.
   const wakeAll = () => {
     for (const set of [...waiters.values()]) for (const waiter of [...set]) waiter.now();
   };
-  sql.listen(SERIAL_TURN_CHANNEL, (id) => waiters.get(id)?.forEach((waiter) => waiter.passed()), wakeAll).then(
-    async (l) => {
-      if (stopped) await l.unlisten();
-      else unlisten = l.unlisten;
-    },
-    (error: unknown) => {
-      if (!stopped) log.warn({ err: error }, 'could not listen for serial turns yet: a waiting run looks again every second meanwhile');
-    },
+  const listener = listenOn(
+    sql,
+    SERIAL_TURN_CHANNEL,
+    (id) => waiters.get(id)?.forEach((waiter) => waiter.passed()),
+    wakeAll,
+    (error) => log.warn({ err: error }, 'could not listen for serial turns yet: a waiting run looks again every second meanwhile'),
   );
   return {
     wait(id, ahead, signal) {
@@ -170,11 +167,10 @@ export function listenForSerialTurns(sql: Sql, log: Logger): SerialTurns {
       });
     },
     async stop() {
-      stopped = true;
       // Each waiter still waiting looks again at once (and finds the process stopping).
       wakeAll();
       waiters.clear();
-      await unlisten?.().catch(() => {});
+      await listener.stop();
     },
   };
 }
