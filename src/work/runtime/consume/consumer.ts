@@ -377,11 +377,7 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
           slot?.release();
           const waitingHere = rateWaits.get(verdict.window) ?? 0;
           if (waitsInProcess(verdict, waits, waitingHere, slot?.limit ?? 1)) {
-            rateWaits.set(verdict.window, waitingHere + 1);
-            const waited = await pause(verdict.waitMs + Math.random() * 20, slotWaitSignal);
-            const left = (rateWaits.get(verdict.window) ?? 1) - 1;
-            if (left > 0) rateWaits.set(verdict.window, left);
-            else rateWaits.delete(verdict.window);
+            const waited = await whileCounted(rateWaits, verdict.window, () => pause(verdict.waitMs + Math.random() * 20, slotWaitSignal));
             if (waited) continue;
           }
           delaySeconds = rateLimitDelaySeconds(verdict.waitMs);
@@ -441,11 +437,7 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
       turnWaitsOfMessage += 1;
       slot?.release();
       held = false;
-      turnWaits.set(unit ?? '', (turnWaits.get(unit ?? '') ?? 0) + 1);
-      const waited = await o.serialTurns!.wait(turn.id, turn.ahead, slotWaitSignal);
-      const left = (turnWaits.get(unit ?? '') ?? 1) - 1;
-      if (left > 0) turnWaits.set(unit ?? '', left);
-      else turnWaits.delete(unit ?? '');
+      const waited = await whileCounted(turnWaits, unit ?? '', () => o.serialTurns!.wait(turn.id, turn.ahead, slotWaitSignal));
       if (waited === 'aborted') {
         if (tenantSlot) o.tenantSlots!.release(tenantSlot);
         giveBack();
@@ -564,6 +556,18 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
       return pollers.some((consumer) => consumer.status.isPolling);
     },
   };
+}
+
+/** Waits with `key` counted in `counts` meanwhile (the messages waiting in this process, by window or unit). */
+async function whileCounted<T>(counts: Map<string, number>, key: string, wait: () => Promise<T>): Promise<T> {
+  counts.set(key, (counts.get(key) ?? 0) + 1);
+  try {
+    return await wait();
+  } finally {
+    const left = (counts.get(key) ?? 1) - 1;
+    if (left > 0) counts.set(key, left);
+    else counts.delete(key);
+  }
 }
 
 /** Resolves true after `ms`, or false as soon as `signal` aborts. */
