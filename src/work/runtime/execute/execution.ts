@@ -29,7 +29,7 @@ import { gateResultOf, recordResults, settleExecuted, settleRegistration, settle
 /** The effect transaction's opening row. */
 interface Opened {
   locked: boolean;
-  /** Seconds to wait when an earlier run of the run's serial key is executing or not final yet, else 0 (serial-turn.ts). */
+  /** 0 when the run may execute now, else how many earlier runs of its serial key are still active (serial-turn.ts). */
   serial_wait: number;
   pid: number;
   xact_start: string;
