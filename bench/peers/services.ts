@@ -11,6 +11,7 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embed
 import { freePort, startRedisServer, type RedisServer } from '../../src/kv/redis-server.ts';
 import type { LocalSqsServer } from '../../src/queue/local-sqs-server.ts';
 import { postmasterPid, redisServerPid } from './cpu.ts';
+import { pgStatementsWanted } from './pg-statements.ts';
 
 export interface Services {
   pg: EmbeddedPostgres;
@@ -48,6 +49,8 @@ export async function startServices(options: { sqs: boolean; log: (line: string)
       // Durable on purpose: the PostgreSQL peers and ours are measured with real commits.
       fast: false,
       log: options.log,
+      // BENCH_PG_STATEMENTS=true: per-statement figures of each round (pg-statements.ts).
+      settings: pgStatementsWanted() ? { shared_preload_libraries: 'pg_stat_statements' } : undefined,
     });
     stops.push(async () => {
       await pg.stop();

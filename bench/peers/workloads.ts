@@ -4,6 +4,7 @@ import { CpuMeter } from './cpu.ts';
 import { intervalLine, latencyPercentiles, type RoundResult } from './report.ts';
 import type { BenchJob, SystemAdapter, SystemContext, Workload } from './system.ts';
 import { nowMs, type RoundTally } from './tally.ts';
+import { pgStatementsProbe } from './pg-statements.ts';
 
 export interface RoundOptions {
   /** Drain deadline of one round in ms; a round that misses it counts what is missing as lost. */
@@ -131,6 +132,8 @@ export async function burnDown(
   const enqueuePerS = (jobs * 1000) / Math.max(1, nowMs() - enq0);
   await adapter.analyze?.();
 
+  const statements = await pgStatementsProbe(ctx.sql);
+  await statements?.begin();
   const cpu = new CpuMeter(() => [...options.serverPids(), ...(adapter.externalPids?.() ?? [])]);
   cpu.begin();
   const deadline = nowMs() + options.timeoutMs;
@@ -145,6 +148,7 @@ export async function burnDown(
   const used = cpu.end();
   const parts = cpu.breakdown().map((b) => `${b.label}=${b.seconds.toFixed(2)}`);
   ctx.log(`CPU_BREAKDOWN system=${adapter.name} workload=${workload} round=${round} jobs=${jobs} harness=${used.self.toFixed(2)} ${parts.join(' ')}`);
+  await statements?.report(`system=${adapter.name} workload=${workload} round=${round}`, jobs, ctx.log);
   await adapter.stopWorkers();
   // After verify: for external workers the start instants arrive through collect().
   const counts = await verify(adapter, ctx, tally, outcome.incomplete, workload);
@@ -182,6 +186,8 @@ export async function steady(
   const warmup = Math.min(total - 1, Math.round(rate * warmupSeconds));
   const tally = ctx.book.open(total);
   await adapter.startWorkers('steady');
+  const statements = await pgStatementsProbe(ctx.sql);
+  await statements?.begin();
   const cpu = new CpuMeter(() => [...options.serverPids(), ...(adapter.externalPids?.() ?? [])]);
   cpu.begin();
   const ticker = intervals({ system: adapter.name, workload: 'steady', round }, () => doneCount(adapter, tally), options);
@@ -214,6 +220,7 @@ export async function steady(
   const used = cpu.end();
   const parts = cpu.breakdown().map((b) => `${b.label}=${b.seconds.toFixed(2)}`);
   ctx.log(`CPU_BREAKDOWN system=${adapter.name} workload=steady round=${round} jobs=${total} harness=${used.self.toFixed(2)} ${parts.join(' ')}`);
+  await statements?.report(`system=${adapter.name} workload=steady round=${round}`, total, ctx.log);
   await adapter.stopWorkers();
   const counts = await verify(adapter, ctx, tally, outcome.incomplete, 'steady');
   const measured = Array.from(tally.latencyMs.subarray(warmup));

@@ -20,6 +20,8 @@ export interface EmbeddedPostgresOptions {
   fast?: boolean;
   /** Receives one line per lifecycle step. */
   log?: (line: string) => void;
+  /** More server settings (`-c name=value`), for a benchmark's diagnostics. */
+  settings?: Readonly<Record<string, string>>;
 }
 
 export interface EmbeddedPostgres {
@@ -313,6 +315,7 @@ function startOrReuse(
     `-c unix_socket_directories=''`,
     `-c max_connections=300`,
     ...(options.fast ? ['-c fsync=off', '-c synchronous_commit=off', '-c full_page_writes=off'] : []),
+    ...Object.entries(options.settings ?? {}).map(([name, value]) => `-c ${name}=${value}`),
   ].join(' ');
   const logFile = path.join(dataDir, 'server.log');
   const started = run(

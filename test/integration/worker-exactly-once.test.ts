@@ -6,6 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { queueUrl } from '../../src/queue/names.ts';
+import { fingerprintOf, idempotencyKeyOf } from '../../src/work/runtime/store/idempotency.ts';
 import { defineTask, type WorkUnit } from '../../src/work/define/unit.ts';
 import { RUNTIME_UNITS } from '../fixtures/units/runtime-units.ts';
 import { events, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
@@ -119,6 +120,26 @@ describe('exactly once', () => {
     const retried = (await h.trail(runId)).filter((e) => e.event === 'retry_scheduled');
     expect(retried).toHaveLength(1);
     expect(JSON.stringify(retried[0])).toContain('25P02');
+  });
+
+  it('R-IDM-10 R-IDM-12 R-OBX-16 a key another execution records while the handler runs (after the opening looked) refuses the finish: nothing commits, and the retry replays that record', async () => {
+    // The usual delivery claims a key new to the ledger in its finish. An execution that claimed the key
+    // and let its lock go just as this one's opening looked is what the test's insert stands for.
+    const { runId, envelope } = await h.dispatch('fixture.effect', { key: 'claimed-meanwhile', sleepMs: 1_500, sleepUntilAttempt: 1 });
+    await h.relay();
+    await h.waitForStatus(runId, ['running']);
+    await h.sql`INSERT INTO platform_idempotency_keys (idempotency_key, request_fingerprint, status, outcome, expires_at)
+                VALUES (${idempotencyKeyOf('fixture.effect', runId)}, ${fingerprintOf(envelope.payload)}, 'completed', ${h.sql.json({ by: 'elsewhere' })}, now() + interval '1 hour')`;
+    const run = await h.waitForStatus(runId, ['succeeded', 'failed']);
+    expect(run.status).toBe('succeeded');
+    expect(run.outcome).toEqual({ by: 'elsewhere' });
+    expect(run.attempts).toBe(2);
+    // Attempt 1's effect rolled back with its refused finish; the retry replayed without running the handler.
+    expect(await h.effects('claimed-meanwhile')).toBe(0);
+    const trail = (await h.trail(runId)).filter((e) => e.event !== 'sent');
+    expect(events(trail)).toEqual(['queued', 'received', 'started', 'retry_scheduled', 'received', 'succeeded']);
+    expect(trail[3]).toMatchObject({ error_code: 'IDEMPOTENCY_KEY_CLAIMED_MEANWHILE' });
+    expect(trail[5]!.detail).toEqual({ replayed: true });
   });
 
   /** Starts a runtime on `bulk` that executes `runId`, and waits until it is executing it. */

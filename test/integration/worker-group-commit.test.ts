@@ -1042,7 +1042,8 @@ describe('group commit', () => {
     // A's COMMIT fails (a deferred check) while group B runs in the slot A gave back; A's members then
     // run again alone, in the unit's slot once B has given it back for its own tail. A's first run is
     // held on its ledger row there (the test inserts that key in a transaction of its own once A's
-    // claim rolled back), and B's finish on a row lock: C must wait, the slot being A's.
+    // claim rolled back; alone, a1's finish inserts the key), and B's finish on a row lock: C must
+    // wait, the slot being A's.
     await h.fenceAbandonedPolls('bulk');
     const unit = 'fixture.group_tail_effect';
     const dispatch = async (p: z.input<typeof payload>) => (await h.dispatch(unit, p, tenantActor())).runId;
@@ -1069,7 +1070,8 @@ describe('group commit', () => {
       const c = await dispatch({ key: 'quiet-tail-c1' });
       await h.relay();
       await waitFor(async () => (await lockWaiters('%INSERT INTO idempotency_keys%')) === 1, 15_000, { what: "A's first run alone, held on its ledger row" });
-      await waitFor(async () => (await lockWaiters('%UPDATE task_runs%succeeded%')) === 1, 15_000, { what: "B's finish held on the row lock" });
+      // The group's finish (its members' `leave_claim`), not a1's, whose finish inserts the key held above.
+      await waitFor(async () => (await lockWaiters('%leave_claim%UPDATE task_runs%succeeded%')) === 1, 15_000, { what: "B's finish held on the row lock" });
       expect(await effectsOf('commitfail-tail-a1')).toEqual([]);
       // C is received and waits for its unit's slot, which would take it at once. Nothing would
       // announce C running: give it the time a run takes here, many times over.

@@ -1,20 +1,23 @@
 // Stage 3 of a delivery: execution. Opens the effect transaction (actor context, statement deadline,
-// the key's advisory lock), registers the delivery, claims the key in the ledger, runs the handler
-// and, in the same transaction, records its success. Every way out other than success goes to the
-// settlement stage.
+// the key's advisory lock, the run's execution lock), registers the delivery, runs the handler and, in
+// the same transaction, claims the key in the ledger and records its success: a key new to the ledger
+// in the finish statement itself, one already there before the handler. Every way out other than
+// success goes to the settlement stage.
 import { recordRunStarted } from '../../../observe/delivery-metrics.ts';
 import { traceStage } from '../../../observe/work-tracing.ts';
 import type { TxSql } from '../../../db/client.ts';
 import { beginPipelined } from '../../../db/pipelined-begin.ts';
 import { boundStage, isStageTimeout } from '../../../db/stage-deadline.ts';
-import { advisoryKeyOf, claimKeyAndStart, type GateState } from '../store/idempotency.ts';
-import { finishDelivery } from '../store/run-store.ts';
+import { advisoryKeyOf, claimKeyAndStart, keyInLedger, tryLockRunExecution, type GateState } from '../store/idempotency.ts';
+import { finishDelivery, isKeyClaimedMeanwhile } from '../store/run-store.ts';
+import { TransientFailure } from '../../define/unit-errors.ts';
 import { EffectStatement } from './cancel-statement.ts';
 import { openAttempt } from './attempt.ts';
 import {
   actorSettingsOf,
   evict,
   ledgerScope,
+  trail,
   releaseOwnGate,
   type DeliveryContext,
   type DeliveryResult,
@@ -33,6 +36,8 @@ interface Opened {
   serial_wait: number;
   pid: number;
   xact_start: string;
+  /** The key has a ledger row (as of the opening's snapshot); false also when no lock was tried. */
+  keyed: boolean;
 }
 
 /**
@@ -79,6 +84,8 @@ export async function deliverAlone(
         SELECT set_config('app.tenant_id', ${settings.tenantId}, true), set_config('app.user_id', ${settings.userId}, true),
                set_config('app.process', ${settings.process}, true), set_config('statement_timeout', ${String(timeoutMs)}, true),
                ${needsLock ? tx`pg_try_advisory_xact_lock(${advisoryKeyOf(c.key!)}::bigint)` : tx`true`} AS locked,
+               ${needsLock ? keyInLedger(tx, ledgerScope(c), c.key!) : tx`false`} AS keyed,
+               ${needsLock ? tryLockRunExecution(tx, c.envelope.run_id) : tx`false`} AS run_locked,
                ${serial ? serialTurnColumn(tx, serial) : tx`0 AS serial_wait`},
                pg_backend_pid() AS pid, (extract(epoch FROM now()) * 1000000)::int8::text AS xact_start`,
       (tx, [opened], beforeCommit) => effect(tx, opened!, beforeCommit),
@@ -98,9 +105,21 @@ export async function deliverAlone(
       // The deadline starts with the execution, as the cancel watch and the release do.
       lifetime.start({ unit: unit!, scope, run: { runId: run.runId, tenantId } });
       lifetime.signal.throwIfAborted();
-      // The claim's statements are bounded as one stage; past the deadline the effect transaction is
-      // abandoned (rolled back), nothing of it committed.
-      const claimed = await boundStage(
+      // The usual delivery: its key has no ledger row, so it is claimed by the finish, which inserts it
+      // `completed` with the effect (and `started`, at the `received` instant): no statement before the
+      // handler. The opening's snapshot may predate an execution that claimed the key and let its lock
+      // go just before this one took it: that row makes the finish fail, and nothing commits.
+      const fresh = !opened.keyed && registration.receivedAt !== undefined && !registered ? { fingerprint: c.fingerprint!, startedAt: registration.receivedAt } : undefined;
+      // Written ahead of the finish only if the handler reports progress, whose row must follow it.
+      let startedWritten = false;
+      const writeStarted = async () => {
+        if (!fresh || startedWritten) return;
+        startedWritten = true;
+        await trail(tx, c, run, 'started', attempt, { occurredAt: fresh.startedAt });
+      };
+      // A key already in the ledger is claimed now. The claim's statements are bounded as one stage; past
+      // the deadline the effect transaction is abandoned (rolled back), nothing of it committed.
+      const claimed = fresh ? { replay: null, startedAt: fresh.startedAt } : await boundStage(
         'claim',
         (async () => {
           const claim = await claimKeyAndStart(tx, ledgerScope(c), c.key!, c.fingerprint!, leaseMs, {
@@ -118,7 +137,7 @@ export async function deliverAlone(
       );
       if (claimed.replay) return { replayed: true, outcome: claimed.replay.replayed };
       startedAt = claimed.startedAt;
-      const { outcome, followUps } = await callHandler(c, tx, { run, attempt, scheduledFor, payload, signal: lifetime.signal });
+      const { outcome, followUps } = await callHandler(c, tx, { run, attempt, scheduledFor, payload, signal: lifetime.signal, beforeProgress: fresh && writeStarted });
       followUpsSince = followUps.writtenSince();
       // Ledger `completed`, run `succeeded`, trail `succeeded`: one statement, committed with the effect.
       // Sent before COMMIT without waiting (one round trip, not two); if it fails, beginPipelined
@@ -133,6 +152,7 @@ export async function deliverAlone(
           workerInstance: deps.workerInstance,
           outcome,
           ledger: { key: c.key!, retentionMs: deps.retentionMs },
+          fresh: fresh && { fingerprint: fresh.fingerprint, startedAt: startedWritten ? null : fresh.startedAt },
         }),
       );
       // Its successors of the key, waiting in their processes, look again once this commits (serial-turn.ts).
@@ -161,7 +181,12 @@ export async function deliverAlone(
       void releaseOwnGate(c).catch(() => {});
       throw error;
     }
-    return settleExecuted(c, registration.run, registration.attempt, error, lifetime.abortReason, startedAt, leaseMs);
+    // The finish found the key claimed after the opening looked (finishDelivery's `fresh`): nothing
+    // committed, and the next delivery claims the key as it is (a replay, a hold or a takeover).
+    const cause = isKeyClaimedMeanwhile(error)
+      ? new TransientFailure('IDEMPOTENCY_KEY_CLAIMED_MEANWHILE', 'another execution claimed the idempotency key while this one ran: its effect was rolled back, and the next delivery reads what that execution recorded')
+      : error;
+    return settleExecuted(c, registration.run, registration.attempt, cause, lifetime.abortReason, startedAt, leaseMs);
   }
   return traceStage('settlement', c.envelope.name, () => settleRegistration(c, registration!, early)); // span (src/observe)
 }

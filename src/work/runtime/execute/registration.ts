@@ -4,7 +4,7 @@
 // window the database holds (Redis down) takes its place here, or writes nothing and waits (rate-window.ts).
 import { inUnitOfWork } from '../../../db/unit-of-work.ts';
 import type { TxSql } from '../../../db/client.ts';
-import { tryLockKey, type GateState } from '../store/idempotency.ts';
+import { tryLockKey, tryLockRunExecution, type GateState } from '../store/idempotency.ts';
 import { FINAL_RUN_STATUSES, readRun, transitionRun, type RunRow } from '../store/run-store.ts';
 import { OUTBOX_TABLE } from '../store/scope-tables.ts';
 import { finalDeliveryNote } from '../complete/final-delivery.ts';
@@ -19,7 +19,8 @@ export type Registration =
   /** The unit's rate window (held by the database) has no room for the next `waitMs`: nothing was recorded. */
   | { kind: 'rate_full'; waitMs: number }
   | { kind: 'replayed'; run: RunRow }
-  | { kind: 'execute'; run: RunRow; attempt: number; scheduledFor: string | null };
+  /** `receivedAt`: the `received` instant (text), on the usual path (one statement) only. */
+  | { kind: 'execute'; run: RunRow; attempt: number; scheduledFor: string | null; receivedAt?: string };
 
 /**
  * Registration transaction: lock the run, record the delivery, start the attempt. `keyLocked` says
@@ -44,7 +45,7 @@ export async function register(
       messageId: c.delivery.messageId,
       receivedAt,
     });
-    if (started) return { kind: 'execute', run: started.run, attempt: started.run.attempts, scheduledFor: started.scheduledFor };
+    if (started) return { kind: 'execute', run: started.run, attempt: started.run.attempts, scheduledFor: started.scheduledFor, receivedAt: started.receivedAt };
     // Missing or final: nothing was written; the general path below records it.
   }
   return inUnitOfWork(c.deps.sql, c.actor, async (tx): Promise<Registration> => {
@@ -128,15 +129,17 @@ async function recordSendProvedByDelivery(tx: TxSql, c: DeliveryContext, run: Ru
 }
 
 /**
- * True when another delivery is executing this run right now. An open effect transaction holds a
- * KEY SHARE lock on the run row (its `started` row references it), which FOR UPDATE SKIP LOCKED sees
- * without waiting (this transaction's own FOR NO KEY UPDATE does not conflict with itself); between
- * that delivery's registration and its `started`, the key's advisory lock it holds tells the same.
+ * True when another delivery is executing this run right now. An effect transaction holds the run's
+ * execution lock from its opening to its end (tryLockRunExecution); one that has written a `started`
+ * row also holds a KEY SHARE lock on the run row (the row references it), which FOR UPDATE SKIP LOCKED
+ * sees without waiting (this transaction's own FOR NO KEY UPDATE does not conflict with itself); a
+ * group member holds the key's advisory lock.
  */
 async function executingElsewhere(tx: TxSql, c: DeliveryContext): Promise<boolean> {
-  const free = await tx`SELECT 1 FROM ${tx(c.scope === 'tenant' ? 'task_runs' : 'platform_task_runs')}
+  const [free] = await tx<{ locked: boolean }[]>`SELECT ${tryLockRunExecution(tx, c.envelope.run_id)} AS locked
+                         FROM ${tx(c.scope === 'tenant' ? 'task_runs' : 'platform_task_runs')}
                          WHERE run_id = ${c.envelope.run_id} FOR UPDATE SKIP LOCKED`;
-  if (free.length === 0) return true;
+  if (!free?.locked) return true;
   const key = c.key ?? c.probeKey;
   return key !== undefined && !(await tryLockKey(tx, key));
 }

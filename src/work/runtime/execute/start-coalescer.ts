@@ -4,7 +4,8 @@ import type { Sql } from '../../../db/client.ts';
 import { startDeliveries, startDelivery, type ActorSettings, type RunRow } from '../store/run-store.ts';
 import type { RunScope } from '../store/scope-tables.ts';
 
-export type Started = { run: RunRow; scheduledFor: string | null } | null;
+/** A registration on the usual path: the run as it now is, and its `received` instant (text, to the microsecond). */
+export type Started = { run: RunRow; scheduledFor: string | null; receivedAt: string } | null;
 
 interface PendingStart {
   runId: string;

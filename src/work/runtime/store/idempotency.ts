@@ -5,9 +5,11 @@
 //   the result for fast replay. Redis is never authoritative: any Redis error means "no gate", and the
 //   database decides; a completed gate is replayed only once the ledger confirms it (confirmCompletedGate).
 // - The ledger row is claimed by INSERT ... ON CONFLICT DO NOTHING inside the effect transaction and
-//   completed in that same transaction, so it commits with the effect or not at all. A transaction-level
-//   advisory lock on the key lets a second claimer see "held" at once instead of waiting on the unique
-//   index while the first effect transaction is open.
+//   completed in that same transaction, so it commits with the effect or not at all. A key new to the
+//   ledger (the usual delivery) is claimed by the finish itself, inserted `completed` (run-store.ts
+//   finishDelivery); a key with a row is claimed before the handler (claimKeyAndStart). A
+//   transaction-level advisory lock on the key lets a second claimer see "held" at once instead of
+//   waiting on the unique index while the first effect transaction is open.
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { redisFallback } from '../../../observe/redis-fallback.ts';
@@ -187,6 +189,22 @@ export async function claimKey(tx: TxSql, at: LedgerScope, key: Buffer, fingerpr
   const inserted = await scoped(tx)`${insertClaim(at, key, fingerprint, leaseMs)}`;
   if (inserted.length > 0) return { kind: 'claimed', attempt: inserted[0]!.attempt as number };
   return claimExistingKey(tx, at, key, fingerprint, leaseMs);
+}
+
+/**
+ * The run's execution lock (a transaction-scoped advisory lock in a space of its own, the two-int form):
+ * a delivery's effect transaction tries it in its opening and holds it while the handler runs, so a
+ * delivery that will not execute (registration.ts executingElsewhere) sees, without waiting, that
+ * another is executing the run, whatever its key (a worker that lacks the unit cannot compute a
+ * business key). Two runs whose ids hash alike share it: the other then waits one lease, no more.
+ */
+export function tryLockRunExecution(tx: TxSql, runId: string) {
+  return tx`pg_try_advisory_xact_lock(hashtext('svc.run-executing'), hashtext(${runId}::text))`;
+}
+
+/** A column of a delivery's opening: true when the key already has a ledger row (as of its snapshot). */
+export function keyInLedger(tx: TxSql, at: LedgerScope, key: Buffer) {
+  return tx`EXISTS (SELECT 1 FROM ${tx(LEDGER_TABLE[at.scope])} WHERE idempotency_key = ${key}::bytea ${at.scope === 'tenant' ? tx`AND tenant_id = ${at.tenantId}::bigint` : tx``})`;
 }
 
 /** The trail event `started` written together with a fresh claim (claimKeyAndStart). */

@@ -290,7 +290,7 @@ export async function startDelivery(
   scope: RunScope,
   actor: ActorSettings,
   d: DeliveryStart,
-): Promise<{ run: RunRow; scheduledFor: string | null } | null> {
+): Promise<{ run: RunRow; scheduledFor: string | null; receivedAt: string } | null> {
   const tenantId = checkTenant(scope, d.tenantId);
   // The uncorrelated EXISTS is an init-plan: the settings are applied before the first row is updated,
   // among them the commit without a flush (src/db/commit-without-flush.ts: the effect's commit flushes it).
@@ -317,10 +317,10 @@ export async function startDelivery(
         piece`SELECT 1, run.run_id, ${tenantText(scope, 'run.tenant_id,')} 'received', run.attempts, d.receive_count, run.queue, '{}'::jsonb, d.received_at FROM run JOIN d ON d.run_id = run.run_id`,
         sqlText('ord'),
       )})
-      SELECT run.*, ${SCHEDULED_FOR[scope]} AS scheduled_for_at FROM run`;
+      SELECT run.*, ${SCHEDULED_FOR[scope]} AS scheduled_for_at, (SELECT received_at::text FROM d) AS received_at_text FROM run`;
   const row = rows[0];
   if (!row) return null;
-  return { run: toRunRow(row), scheduledFor: (row.scheduled_for_at as string | null) ?? null };
+  return { run: toRunRow(row), scheduledFor: (row.scheduled_for_at as string | null) ?? null, receivedAt: row.received_at_text as string };
 }
 
 /**
@@ -336,7 +336,7 @@ export async function startDeliveries(
   tenantId: string | null,
   workerInstance: string,
   deliveries: ReadonlyArray<{ runId: string; receiveCount: number; messageId?: string; receivedAt?: string | null }>,
-): Promise<Map<string, { run: RunRow; scheduledFor: string | null }>> {
+): Promise<Map<string, { run: RunRow; scheduledFor: string | null; receivedAt: string }>> {
   const tenant = checkTenant(scope, tenantId);
   const ids = deliveries.map((d) => d.runId);
   // As startDelivery: ctx also waits for the relay's commit of these runs' outbox rows.
@@ -361,8 +361,13 @@ export async function startDeliveries(
         piece`SELECT 1, run_id, ${tenantText(scope, 'tenant_id,')} 'received', attempts, delivery_receive_count, queue, '{}'::jsonb, delivery_received_at FROM run`,
         sqlText('ord, run_id'),
       )})
-      SELECT run.*, ${SCHEDULED_FOR[scope]} AS scheduled_for_at FROM run`;
-  return new Map(rows.map((row) => [row.run_id as string, { run: toRunRow(row), scheduledFor: (row.scheduled_for_at as string | null) ?? null }]));
+      SELECT run.*, ${SCHEDULED_FOR[scope]} AS scheduled_for_at, run.delivery_received_at::text AS received_at_text FROM run`;
+  return new Map(
+    rows.map((row) => [
+      row.run_id as string,
+      { run: toRunRow(row), scheduledFor: (row.scheduled_for_at as string | null) ?? null, receivedAt: row.received_at_text as string },
+    ]),
+  );
 }
 
 export interface DeliveryFinish extends RunKey {
@@ -374,6 +379,23 @@ export interface DeliveryFinish extends RunKey {
   outcome: Record<string, unknown>;
   /** The claimed idempotency key, marked `completed` with the outcome in the same statement. */
   ledger: { key: Buffer; retentionMs: number };
+  /**
+   * The key was not claimed before the handler (the usual delivery, execution.ts): the finish inserts it
+   * `completed` (its fingerprint) and writes `started` at `startedAt` (the delivery's `received`
+   * instant; null: written already, before a progress report) before `succeeded`. If the key has a row
+   * by then (claimed meanwhile by an execution this one's opening could not see), the statement fails
+   * on purpose and nothing of the effect commits.
+   */
+  fresh?: { fingerprint: Buffer; startedAt: string | null };
+}
+
+/** What the finish of a fresh key says when the key has a row after all (finishDelivery's `fresh`). */
+const KEY_CLAIMED_MEANWHILE = 'was claimed by another execution';
+
+/** The error of a finish whose fresh key was claimed meanwhile: a retry reads what that execution recorded. */
+export function isKeyClaimedMeanwhile(error: unknown): boolean {
+  const e = error as { name?: unknown; code?: unknown; message?: unknown } | null;
+  return e?.name === 'PostgresError' && e.code === '22P02' && typeof e.message === 'string' && e.message.includes(KEY_CLAIMED_MEANWHILE);
 }
 
 /**
@@ -392,12 +414,27 @@ export async function finishDelivery(tx: TxSql, scope: RunScope, f: DeliveryFini
   // the transaction, and the COMMIT sent behind it rolls back.
   const notRunning = piece`('run ' || r.run_id::text || ' is no longer running: its finish is refused')::int`;
   const t = scopeTables(scope);
+  const fresh = f.fresh;
+  // The key: marked completed (claimed before the handler), or inserted completed (fresh).
+  const key = fresh
+    ? piece`INSERT INTO ${t.ledger} (${tenantText(scope, 'tenant_id,')} idempotency_key, request_fingerprint, status, outcome, expires_at)
+        VALUES (${tenantOnly(scope, piece`${tenantId}::bigint,`)} ${f.ledger.key}, ${fresh.fingerprint}, 'completed', ${outcome}, clock_timestamp() + make_interval(secs => ${retention}))
+        ON CONFLICT DO NOTHING RETURNING 1 AS claimed`
+    : piece`UPDATE ${t.ledger} SET status = 'completed', outcome = ${outcome},
+               expires_at = clock_timestamp() + make_interval(secs => ${retention}), updated_at = clock_timestamp()
+         WHERE idempotency_key = ${f.ledger.key} ${tenantOnly(scope, piece`AND tenant_id = ${tenantId}`)}`;
+  // `started` (fresh: at the received instant) then `succeeded`, in that order of ids.
+  const withStarted = fresh !== undefined && fresh.startedAt !== null;
+  const events = withStarted
+    ? piece`FROM run CROSS JOIN (VALUES (1, 'started', ${fresh.startedAt}::text::timestamptz), (2, 'succeeded', NULL)) v(n, e, instant) ORDER BY v.n`
+    : sqlText('FROM run');
+  const keyTaken = fresh
+    ? piece`UNION ALL SELECT ('the key of run ' || ${f.runId}::text || ' ' || ${KEY_CLAIMED_MEANWHILE} || ' before ' || at.t::text || ': its finish is refused')::int
+              FROM at WHERE NOT EXISTS (SELECT 1 FROM k)`
+    : sqlText('');
   const rows = await scoped(tx)`
       WITH at AS MATERIALIZED (SELECT clock_timestamp() AS t),
-      k AS (
-        UPDATE ${t.ledger} SET status = 'completed', outcome = ${outcome},
-               expires_at = clock_timestamp() + make_interval(secs => ${retention}), updated_at = clock_timestamp()
-         WHERE idempotency_key = ${f.ledger.key} ${tenantOnly(scope, piece`AND tenant_id = ${tenantId}`)}),
+      k AS (${key}),
       run AS (
         UPDATE ${t.runs} SET status = 'succeeded', progress = 100::smallint, outcome = ${outcome},
                finished_at = (SELECT t FROM at), updated_at = clock_timestamp()
@@ -406,14 +443,15 @@ export async function finishDelivery(tx: TxSql, scope: RunScope, f: DeliveryFini
       ev AS (${trailRows(
         scope,
         {
-          runId: sqlText('run_id'), tenantId: sqlText('tenant_id'), event: sqlText(`'succeeded'`), attempt: f.attempt, receiveCount: f.receiveCount,
-          queue: f.queue, workerInstance: f.workerInstance, occurredAt: sqlText('(SELECT t FROM at)'),
+          runId: sqlText('run_id'), tenantId: sqlText('tenant_id'), event: withStarted ? sqlText('v.e') : sqlText(`'succeeded'`), attempt: f.attempt, receiveCount: f.receiveCount,
+          queue: f.queue, workerInstance: f.workerInstance, occurredAt: withStarted ? sqlText('COALESCE(v.instant, (SELECT t FROM at))') : sqlText('(SELECT t FROM at)'),
         },
-        sqlText('FROM run'),
+        events,
       )})
       SELECT 1 AS done FROM run
       UNION ALL
-      SELECT ${notRunning} FROM ${t.runs} r WHERE r.run_id = ${f.runId} ${tenantOnly(scope, piece`AND r.tenant_id = ${tenantId}`)} AND NOT EXISTS (SELECT 1 FROM run)`;
+      SELECT ${notRunning} FROM ${t.runs} r WHERE r.run_id = ${f.runId} ${tenantOnly(scope, piece`AND r.tenant_id = ${tenantId}`)} AND NOT EXISTS (SELECT 1 FROM run)
+      ${keyTaken}`;
   return rows.length === 1;
 }
 
