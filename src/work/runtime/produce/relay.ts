@@ -30,7 +30,7 @@ import type { Sql, TxSql } from '../../../db/client.ts';
 import { COMMIT_WITHOUT_FLUSH } from '../../../db/commit-without-flush.ts';
 import { beginPipelined } from '../../../db/pipelined-begin.ts';
 import { passBounds, withStageBounds } from '../../../db/stage-deadline.ts';
-import { DEFAULT_PASS_DEADLINE_MS } from '../../../config/limits.ts';
+import { CAPPED_REFILL_MS, DEFAULT_PASS_DEADLINE_MS } from '../../../config/limits.ts';
 import { actorContextSelect, type Actor } from '../../../db/unit-of-work.ts';
 import { markRelayCapped, RECENT_WRITE_MS, waitForWake, type WakeSignal } from '../../../kv/wake.ts';
 import { startBacklogSampler } from '../../../observe/backlog.ts';
@@ -512,6 +512,17 @@ export interface Relay {
   stop(): Promise<void>;
 }
 
+/**
+ * How long the relay waits before its next pass, ms, once a wait returned `woken`: a finish's room
+ * signal (`any`) while the cap holds rows back lets more room open first, so the next pass sends a
+ * fuller batch for the same count of the runs in flight (the pass started `sincePassStartMs` ago); a
+ * dispatch's signal (`recent`), a poll that timed out and an uncapped relay go at once.
+ */
+export function capRefillWaitMs(wasCapped: boolean, woken: WakeSignal | null, sincePassStartMs: number): number {
+  if (!wasCapped || woken !== 'any') return 0;
+  return Math.max(0, CAPPED_REFILL_MS - sincePassStartMs);
+}
+
 export function startRelay(options: RelayOptions): Relay {
   const { sql, sqs, queueUrlPrefix } = options;
   const sweepIntervalMs = options.sweepIntervalMs ?? DEFAULT_RELAY_SWEEP_INTERVAL_MS;
@@ -641,6 +652,8 @@ export function startRelay(options: RelayOptions): Relay {
       // finished between its count and the mark took no mark and signalled nothing (a poll lost).
       if (wasCapped && !markedBefore) continue;
       const woken = await idle(wasCapped ? cappedPollMs : sweepIntervalMs);
+      const refill = capRefillWaitMs(wasCapped, woken, performance.now() - passStart);
+      if (refill > 0) await pause(refill);
       if (woken === null && wasCapped) shortPoll = cappedScopes;
       // A sweep, or a signal that may announce an older row: the next pass reads every due row.
       if (woken !== 'recent') windowFrom = null;
