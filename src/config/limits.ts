@@ -137,8 +137,9 @@ export const DEFAULT_SQS_REQUEST_TIMEOUT_MS = 10_000;
 export const DEFAULT_CAPPED_POLL_MS = 50;
 
 /**
- * While the cap holds rows back, the least time from one pass to the next when a finish's room signal
- * wakes the relay, ms (a dispatch's signal does not wait): each capped pass counts the group's runs in
+ * While the cap holds rows back, the least time from one pass to the next when a signal without the
+ * `recent` mark (a finish's room signal, a scheduler's or an operator's dispatch) wakes the relay, ms (a
+ * dispatch's `recent` signal does not wait): each capped pass counts the group's runs in
  * flight (up to the lone room, 440), and at one pass per signal a default unit's burst made a pass for
  * every few finishes. A tenant's room of 40 takes longer than this to drain at any rate seen here.
  */

@@ -10,6 +10,7 @@ import { fingerprintOf, idempotencyKeyOf } from '../../src/work/runtime/store/id
 import { defineTask, type WorkUnit } from '../../src/work/define/unit.ts';
 import { RUNTIME_UNITS } from '../fixtures/units/runtime-units.ts';
 import { events, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 /** What the late-writing handler saw when it wrote after its attempt ended. */
 const lateErrors: Array<{ use: string; code: unknown }> = [];
@@ -75,7 +76,27 @@ const slowBulk = defineTask({
   },
 });
 
-const units: ReadonlyMap<string, WorkUnit> = new Map([...RUNTIME_UNITS, [lateWriter.name, lateWriter], [slowBulk.name, slowBulk], [swallower.name, swallower]]);
+/** Its own statement fails with a cast error whose text is the finish's refusal of a key claimed meanwhile. */
+const lookalike = defineTask({
+  name: 'fixture.refusal_lookalike',
+  queue: 'critical',
+  context: 'system',
+  concurrency: 2,
+  timeoutSeconds: 5,
+  payload: z.object({ text: z.string() }),
+  async handler(p, run) {
+    await run.transaction`SELECT ${p.text}::text::int`;
+    return {};
+  },
+});
+
+const units: ReadonlyMap<string, WorkUnit> = new Map([
+  ...RUNTIME_UNITS,
+  [lateWriter.name, lateWriter],
+  [slowBulk.name, slowBulk],
+  [swallower.name, swallower],
+  [lookalike.name, lookalike],
+]);
 
 let h: WorkHarness;
 
@@ -140,6 +161,37 @@ describe('exactly once', () => {
     expect(events(trail)).toEqual(['queued', 'received', 'started', 'retry_scheduled', 'received', 'succeeded']);
     expect(trail[3]).toMatchObject({ error_code: 'IDEMPOTENCY_KEY_CLAIMED_MEANWHILE' });
     expect(trail[5]!.detail).toEqual({ replayed: true });
+  });
+
+  it("a handler's own error that reads like the finish's refusal stays the permanent error it is", async () => {
+    const { runId } = await h.dispatch('fixture.refusal_lookalike', { text: 'the key of run x was claimed by another execution before now' });
+    await h.relay();
+    const run = await h.waitForStatus(runId, ['succeeded', 'failed']);
+    expect(run.status).toBe('failed');
+    expect(run.attempts).toBe(1);
+    const failed = (await h.trail(runId)).find((e) => e.event === 'failed');
+    expect(failed).toMatchObject({ error_code: 'PG_22P02' });
+  });
+
+  it('R-WRK-06 R-OBX-16 a delivery that cannot take its run\'s execution lock writes `started` before its handler: its row locks the run row while the handler runs', async () => {
+    // The lock held elsewhere (a delivery that will not execute holds it while it registers, or a run
+    // whose id hashes alike): the run's execution then shows through the `started` row's lock instead.
+    const { runId } = await h.dispatch('fixture.effect', { key: 'run-lock-held', sleepMs: 3_000 });
+    const holder = await h.sql.reserve();
+    try {
+      await holder`SELECT pg_advisory_lock(hashtext('svc.run-executing'), hashtext(${runId}::text))`;
+      await h.relay();
+      await h.waitForStatus(runId, ['running']);
+      // Within the handler's 3 s: the row is locked (a fresh claim in the finish would leave it free).
+      const locked = async () => (await h.sql.begin((tx) => tx`SELECT 1 FROM platform_task_runs WHERE run_id = ${runId} FOR UPDATE SKIP LOCKED`)).length === 0;
+      await waitFor(locked, 2_500, { what: 'the run row locked by its `started` row' });
+      expect(await h.effects('run-lock-held')).toBe(0);
+    } finally {
+      await holder`SELECT pg_advisory_unlock_all()`;
+      holder.release();
+    }
+    expect((await h.waitForStatus(runId, ['succeeded', 'failed'])).status).toBe('succeeded');
+    expect(events((await h.trail(runId)).filter((e) => e.event !== 'sent'))).toEqual(['queued', 'received', 'started', 'succeeded']);
   });
 
   /** Starts a runtime on `bulk` that executes `runId`, and waits until it is executing it. */

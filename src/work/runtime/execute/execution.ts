@@ -8,7 +8,7 @@ import { traceStage } from '../../../observe/work-tracing.ts';
 import type { TxSql } from '../../../db/client.ts';
 import { beginPipelined } from '../../../db/pipelined-begin.ts';
 import { boundStage, isStageTimeout } from '../../../db/stage-deadline.ts';
-import { advisoryKeyOf, claimKeyAndStart, keyInLedger, tryLockRunExecution, type GateState } from '../store/idempotency.ts';
+import { advisoryKeyOf, claimKeyAndStart, tryLockRunExecution, type GateState } from '../store/idempotency.ts';
 import { finishDelivery, isKeyClaimedMeanwhile } from '../store/run-store.ts';
 import { TransientFailure } from '../../define/unit-errors.ts';
 import { EffectStatement } from './cancel-statement.ts';
@@ -29,6 +29,13 @@ import { callHandler } from './handler-call.ts';
 import { SERIAL_WAIT_HERE_AHEAD, SerialTurnNotYet, serialTurnColumn, serialTurnId, serialTurnNotice, serialTurnOf } from './serial-turn.ts';
 import { gateResultOf, recordResults, settleExecuted, settleRegistration, settleSuccess } from '../complete/settlement.ts';
 
+function keyClaimedMeanwhile(): TransientFailure {
+  return new TransientFailure(
+    'IDEMPOTENCY_KEY_CLAIMED_MEANWHILE',
+    'another execution claimed the idempotency key while this one ran: its effect was rolled back, and the next delivery reads what that execution recorded',
+  );
+}
+
 /** The effect transaction's opening row. */
 interface Opened {
   locked: boolean;
@@ -36,8 +43,8 @@ interface Opened {
   serial_wait: number;
   pid: number;
   xact_start: string;
-  /** The key has a ledger row (as of the opening's snapshot); false also when no lock was tried. */
-  keyed: boolean;
+  /** This transaction holds the run's execution lock (tryLockRunExecution); false also when none was tried. */
+  run_locked: boolean;
 }
 
 /**
@@ -84,7 +91,6 @@ export async function deliverAlone(
         SELECT set_config('app.tenant_id', ${settings.tenantId}, true), set_config('app.user_id', ${settings.userId}, true),
                set_config('app.process', ${settings.process}, true), set_config('statement_timeout', ${String(timeoutMs)}, true),
                ${needsLock ? tx`pg_try_advisory_xact_lock(${advisoryKeyOf(c.key!)}::bigint)` : tx`true`} AS locked,
-               ${needsLock ? keyInLedger(tx, ledgerScope(c), c.key!) : tx`false`} AS keyed,
                ${needsLock ? tryLockRunExecution(tx, c.envelope.run_id) : tx`false`} AS run_locked,
                ${serial ? serialTurnColumn(tx, serial) : tx`0 AS serial_wait`},
                pg_backend_pid() AS pid, (extract(epoch FROM now()) * 1000000)::int8::text AS xact_start`,
@@ -105,11 +111,18 @@ export async function deliverAlone(
       // The deadline starts with the execution, as the cancel watch and the release do.
       lifetime.start({ unit: unit!, scope, run: { runId: run.runId, tenantId } });
       lifetime.signal.throwIfAborted();
-      // The usual delivery: its key has no ledger row, so it is claimed by the finish, which inserts it
-      // `completed` with the effect (and `started`, at the `received` instant): no statement before the
-      // handler. The opening's snapshot may predate an execution that claimed the key and let its lock
-      // go just before this one took it: that row makes the finish fail, and nothing commits.
-      const fresh = !opened.keyed && registration.receivedAt !== undefined && !registered ? { fingerprint: c.fingerprint!, startedAt: registration.receivedAt } : undefined;
+      // The usual delivery: its key has no ledger row (as the registration read it, after this
+      // transaction took the key's lock), so it is claimed by the finish, which inserts it `completed`
+      // with the effect (and `started`, at the `received` instant): no statement before the handler.
+      // It also needs the run's execution lock, the only sign of its execution until then for a
+      // delivery that will not execute (registration.ts executingElsewhere); without it (held by such a
+      // delivery, or by a run whose id hashes alike) `started` is written before the handler, whose
+      // row's lock on the run tells the same. A row written without the key's lock (a failed attempt's
+      // settlement, failKey) makes the finish refuse, and nothing commits.
+      const fresh =
+        registration.keyed === false && opened.run_locked && registration.receivedAt !== undefined && !registered
+          ? { fingerprint: c.fingerprint!, startedAt: registration.receivedAt }
+          : undefined;
       // Written ahead of the finish only if the handler reports progress, whose row must follow it.
       let startedWritten = false;
       const writeStarted = async () => {
@@ -153,6 +166,10 @@ export async function deliverAlone(
           outcome,
           ledger: { key: c.key!, retentionMs: deps.retentionMs },
           fresh: fresh && { fingerprint: fresh.fingerprint, startedAt: startedWritten ? null : fresh.startedAt },
+        }).catch((error: unknown) => {
+          // A fresh key claimed meanwhile: nothing committed, and the next delivery claims the key as it
+          // is (a replay, a hold or a takeover). Only this statement's refusal, never a handler's error.
+          throw fresh && isKeyClaimedMeanwhile(error) ? keyClaimedMeanwhile() : error;
         }),
       );
       // Its successors of the key, waiting in their processes, look again once this commits (serial-turn.ts).
@@ -181,12 +198,7 @@ export async function deliverAlone(
       void releaseOwnGate(c).catch(() => {});
       throw error;
     }
-    // The finish found the key claimed after the opening looked (finishDelivery's `fresh`): nothing
-    // committed, and the next delivery claims the key as it is (a replay, a hold or a takeover).
-    const cause = isKeyClaimedMeanwhile(error)
-      ? new TransientFailure('IDEMPOTENCY_KEY_CLAIMED_MEANWHILE', 'another execution claimed the idempotency key while this one ran: its effect was rolled back, and the next delivery reads what that execution recorded')
-      : error;
-    return settleExecuted(c, registration.run, registration.attempt, cause, lifetime.abortReason, startedAt, leaseMs);
+    return settleExecuted(c, registration.run, registration.attempt, error, lifetime.abortReason, startedAt, leaseMs);
   }
   return traceStage('settlement', c.envelope.name, () => settleRegistration(c, registration!, early)); // span (src/observe)
 }

@@ -19,8 +19,11 @@ export type Registration =
   /** The unit's rate window (held by the database) has no room for the next `waitMs`: nothing was recorded. */
   | { kind: 'rate_full'; waitMs: number }
   | { kind: 'replayed'; run: RunRow }
-  /** `receivedAt`: the `received` instant (text), on the usual path (one statement) only. */
-  | { kind: 'execute'; run: RunRow; attempt: number; scheduledFor: string | null; receivedAt?: string };
+  /**
+   * On the usual path (one statement) only: `receivedAt`, the `received` instant (text), and `keyed`,
+   * whether the ledger had a row for the key once this delivery held its lock.
+   */
+  | { kind: 'execute'; run: RunRow; attempt: number; scheduledFor: string | null; receivedAt?: string; keyed?: boolean | null };
 
 /**
  * Registration transaction: lock the run, record the delivery, start the attempt. `keyLocked` says
@@ -44,8 +47,11 @@ export async function register(
       receiveCount: c.delivery.receiveCount,
       messageId: c.delivery.messageId,
       receivedAt,
+      key: c.key,
     });
-    if (started) return { kind: 'execute', run: started.run, attempt: started.run.attempts, scheduledFor: started.scheduledFor, receivedAt: started.receivedAt };
+    if (started) {
+      return { kind: 'execute', run: started.run, attempt: started.run.attempts, scheduledFor: started.scheduledFor, receivedAt: started.receivedAt, keyed: started.keyed };
+    }
     // Missing or final: nothing was written; the general path below records it.
   }
   return inUnitOfWork(c.deps.sql, c.actor, async (tx): Promise<Registration> => {

@@ -4,14 +4,18 @@ import type { Sql } from '../../../db/client.ts';
 import { startDeliveries, startDelivery, type ActorSettings, type RunRow } from '../store/run-store.ts';
 import type { RunScope } from '../store/scope-tables.ts';
 
-/** A registration on the usual path: the run as it now is, and its `received` instant (text, to the microsecond). */
-export type Started = { run: RunRow; scheduledFor: string | null; receivedAt: string } | null;
+/**
+ * A registration on the usual path: the run as it now is, its `received` instant (text, to the
+ * microsecond) and, when the key was given, whether the ledger has a row for it (else null).
+ */
+export type Started = { run: RunRow; scheduledFor: string | null; receivedAt: string; keyed: boolean | null } | null;
 
 interface PendingStart {
   runId: string;
   receiveCount: number;
   messageId: string;
   receivedAt?: string | null;
+  key?: Buffer;
   resolve(started: Started): void;
   reject(error: unknown): void;
 }
@@ -46,7 +50,7 @@ export class StartCoalescer {
     actor: ActorSettings,
     tenantId: string | null,
     workerInstance: string,
-    delivery: { runId: string; receiveCount: number; messageId: string; receivedAt?: string | null },
+    delivery: { runId: string; receiveCount: number; messageId: string; receivedAt?: string | null; key?: Buffer },
   ): Promise<Started> {
     const one = () => startDelivery(this.sql, scope, actor, { ...delivery, tenantId, workerInstance });
     const key = [scope, actor.tenantId, actor.userId, actor.process, tenantId ?? '', workerInstance].join('\u0000');
@@ -75,6 +79,7 @@ export class StartCoalescer {
         receiveCount: i.receiveCount,
         messageId: i.messageId,
         receivedAt: i.receivedAt,
+        key: i.key,
         tenantId: g.tenantId,
         workerInstance: g.workerInstance,
       }).then(

@@ -513,10 +513,11 @@ export interface Relay {
 }
 
 /**
- * How long the relay waits before its next pass, ms, once a wait returned `woken`: a finish's room
- * signal (`any`) while the cap holds rows back lets more room open first, so the next pass sends a
- * fuller batch for the same count of the runs in flight (the pass started `sincePassStartMs` ago); a
- * dispatch's signal (`recent`), a poll that timed out and an uncapped relay go at once.
+ * How long the relay waits before its next pass, ms, once a wait returned `woken`: a signal without
+ * the `recent` mark (`any`: a finish's room signal, or a dispatch that did not say when it began) while
+ * the cap holds rows back lets more room open first, so the next pass sends a fuller batch for the same
+ * count of the runs in flight (the pass started `sincePassStartMs` ago); a dispatch's `recent` signal,
+ * a poll that timed out and an uncapped relay go at once.
  */
 export function capRefillWaitMs(wasCapped: boolean, woken: WakeSignal | null, sincePassStartMs: number): number {
   if (!wasCapped || woken !== 'any') return 0;

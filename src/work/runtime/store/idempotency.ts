@@ -196,15 +196,11 @@ export async function claimKey(tx: TxSql, at: LedgerScope, key: Buffer, fingerpr
  * a delivery's effect transaction tries it in its opening and holds it while the handler runs, so a
  * delivery that will not execute (registration.ts executingElsewhere) sees, without waiting, that
  * another is executing the run, whatever its key (a worker that lacks the unit cannot compute a
- * business key). Two runs whose ids hash alike share it: the other then waits one lease, no more.
+ * business key). A delivery that did not get it (held by such a delivery, or by a run whose id hashes
+ * alike) writes `started` before its handler instead, whose row locks the run row (execution.ts).
  */
 export function tryLockRunExecution(tx: TxSql, runId: string) {
   return tx`pg_try_advisory_xact_lock(hashtext('svc.run-executing'), hashtext(${runId}::text))`;
-}
-
-/** A column of a delivery's opening: true when the key already has a ledger row (as of its snapshot). */
-export function keyInLedger(tx: TxSql, at: LedgerScope, key: Buffer) {
-  return tx`EXISTS (SELECT 1 FROM ${tx(LEDGER_TABLE[at.scope])} WHERE idempotency_key = ${key}::bytea ${at.scope === 'tenant' ? tx`AND tenant_id = ${at.tenantId}::bigint` : tx``})`;
 }
 
 /** The trail event `started` written together with a fresh claim (claimKeyAndStart). */

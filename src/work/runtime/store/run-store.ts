@@ -221,6 +221,11 @@ export interface DeliveryStart extends RunKey {
    * it, so they keep their place before the attempt's `started`. Default: the statement's clock.
    */
   receivedAt?: string | null;
+  /**
+   * The delivery's idempotency key, when the caller holds its advisory lock: the statement then says
+   * whether the ledger has a row for it (`keyed`), read after that lock was taken (execution.ts).
+   */
+  key?: Buffer;
 }
 
 /** detail of a `sent` event a delivery records for its still-pending outbox row. */
@@ -290,7 +295,7 @@ export async function startDelivery(
   scope: RunScope,
   actor: ActorSettings,
   d: DeliveryStart,
-): Promise<{ run: RunRow; scheduledFor: string | null; receivedAt: string } | null> {
+): Promise<{ run: RunRow; scheduledFor: string | null; receivedAt: string; keyed: boolean | null } | null> {
   const tenantId = checkTenant(scope, d.tenantId);
   // The uncorrelated EXISTS is an init-plan: the settings are applied before the first row is updated,
   // among them the commit without a flush (src/db/commit-without-flush.ts: the effect's commit flushes it).
@@ -317,10 +322,26 @@ export async function startDelivery(
         piece`SELECT 1, run.run_id, ${tenantText(scope, 'run.tenant_id,')} 'received', run.attempts, d.receive_count, run.queue, '{}'::jsonb, d.received_at FROM run JOIN d ON d.run_id = run.run_id`,
         sqlText('ord'),
       )})
-      SELECT run.*, ${SCHEDULED_FOR[scope]} AS scheduled_for_at, (SELECT received_at::text FROM d) AS received_at_text FROM run`;
+      SELECT run.*, ${SCHEDULED_FOR[scope]} AS scheduled_for_at, (SELECT received_at::text FROM d) AS received_at_text,
+             ${keyedColumn(scope, piece`${d.key ? d.key.toString('hex') : null}::text`, sqlText('run'))} AS keyed FROM run`;
   const row = rows[0];
   if (!row) return null;
-  return { run: toRunRow(row), scheduledFor: (row.scheduled_for_at as string | null) ?? null, receivedAt: row.received_at_text as string };
+  return {
+    run: toRunRow(row),
+    scheduledFor: (row.scheduled_for_at as string | null) ?? null,
+    receivedAt: row.received_at_text as string,
+    keyed: (row.keyed as boolean | null) ?? null,
+  };
+}
+
+/**
+ * Whether the ledger has a row for the delivery's key (hex text, null: no key given, null out). Read in
+ * the registration's snapshot, which the caller's advisory lock on the key precedes: a holder that
+ * claimed the key and let the lock go has committed by then, so its row is seen.
+ */
+function keyedColumn(scope: RunScope, keyHex: SqlPiece | SqlText, run: SqlText) {
+  return piece`CASE WHEN ${keyHex} IS NULL THEN NULL ELSE EXISTS (SELECT 1 FROM ${scopeTables(scope).ledger} l
+                 WHERE l.idempotency_key = decode(${keyHex}, 'hex') ${tenantOnly(scope, piece`AND l.tenant_id = ${run}.tenant_id`)}) END`;
 }
 
 /**
@@ -335,25 +356,26 @@ export async function startDeliveries(
   actor: ActorSettings,
   tenantId: string | null,
   workerInstance: string,
-  deliveries: ReadonlyArray<{ runId: string; receiveCount: number; messageId?: string; receivedAt?: string | null }>,
-): Promise<Map<string, { run: RunRow; scheduledFor: string | null; receivedAt: string }>> {
+  deliveries: ReadonlyArray<{ runId: string; receiveCount: number; messageId?: string; receivedAt?: string | null; key?: Buffer }>,
+): Promise<Map<string, { run: RunRow; scheduledFor: string | null; receivedAt: string; keyed: boolean | null }>> {
   const tenant = checkTenant(scope, tenantId);
   const ids = deliveries.map((d) => d.runId);
   // As startDelivery: ctx also waits for the relay's commit of these runs' outbox rows.
   const counts = deliveries.map((d) => d.receiveCount);
   const messageIds = deliveries.map((d) => d.messageId ?? '');
   const receivedAts = deliveries.map((d) => d.receivedAt ?? null);
+  const keys = deliveries.map((d) => (d.key ? d.key.toString('hex') : null));
   const rows = await scoped(sql)`
       WITH ${deliveryContext(scope, actor, piece`run_id = ANY(${ids}::uuid[])`)},
-      d AS (SELECT run_id, receive_count, message_id, COALESCE(received_at::timestamptz, clock_timestamp()) AS received_at
-              FROM unnest(${ids}::uuid[], ${counts}::int[], ${messageIds}::text[], ${receivedAts}::text[]) AS d(run_id, receive_count, message_id, received_at)),
+      d AS (SELECT run_id, receive_count, message_id, COALESCE(received_at::timestamptz, clock_timestamp()) AS received_at, key_hex
+              FROM unnest(${ids}::uuid[], ${counts}::int[], ${messageIds}::text[], ${receivedAts}::text[], ${keys}::text[]) AS d(run_id, receive_count, message_id, received_at, key_hex)),
       run AS (
         UPDATE ${scopeTables(scope).runs} t SET status = 'running', attempts = t.attempts + 1,
                started_at = COALESCE(t.started_at, d.received_at), finished_at = NULL, updated_at = clock_timestamp()
           FROM d
          WHERE t.run_id = d.run_id ${tenantOnly(scope, piece`AND t.tenant_id = ${tenant}`)} AND t.status IN ('queued', 'running', 'retrying')
            AND EXISTS (SELECT 1 FROM ctx)
-        RETURNING t.*, d.receive_count AS delivery_receive_count, d.received_at AS delivery_received_at),
+        RETURNING t.*, d.receive_count AS delivery_receive_count, d.received_at AS delivery_received_at, d.key_hex AS delivery_key_hex),
       ob AS (${sentByDelivery(scope)}),
       ev AS (${deliveryTrail(
         scope,
@@ -361,11 +383,17 @@ export async function startDeliveries(
         piece`SELECT 1, run_id, ${tenantText(scope, 'tenant_id,')} 'received', attempts, delivery_receive_count, queue, '{}'::jsonb, delivery_received_at FROM run`,
         sqlText('ord, run_id'),
       )})
-      SELECT run.*, ${SCHEDULED_FOR[scope]} AS scheduled_for_at, run.delivery_received_at::text AS received_at_text FROM run`;
+      SELECT run.*, ${SCHEDULED_FOR[scope]} AS scheduled_for_at, run.delivery_received_at::text AS received_at_text,
+             ${keyedColumn(scope, sqlText('run.delivery_key_hex'), sqlText('run'))} AS keyed FROM run`;
   return new Map(
     rows.map((row) => [
       row.run_id as string,
-      { run: toRunRow(row), scheduledFor: (row.scheduled_for_at as string | null) ?? null, receivedAt: row.received_at_text as string },
+      {
+        run: toRunRow(row),
+        scheduledFor: (row.scheduled_for_at as string | null) ?? null,
+        receivedAt: row.received_at_text as string,
+        keyed: (row.keyed as boolean | null) ?? null,
+      },
     ]),
   );
 }
@@ -383,8 +411,8 @@ export interface DeliveryFinish extends RunKey {
    * The key was not claimed before the handler (the usual delivery, execution.ts): the finish inserts it
    * `completed` (its fingerprint) and writes `started` at `startedAt` (the delivery's `received`
    * instant; null: written already, before a progress report) before `succeeded`. If the key has a row
-   * by then (claimed meanwhile by an execution this one's opening could not see), the statement fails
-   * on purpose and nothing of the effect commits.
+   * by then (written without the key's lock, as a failed attempt's settlement writes it), the statement
+   * fails on purpose and nothing of the effect commits.
    */
   fresh?: { fingerprint: Buffer; startedAt: string | null };
 }
