@@ -200,7 +200,8 @@ export async function dispatchJobs(stack: OursStack, tenantId: string, jobs: rea
  * Where a steady round's runs spent their time, from the trail (the database clock, the machine clock
  * the harness reads too): medians over the runs past the warm-up of the instants each step was recorded
  * at, in ms after the harness's instant before the dispatch call. `sent` is the relay's mark after its
- * send was answered; `received` the registration; `started` the claim; `succeeded` the finish.
+ * send was answered; `received` the registration; `started` the attempt's start (for a key new to the
+ * ledger, the `received` instant: the finish writes it); `succeeded` the finish.
  */
 export interface SteadyChain {
   runs: number;
@@ -291,7 +292,8 @@ export function ours(options: { groupCommit?: boolean } = {}): OursAdapter {
         return row?.done ?? 0;
       }
       // Start instants come from the trail (database clock, the same machine clock as the harness);
-      // a run whose effect committed twice would show two `started` events.
+      // a run whose effect committed twice would show two `started` events. For a key new to the ledger
+      // `started` carries the `received` instant: the handler starts one answer of the registration later.
       const rows = await ctx.sql<{ s: number; t: number; started_ms: number | null; starts: number; succeeded: boolean }[]>`
         SELECT (o.envelope->'payload'->>'s')::int AS s,
                (o.envelope->'payload'->>'t')::float8 AS t,
