@@ -1,14 +1,11 @@
 // Registrations of one event-loop turn share one statement and one commit. The coalescer is state
 // of one worker runtime (created with its RunnerDeps), never module state shared across runtimes.
 import type { Sql } from '../../../db/client.ts';
-import { startDeliveries, startDelivery, type ActorSettings, type RunRow } from '../store/run-store.ts';
+import { startDeliveries, startDelivery, type ActorSettings, type StartedDelivery } from '../store/run-store.ts';
 import type { RunScope } from '../store/scope-tables.ts';
 
-/**
- * A registration on the usual path: the run as it now is, its `received` instant (text, to the
- * microsecond) and, when the key was given, whether the ledger has a row for it (else null).
- */
-export type Started = { run: RunRow; scheduledFor: string | null; receivedAt: string; keyed: boolean | null } | null;
+/** A registration on the usual path (StartedDelivery), or null: the run is missing or final. */
+export type Started = StartedDelivery | null;
 
 interface PendingStart {
   runId: string;

@@ -295,7 +295,7 @@ export async function startDelivery(
   scope: RunScope,
   actor: ActorSettings,
   d: DeliveryStart,
-): Promise<{ run: RunRow; scheduledFor: string | null; receivedAt: string; keyed: boolean | null } | null> {
+): Promise<StartedDelivery | null> {
   const tenantId = checkTenant(scope, d.tenantId);
   // The uncorrelated EXISTS is an init-plan: the settings are applied before the first row is updated,
   // among them the commit without a flush (src/db/commit-without-flush.ts: the effect's commit flushes it).
@@ -325,7 +325,22 @@ export async function startDelivery(
       SELECT run.*, ${SCHEDULED_FOR[scope]} AS scheduled_for_at, (SELECT received_at::text FROM d) AS received_at_text,
              ${keyedColumn(scope, piece`${d.key ? d.key.toString('hex') : null}::text`, sqlText('run'))} AS keyed FROM run`;
   const row = rows[0];
-  if (!row) return null;
+  return row ? startedOf(row) : null;
+}
+
+/**
+ * A delivery registered by startDelivery(ies): the run as it now is, a platform run's scheduled moment,
+ * its `received` instant (text, to the microsecond) and, when its key was given, whether the ledger has
+ * a row for it (else null).
+ */
+export interface StartedDelivery {
+  run: RunRow;
+  scheduledFor: string | null;
+  receivedAt: string;
+  keyed: boolean | null;
+}
+
+function startedOf(row: RawRun): StartedDelivery {
   return {
     run: toRunRow(row),
     scheduledFor: (row.scheduled_for_at as string | null) ?? null,
@@ -357,7 +372,7 @@ export async function startDeliveries(
   tenantId: string | null,
   workerInstance: string,
   deliveries: ReadonlyArray<{ runId: string; receiveCount: number; messageId?: string; receivedAt?: string | null; key?: Buffer }>,
-): Promise<Map<string, { run: RunRow; scheduledFor: string | null; receivedAt: string; keyed: boolean | null }>> {
+): Promise<Map<string, StartedDelivery>> {
   const tenant = checkTenant(scope, tenantId);
   const ids = deliveries.map((d) => d.runId);
   // As startDelivery: ctx also waits for the relay's commit of these runs' outbox rows.
@@ -385,17 +400,7 @@ export async function startDeliveries(
       )})
       SELECT run.*, ${SCHEDULED_FOR[scope]} AS scheduled_for_at, run.delivery_received_at::text AS received_at_text,
              ${keyedColumn(scope, sqlText('run.delivery_key_hex'), sqlText('run'))} AS keyed FROM run`;
-  return new Map(
-    rows.map((row) => [
-      row.run_id as string,
-      {
-        run: toRunRow(row),
-        scheduledFor: (row.scheduled_for_at as string | null) ?? null,
-        receivedAt: row.received_at_text as string,
-        keyed: (row.keyed as boolean | null) ?? null,
-      },
-    ]),
-  );
+  return new Map(rows.map((row) => [row.run_id as string, startedOf(row)]));
 }
 
 export interface DeliveryFinish extends RunKey {
@@ -451,11 +456,16 @@ export async function finishDelivery(tx: TxSql, scope: RunScope, f: DeliveryFini
     : piece`UPDATE ${t.ledger} SET status = 'completed', outcome = ${outcome},
                expires_at = clock_timestamp() + make_interval(secs => ${retention}), updated_at = clock_timestamp()
          WHERE idempotency_key = ${f.ledger.key} ${tenantOnly(scope, piece`AND tenant_id = ${tenantId}`)}`;
-  // `started` (fresh: at the received instant) then `succeeded`, in that order of ids.
-  const withStarted = fresh !== undefined && fresh.startedAt !== null;
-  const events = withStarted
-    ? piece`FROM run CROSS JOIN (VALUES (1, 'started', ${fresh.startedAt}::text::timestamptz), (2, 'succeeded', NULL)) v(n, e, instant) ORDER BY v.n`
-    : sqlText('FROM run');
+  // The trail rows: `succeeded`, or (fresh, `started` not written yet) `started` at the received instant
+  // then `succeeded`, in that order of ids.
+  const events =
+    fresh !== undefined && fresh.startedAt !== null
+      ? {
+          event: sqlText('v.e'),
+          occurredAt: sqlText('COALESCE(v.instant, (SELECT t FROM at))'),
+          source: piece`FROM run CROSS JOIN (VALUES (1, 'started', ${fresh.startedAt}::text::timestamptz), (2, 'succeeded', NULL)) v(n, e, instant) ORDER BY v.n`,
+        }
+      : { event: sqlText(`'succeeded'`), occurredAt: sqlText('(SELECT t FROM at)'), source: sqlText('FROM run') };
   const keyTaken = fresh
     ? piece`UNION ALL SELECT ('the key of run ' || ${f.runId}::text || ' ' || ${KEY_CLAIMED_MEANWHILE} || ' before ' || at.t::text || ': its finish is refused')::int
               FROM at WHERE NOT EXISTS (SELECT 1 FROM k)`
@@ -471,10 +481,10 @@ export async function finishDelivery(tx: TxSql, scope: RunScope, f: DeliveryFini
       ev AS (${trailRows(
         scope,
         {
-          runId: sqlText('run_id'), tenantId: sqlText('tenant_id'), event: withStarted ? sqlText('v.e') : sqlText(`'succeeded'`), attempt: f.attempt, receiveCount: f.receiveCount,
-          queue: f.queue, workerInstance: f.workerInstance, occurredAt: withStarted ? sqlText('COALESCE(v.instant, (SELECT t FROM at))') : sqlText('(SELECT t FROM at)'),
+          runId: sqlText('run_id'), tenantId: sqlText('tenant_id'), event: events.event, attempt: f.attempt, receiveCount: f.receiveCount,
+          queue: f.queue, workerInstance: f.workerInstance, occurredAt: events.occurredAt,
         },
-        events,
+        events.source,
       )})
       SELECT 1 AS done FROM run
       UNION ALL
