@@ -25,10 +25,11 @@
 //     what the in-flight accounting costs: its partial index holds the runs in flight, not the backlog.
 //   SUMMARY victim_p99_ms=<n> unfair_victim_p99_ms=<n> throughput_ratio=<fair/unfair> lone_throughput_ratio=<lone/unfair>
 //           lone_cpu_ratio=<lone/unfair CPU ms per run> lost=<n> duplicated=<n>
+//   With BENCH_PG_STATEMENTS=true, each mode's statements per run on stderr (bench/peers/pg-statements.ts).
 // Targets (reported against, not asserted): victim_p99_ms ≤ 150, lone_throughput_ratio ≥ 0.9, lone_cpu_ratio
 // ≤ 1, nothing lost or duplicated. Exit code 1 when anything is lost or duplicated.
 import type { Sql } from '../src/db/client.ts';
-import { DEFAULT_TENANT_INFLIGHT_LONE_MAX, DEFAULT_TENANT_INFLIGHT_MAX } from '../src/config/workers.ts';
+import { DEFAULT_TENANT_INFLIGHT_MAX } from '../src/config/workers.ts';
 import { startServices, type Services } from './peers/services.ts';
 import { CpuMeter } from './peers/cpu.ts';
 import { num, percentile } from './peers/stats.ts';
@@ -36,6 +37,7 @@ import { createBenchTenant, dispatchJobs, prepareOurs, spawnOurs, type OursStack
 import type { BenchJob } from './peers/system.ts';
 import { nowMs } from './peers/tally.ts';
 import { applyNumericFlags } from './numeric-flags.ts';
+import { pgStatementsProbe } from './peers/pg-statements.ts';
 
 interface FairnessOptions {
   smoke: boolean;
@@ -43,7 +45,8 @@ interface FairnessOptions {
   runs: number;
   rate: number;
   cap: number;
-  loneMax: number;
+  /** SVC_TENANT_INFLIGHT_LONE_MAX; null: unset, each queue's room from its units (the service's default). */
+  loneMax: number | null;
   victimDelayMs: number;
   concurrency: number;
   warmup: number;
@@ -51,7 +54,7 @@ interface FairnessOptions {
 }
 
 const USAGE = `usage: npm run bench -- fairness [--smoke] [--unfair-first] [--runs N] [--rate N] [--cap N] [--lone-max N] [--victim-delay-ms N] [--concurrency N] [--warmup N] [--timeout-seconds N]
-  defaults: --runs 20000 --rate 20 --cap ${DEFAULT_TENANT_INFLIGHT_MAX} (SVC_TENANT_INFLIGHT_MAX's default) --lone-max ${DEFAULT_TENANT_INFLIGHT_LONE_MAX} (SVC_TENANT_INFLIGHT_LONE_MAX's; 1: none) --victim-delay-ms 2000 --concurrency 10 --warmup 2000 (smoke: 400 runs, no warm-up, victim delay 300)`;
+  defaults: --runs 20000 --rate 20 --cap ${DEFAULT_TENANT_INFLIGHT_MAX} (SVC_TENANT_INFLIGHT_MAX's default) --lone-max unset (as SVC_TENANT_INFLIGHT_LONE_MAX's default: the queue's room from its units, here concurrency + cap; 1: none) --victim-delay-ms 2000 --concurrency 10 --warmup 2000 (smoke: 400 runs, no warm-up, victim delay 300)`;
 
 export function parseFairnessOptions(args: readonly string[]): FairnessOptions {
   const smoke = args.includes('--smoke');
@@ -61,7 +64,7 @@ export function parseFairnessOptions(args: readonly string[]): FairnessOptions {
     runs: smoke ? 400 : 20_000,
     rate: 20,
     cap: DEFAULT_TENANT_INFLIGHT_MAX,
-    loneMax: DEFAULT_TENANT_INFLIGHT_LONE_MAX,
+    loneMax: null,
     victimDelayMs: smoke ? 300 : 2_000,
     concurrency: 10,
     warmup: smoke ? 0 : 2_000,
@@ -144,7 +147,7 @@ async function runMode(
     ...stack.env,
     BENCH_RELAY_PAUSED: 'true',
     BENCH_TENANT_INFLIGHT_MAX: String(mode === 'unfair' ? 0 : o.cap),
-    BENCH_TENANT_INFLIGHT_LONE_MAX: String(mode === 'unfair' ? 0 : o.loneMax),
+    ...(mode === 'unfair' || o.loneMax !== null ? { BENCH_TENANT_INFLIGHT_LONE_MAX: String(mode === 'unfair' ? 0 : o.loneMax) } : {}),
     BENCH_SQS_FAIR_GROUPS: 'true',
   });
   try {
@@ -158,6 +161,9 @@ async function runMode(
     log(`${mode}: tenant A dumped ${o.runs} runs in ${num((nowMs() - dumpAt) / 1000)} s; resuming the relay`);
 
     const cpu = new CpuMeter(() => [...services.serverPids(), workersPid, relay.child.pid!]);
+    // BENCH_PG_STATEMENTS=true: the drain's statements, per run (bench/peers/pg-statements.ts).
+    const statements = await pgStatementsProbe(sql);
+    await statements?.begin();
     cpu.begin();
     const resumedAt = nowMs();
     await relay.command('resume');
@@ -206,6 +212,7 @@ async function runMode(
     while ((await doneCount(sql, b)) < bSent && nowMs() < deadline) await new Promise((r) => setTimeout(r, 100));
     const spent = cpu.end();
     const parts = cpu.breakdown();
+    await statements?.report(`mode=${mode}`, o.runs + bSent, log);
 
     const aRuns = await tenantRuns(sql, a);
     const bRuns = await tenantRuns(sql, b);

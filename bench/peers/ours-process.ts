@@ -9,7 +9,7 @@
 // BENCH_SQS_QUEUE_URL_PREFIX, BENCH_CONCURRENCY, BENCH_GROUP_COMMIT=true (the fixture unit with group commit;
 // default: a default unit), BENCH_SQS_WAIT_SECONDS (default 2), BENCH_RELAY=true
 // (workers: run the relay too), BENCH_RELAY_PAUSED=true (the relay starts paused, waiting for `resume`),
-// BENCH_TENANT_INFLIGHT_MAX (relay: the fairness cap, default 0 = off; BENCH_TENANT_INFLIGHT_LONE_MAX its lone room, default 0, BENCH_LONE_MAX_WAIT_MS its bound in time; above 0 the workers also wake a capped
+// BENCH_TENANT_INFLIGHT_MAX (relay: the fairness cap, default 0 = off; BENCH_TENANT_INFLIGHT_LONE_MAX its lone room for every queue, default each queue's from the units as the service's, BENCH_LONE_MAX_WAIT_MS its bound in time; above 0 the workers also wake a capped
 // relay as they finish runs, which BENCH_ROOM_SIGNALS=true asks of a workers process serving a relay of its own), BENCH_CAPPED_POLL_MS (relay: its
 // short poll while the cap holds rows back; default the relay's) and BENCH_SQS_FAIR_GROUPS=true (relay:
 // MessageGroupId).
@@ -23,6 +23,7 @@ import { createRedis } from '../../src/kv/client.ts';
 import { createSqsClient } from '../../src/queue/client.ts';
 import { loadUnits } from '../../src/work/catalog.ts';
 import { startRelay, type Relay } from '../../src/work/runtime/produce/relay.ts';
+import { loneRoomsOf } from '../../src/work/runtime/produce/tenant-inflight.ts';
 import { startWorkerRuntime } from '../../src/work/runtime/worker-runtime.ts';
 import type { WorkUnit } from '../../src/work/define/unit.ts';
 import { recordGcPauses } from './gc-pauses.ts';
@@ -110,7 +111,10 @@ async function start(): Promise<void> {
     const relayOptions = {
       sql, redis, sqs, queueUrlPrefix, instance, log: logger,
       tenantInflightMax: Number(process.env.BENCH_TENANT_INFLIGHT_MAX ?? 0),
-      tenantInflightLoneMax: Number(process.env.BENCH_TENANT_INFLIGHT_LONE_MAX ?? 0),
+      // Unset: each queue's from the units, as the workers service does (loneRoomsOf).
+      tenantInflightLoneMax: process.env.BENCH_TENANT_INFLIGHT_LONE_MAX
+        ? Number(process.env.BENCH_TENANT_INFLIGHT_LONE_MAX)
+        : loneRoomsOf(units.values(), Number(process.env.BENCH_TENANT_INFLIGHT_MAX ?? 0)),
       ...(process.env.BENCH_LONE_MAX_WAIT_MS ? { loneMaxWaitMs: Number(process.env.BENCH_LONE_MAX_WAIT_MS) } : {}),
       fairGroups: process.env.BENCH_SQS_FAIR_GROUPS === 'true',
       ...(process.env.BENCH_CAPPED_POLL_MS ? { cappedPollMs: Number(process.env.BENCH_CAPPED_POLL_MS) } : {}),

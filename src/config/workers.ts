@@ -55,14 +55,6 @@ import {
  */
 export const DEFAULT_TENANT_INFLIGHT_MAX = 40;
 
-/**
- * Default SVC_TENANT_INFLIGHT_LONE_MAX: runs of one tenant sent and not final per queue while no other
- * tenant contends for that queue (docs/fairness.md). Enough for 10 slots of a `groupCommit` unit (40
- * messages each) plus the margin the relay needs between two looks; what a newly arriving tenant's
- * first runs may wait behind.
- */
-export const DEFAULT_TENANT_INFLIGHT_LONE_MAX = 440;
-
 const QUEUES_RULE = `must be a comma-separated list of distinct queue names among ${QUEUE_NAMES.join(', ')}`;
 
 /** `QUEUES`: required, comma-separated, only the four names, no duplicates. */
@@ -183,8 +175,12 @@ export const workersSchema = z
     SVC_LOCAL_SCHEDULER_TICK_MS: ms(DEFAULT_LOCAL_SCHEDULER_TICK_MS),
     /** Fair share (relay): runs of one tenant sent and not final, per queue; 0 = off (first come, first served). Default 40. */
     SVC_TENANT_INFLIGHT_MAX: integer(0, 100_000).default(DEFAULT_TENANT_INFLIGHT_MAX),
-    /** Fair share (relay): a tenant's runs in flight per queue while no other tenant contends for it; at most SVC_TENANT_INFLIGHT_MAX: the cap holds always. Default 440. */
-    SVC_TENANT_INFLIGHT_LONE_MAX: integer(0, 100_000).default(DEFAULT_TENANT_INFLIGHT_LONE_MAX),
+    /**
+     * Fair share (relay): a tenant's runs in flight on any queue while no other tenant contends for it; at
+     * most SVC_TENANT_INFLIGHT_MAX: the cap holds always. Unset (the default): each queue's own, the
+     * messages its units' slots hold at once plus SVC_TENANT_INFLIGHT_MAX (loneRoomsOf, docs/fairness.md).
+     */
+    SVC_TENANT_INFLIGHT_LONE_MAX: integer(0, 100_000).optional(),
     /** `true` sends MessageGroupId (the tenant's uid; `platform`) with each message, for SQS fair queues. Default true. */
     SVC_SQS_FAIR_GROUPS: booleanFlag.default(true),
     /** Fair share (relay): how soon it looks again while the cap holds rows back, ms. Default 50. */

@@ -15,6 +15,7 @@ import { sqsSettings } from '../queue/config.ts';
 import { startTracing } from '../observe/tracing.ts';
 import { loadUnits } from '../work/catalog.ts';
 import { slotsForQueues, startWorkerRuntime } from '../work/runtime/worker-runtime.ts';
+import { loneRoomsOf } from '../work/runtime/produce/tenant-inflight.ts';
 import { stopSignal } from './stop-signal.ts';
 import { missingWorkersNodeFlags } from './workers-node-flags.ts';
 
@@ -98,7 +99,8 @@ export async function run(args: string[]): Promise<number> {
       ? {
           sweepIntervalMs: config.SVC_RELAY_SWEEP_INTERVAL_MS,
           tenantInflightMax: config.SVC_TENANT_INFLIGHT_MAX,
-          tenantInflightLoneMax: config.SVC_TENANT_INFLIGHT_LONE_MAX,
+          // Unset: each queue's lone room from the units that consume it (docs/fairness.md).
+          tenantInflightLoneMax: config.SVC_TENANT_INFLIGHT_LONE_MAX ?? loneRoomsOf(units.values(), config.SVC_TENANT_INFLIGHT_MAX),
           fairGroups: config.SVC_SQS_FAIR_GROUPS,
           cappedPollMs: config.SVC_RELAY_CAPPED_POLL_MS,
           maxAttempts: config.SVC_OUTBOX_MAX_ATTEMPTS,

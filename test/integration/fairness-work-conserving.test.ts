@@ -107,6 +107,22 @@ describe('work-conserving fair share at the relay', () => {
     expect((await pass({ recentGroups: new RecentGroups(60_000) })).sent).toBe(12);
   });
 
+  it('a lone room given per queue applies on its queue only: a tenant alone on a queue without one gets the cap', async () => {
+    const a = await createTenant(sql);
+    const cap = 5;
+    const pass = (loneMax: Record<string, number>) =>
+      relayPass(sql, sqs, prefix, { instance: 'relay-wc-queues', tenantInflightMax: cap, tenantInflightLoneMax: loneMax, recentGroups: new RecentGroups(60_000) }, ['tenant']);
+    const burst = await dispatch(a, 30); // demo.tenant_task: the `default` queue
+
+    // Another queue's room is not this one's: the cap holds.
+    expect((await pass({ bulk: 20 })).sent).toBe(cap);
+    // Its own queue's room: up to 9 in flight, 4 more.
+    expect((await pass({ bulk: 20, default: 9 })).sent).toBe(4);
+    expect(await sentOf(burst)).toEqual(burst.slice(0, 9));
+    // A room below the cap is the cap: nothing more goes while 9 are in flight.
+    expect((await pass({ default: 2 })).sent).toBe(0);
+  });
+
   it('the lone room stops while the tenant\'s sent runs wait for the workers: its oldest run sent and still queued past the bound gets it the cap only', async () => {
     const a = await createTenant(sql);
     const cap = 4;

@@ -363,7 +363,7 @@ async function chaos(s: ChaosScenario): Promise<{ runIds: string[]; prefix: stri
     const broken: Array<{ runId: string; problems: string[]; events: string[]; timed: string }> = [];
     for (const runId of runIds) {
       const verdict = await causalProblems(sql, runId);
-      if (verdict.problems.length > 0) broken.push({ runId, ...verdict, timed: `queued @${(((await queuedAtMs(runId)) - started) / 1000).toFixed(2)}s of the burst (faults ${timeline.join(' ')}): ${await trailText(runId)}` });
+      if (verdict.problems.length > 0) broken.push({ runId, ...verdict, timed: `queued @${(((await queuedAtMs(runId)) - started) / 1000).toFixed(2)}s of the burst (faults ${timeline.join(' ')}): ${await trailText(runId)}; outbox ${await outboxText(runId)}` });
     }
     expect(broken.slice(0, 5)).toEqual([]);
     expect(kills).toBeGreaterThanOrEqual(2);
@@ -439,7 +439,10 @@ async function chaos(s: ChaosScenario): Promise<{ runIds: string[]; prefix: stri
 
 interface TimedEvent {
   event: string;
+  attempt: number;
   at_ms: number;
+  /** The writing transaction (xmin): which rows one commit wrote together. */
+  tx: string;
   receive_count: number;
   worker_instance: string;
   detail: Record<string, unknown>;
@@ -447,15 +450,23 @@ interface TimedEvent {
 
 async function timedTrail(runId: string): Promise<TimedEvent[]> {
   return sql<TimedEvent[]>`
-    SELECT e.event, round(extract(epoch FROM e.occurred_at - r.queued_at) * 1000)::int AS at_ms, e.receive_count, e.worker_instance, e.detail
+    SELECT e.event, e.attempt, round(extract(epoch FROM e.occurred_at - r.queued_at) * 1000)::int AS at_ms, e.receive_count, e.worker_instance, e.detail, e.xmin::text AS tx
       FROM platform_task_run_events e JOIN platform_task_runs r USING (run_id) WHERE e.run_id = ${runId} ORDER BY e.occurred_at, e.id`;
 }
 
-/** The trail in time from the run's dispatch, with who wrote each row and a rescue's detail. */
+/** The trail in time from the run's dispatch (ms), with who wrote each row, in which transaction, and its detail. */
 async function trailText(runId: string): Promise<string> {
   return (await timedTrail(runId))
-    .map((e) => `${e.event}@${(e.at_ms / 1000).toFixed(2)}s(${e.worker_instance}${e.receive_count ? ` #${e.receive_count}` : ''}${e.detail.rescue !== undefined ? ` rescue ${JSON.stringify(e.detail)}` : ''})`)
+    .map((e) => `${e.event}(${e.attempt})@${(e.at_ms / 1000).toFixed(3)}s(${e.worker_instance}${e.receive_count ? ` #${e.receive_count}` : ''}${Object.keys(e.detail).length > 0 ? ` ${JSON.stringify(e.detail)}` : ''} tx ${e.tx})`)
     .join(' ');
+}
+
+/** The run's outbox row: when it was marked sent (ms from the dispatch), its attempts, its transaction. */
+async function outboxText(runId: string): Promise<string> {
+  const rows = await sql`
+    SELECT round(extract(epoch FROM o.sent_at - r.queued_at) * 1000)::int AS sent_ms, o.attempts, o.xmin::text AS tx
+      FROM platform_outbox_messages o JOIN platform_task_runs r USING (run_id) WHERE o.run_id = ${runId}`;
+  return JSON.stringify(rows);
 }
 
 async function queuedAtMs(runId: string): Promise<number> {

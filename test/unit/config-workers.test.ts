@@ -37,8 +37,9 @@ describe('workers configuration', () => {
     expect(problems({ ...base, SVC_CANCEL_LISTEN: 'off' })[0]!.variable).toBe('SVC_CANCEL_LISTEN');
   });
 
-  it('SVC_TENANT_INFLIGHT_LONE_MAX (the lone room of a tenant nobody contends with) is a whole number, 0 allowed, default 440', () => {
-    expect(workersConfig(base).SVC_TENANT_INFLIGHT_LONE_MAX).toBe(440);
+  it('SVC_TENANT_INFLIGHT_LONE_MAX (the lone room of a tenant nobody contends with) is a whole number, 0 allowed, unset by default (each queue\'s from its units)', () => {
+    expect(workersConfig(base).SVC_TENANT_INFLIGHT_LONE_MAX).toBeUndefined();
+    expect(workersConfig({ ...base, SVC_TENANT_INFLIGHT_LONE_MAX: '440' }).SVC_TENANT_INFLIGHT_LONE_MAX).toBe(440);
     expect(workersConfig({ ...base, SVC_TENANT_INFLIGHT_LONE_MAX: '0' }).SVC_TENANT_INFLIGHT_LONE_MAX).toBe(0);
     for (const bad of ['-1', '2.5', 'many']) expect(problems({ ...base, SVC_TENANT_INFLIGHT_LONE_MAX: bad }).map((x) => x.variable)).toEqual(['SVC_TENANT_INFLIGHT_LONE_MAX']);
   });

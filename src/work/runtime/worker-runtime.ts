@@ -18,6 +18,7 @@ import { defaultInstanceLabel } from './produce/dispatch.ts';
 import { startHealthServer, type HealthServer, type HealthState } from './health-server.ts';
 import { watchRedis } from '../../kv/redis-health.ts';
 import { startRelay, type Relay } from './produce/relay.ts';
+import type { LoneRoom } from './produce/tenant-inflight.ts';
 import { DEFAULT_RESCUE_MARGIN_MS, queueStartInstant, startRescuer, type Rescuer } from './maintain/rescuer.ts';
 import { GroupCommits, StartCoalescer, type RunnerDeps } from './consume/runner.ts';
 import { startLocalScheduler, type LocalScheduler } from './maintain/scheduler.ts';
@@ -79,7 +80,7 @@ export interface WorkerRuntimeOptions {
    */
   roomSignals?: boolean;
   /** Runs the outbox relay in this process (SVC_RELAY=true). */
-  relay?: { sweepIntervalMs?: number; tenantInflightMax?: number; tenantInflightLoneMax?: number; fairGroups?: boolean; cappedPollMs?: number; maxAttempts?: number; rescue?: RescueSettings | null } | null;
+  relay?: { sweepIntervalMs?: number; tenantInflightMax?: number; tenantInflightLoneMax?: LoneRoom; fairGroups?: boolean; cappedPollMs?: number; maxAttempts?: number; rescue?: RescueSettings | null } | null;
   /** Fires schedules in-process (SVC_LOCAL_SCHEDULER=true). */
   localScheduler?: { tickMs: number } | null;
   /** Interval of the Redis probe that switches the workers to their database paths while Redis hangs or is down, ms. Default 1000. */

@@ -40,7 +40,7 @@ import { startRelaySendSpans } from '../../../observe/work-tracing.ts';
 import { bodyBytes, packBatches } from '../../../queue/batch.ts';
 import { isQueueName, queueUrl } from '../../../queue/names.ts';
 import { sendMessageBatch } from '../../../queue/send.ts';
-import { DEFAULT_CAPPED_POLL_MS, dueRowsWaiting, markSent, PLATFORM_MESSAGE_GROUP, RecentGroups, selectFairRows, type FairRow } from './tenant-inflight.ts';
+import { DEFAULT_CAPPED_POLL_MS, dueRowsWaiting, markSent, PLATFORM_MESSAGE_GROUP, RecentGroups, selectFairRows, type FairRow, type LoneRoom } from './tenant-inflight.ts';
 import { defaultInstanceLabel } from './dispatch.ts';
 import { FINAL_RUN_STATUSES, transitionRun, type RunRow, type RunStatus } from '../store/run-store.ts';
 import { OUTBOX_TABLE, RUN_TABLE, type RunScope } from '../store/scope-tables.ts';
@@ -96,9 +96,10 @@ export interface RelayPassOptions {
   /**
    * Work-conserving fair share: a tenant no other tenant contends with on its queue (none pending, in
    * flight, nor sent for within CONTENTION_MEMORY_MS) may have up to this many runs in flight instead of
-   * `tenantInflightMax`; at most `tenantInflightMax` (or 0): the cap holds always. Default 0.
+   * `tenantInflightMax`, one number for every queue or one per queue (loneRoomsOf: from the units); at
+   * most `tenantInflightMax` (or 0, or a queue absent): the cap holds always. Default 0.
    */
-  tenantInflightLoneMax?: number;
+  tenantInflightLoneMax?: LoneRoom;
   /** The groups the relay sent for lately (startRelay keeps one for its passes); without it, only what the statement sees contends. */
   recentGroups?: RecentGroups;
   /** The lone room's bound in time: it applies while the tenant's oldest sent, still queued run is younger than this, ms. Default LONE_ROOM_MAX_WAIT_MS (250). */
@@ -426,7 +427,7 @@ const BOTH_SCOPES: readonly RunScope[] = ['tenant', 'platform'];
 interface Fairness {
   cap: number;
   groups: boolean;
-  loneMax: number;
+  loneMax: LoneRoom;
   recent: RecentGroups | undefined;
   loneMaxWaitMs: number | undefined;
 }

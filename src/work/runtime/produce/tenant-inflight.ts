@@ -20,16 +20,21 @@
 // this pass and looks again shortly. Rows stay locked SKIP LOCKED-style against relays with
 // fairness off.
 //
-// Work-conserving: a group no other group contends with on its queue may go past `cap`, up to `loneMax`
-// (SVC_TENANT_INFLIGHT_LONE_MAX), so a lone tenant's burst keeps every slot busy (a `groupCommit` slot
+// Work-conserving: a group no other group contends with on its queue may go past `cap`, up to its
+// queue's lone room (`loneMax`), so a lone tenant's burst keeps every slot busy (a `groupCommit` slot
 // holds up to 40 messages, and 40 in flight left its groups a few messages each: half the speed, twice
-// the CPU per run). Contended means another group of the queue has rows pending or runs in flight (both
+// the CPU per run). By default a queue's lone room is what the workers hold of it at once plus the cap
+// (loneRoomsOf): no more than the slots can take, since every run in flight past that only waits in
+// the queue, where a newcomer's first runs wait behind it, and each pass counts it (a default unit's
+// burst under a room of 440 drained at 0.93 of fairness off and kept the newcomer waiting 179 ms at
+// p99; under its own room of 50, 1.03 and 62 ms, measured). SVC_TENANT_INFLIGHT_LONE_MAX sets one room
+// for every queue instead. Contended means another group of the queue has rows pending or runs in flight (both
 // read in the statement), or had a row sent by this relay within CONTENTION_MEMORY_MS (`recent`, kept in
 // the relay's memory): a trickling tenant is seldom pending or in flight at the instant of a pass, and
 // between two of its runs the lone room would queue hundreds of the burst's messages ahead of its next
 // one. What a newcomer pays is bounded: its first runs wait behind what the burst has in flight when it
 // arrives, and from its first pending row on the burst gets `cap` again. So the lone room is bounded
-// twice: by `loneMax` runs, and in time: it applies only while the group's oldest run sent and still
+// twice: by the lone room, and in time: it applies only while the group's oldest run sent and still
 // `queued` (not yet taken by a worker, or in a `groupCommit` group not yet committed) was sent less than
 // LONE_ROOM_MAX_WAIT_MS ago. Past that, the workers are not keeping up and more in flight would only
 // queue, so a newcomer's first runs wait about that long at most, however fast or loaded the workers.
@@ -37,9 +42,32 @@ import type { TxSql } from '../../../db/client.ts';
 import { CONTENTION_MEMORY_MS, DEFAULT_CAPPED_POLL_MS, LONE_ROOM_MAX_WAIT_MS } from '../../../config/limits.ts';
 import type { actorContextSelect } from '../../../db/unit-of-work.ts';
 import type { RunScope } from '../store/scope-tables.ts';
+import { messagesPerSlot, type WorkUnit } from '../../define/unit.ts';
 
 export { DEFAULT_CAPPED_POLL_MS };
 
+
+/** The lone room: one number for every queue, or one per queue (a queue absent from it gets the cap only). */
+export type LoneRoom = number | Readonly<Record<string, number>>;
+
+/**
+ * The default lone room of each queue the units consume: the messages their slots hold at once (one a
+ * slot, up to GROUP_COMMIT_MAX_RUNS a `groupCommit` slot: messagesPerSlot) plus `cap`, the margin the
+ * relay needs between two looks. One workers process's slots: with several processes on a queue, set
+ * SVC_TENANT_INFLIGHT_LONE_MAX to their sum plus the cap (docs/fairness.md).
+ */
+export function loneRoomsOf(units: Iterable<Pick<WorkUnit, 'queue' | 'concurrency' | 'groupCommit'>>, cap: number): Record<string, number> {
+  const rooms: Record<string, number> = {};
+  for (const unit of units) rooms[unit.queue] = (rooms[unit.queue] ?? cap) + unit.concurrency * messagesPerSlot(unit);
+  return rooms;
+}
+
+/** The lone room as the selection's arguments: per queue (the room, at least the cap) and for any other queue. */
+function loneArguments(room: LoneRoom, cap: number): { queues: string[]; rooms: number[]; other: number } {
+  if (typeof room === 'number') return { queues: [], rooms: [], other: Math.max(cap, room) };
+  const entries = Object.entries(room);
+  return { queues: entries.map(([queue]) => queue), rooms: entries.map(([, n]) => Math.max(cap, n)), other: cap };
+}
 
 /** The MessageGroupId of platform runs (a tenant's messages carry the tenant's uid). */
 export const PLATFORM_MESSAGE_GROUP = 'platform';
@@ -99,7 +127,7 @@ export class RecentGroups {
 
 /**
  * The relay's row selection with fairness on: locks at most `batchSize` due pending rows of `scope`,
- * no group beyond `cap` in flight, or beyond `loneMax` when nothing contends with it on its queue
+ * no group beyond `cap` in flight, or beyond its queue's `loneMax` when nothing contends with it there
  * (`recent`: the groups the relay sent for lately; see the header). `context` is the relay's
  * actor-context select, applied first.
  */
@@ -109,9 +137,12 @@ export async function selectFairRows(
   cap: number,
   batchSize: number,
   context: ReturnType<typeof actorContextSelect>,
-  lone: { loneMax: number; recent?: { queues: string[]; groups: string[] } | undefined; maxWaitMs?: number | undefined } = { loneMax: 0 },
+  lone: { loneMax: LoneRoom; recent?: { queues: string[]; groups: string[] } | undefined; maxWaitMs?: number | undefined } = { loneMax: 0 },
 ): Promise<FairRow[] | null> {
-  const loneMax = Math.max(cap, lone.loneMax);
+  const rooms = loneArguments(lone.loneMax, cap);
+  // The group's lone room (lr.lone_max), by its queue.
+  const loneRoom = tx`CROSS JOIN LATERAL (SELECT COALESCE((SELECT u.room FROM unnest(${rooms.queues}::text[], ${rooms.rooms}::int[]) AS u(queue, room)
+                                                            WHERE u.queue = g.queue), ${rooms.other}::int) AS lone_max) lr`;
   const recent = lone.recent ?? { queues: [], groups: [] };
   // A sent run still queued past this instant waits for the workers: the lone room stops there.
   const freshSince = tx`clock_timestamp() - ${lone.maxWaitMs ?? LONE_ROOM_MAX_WAIT_MS}::int * interval '1 millisecond'`;
@@ -120,8 +151,12 @@ export async function selectFairRows(
   // entries there (its status updates cannot be HOT), a plain scan marks them dead as it passes so the
   // next pass skips them, and a bitmap scan (the planner's choice once the index has grown) never does,
   // so each pass re-read every dead entry since the last vacuum (530 entries for 18 runs in flight).
+  // No sequential scan either: the statistics of task_runs never know how many runs are in flight (a
+  // burst is analysed while all of it is queued), and on their word the planner read the whole table
+  // for the probes of the other tenants in flight (12,700 rows, 7.5 of a pass's 10 ms, measured).
+  // Every table this statement reads has the index it needs.
   const [lock] = await tx`SELECT pg_try_advisory_xact_lock(hashtextextended(${`svc.relay.fair.${scope}`}, 0)) AS ok,
-                                 set_config('enable_bitmapscan', 'off', true)`;
+                                 set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)`;
   if (!lock?.ok) return null;
   if (scope === 'tenant') {
     return (await tx`
@@ -137,7 +172,7 @@ export async function selectFairRows(
       -- The in-flight probe reads the other tenants' ranges of the index only, never the lone group's runs.
       room AS (
         SELECT g.tenant_id, g.queue, f.in_flight,
-               CASE WHEN ${loneMax}::int > ${cap}::int
+               CASE WHEN lr.lone_max > ${cap}::int
                      AND NOT EXISTS (SELECT 1 FROM grp x WHERE x.queue = g.queue AND x.tenant_id <> g.tenant_id)
                      AND NOT EXISTS (SELECT 1 FROM unnest(${recent.queues}::text[], ${recent.groups}::text[]) AS rc(queue, grp)
                                       WHERE rc.queue = g.queue AND rc.grp <> g.tenant_id::text)
@@ -145,19 +180,18 @@ export async function selectFairRows(
                                         AND (r.status IN ('running', 'retrying') OR (r.status = 'queued' AND r.updated_at > r.queued_at)))
                      AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.tenant_id > g.tenant_id AND r.queue = g.queue
                                         AND (r.status IN ('running', 'retrying') OR (r.status = 'queued' AND r.updated_at > r.queued_at)))
-                    -- A nested CASE: the age is read only for a group that is alone.
-                    THEN CASE WHEN ((SELECT min(r.updated_at) FROM task_runs r WHERE r.tenant_id = g.tenant_id AND r.queue = g.queue
-                                       AND r.status = 'queued' AND r.updated_at > r.queued_at) > ${freshSince})
-                                   IS NOT FALSE
-                              THEN ${loneMax}::int ELSE ${cap}::int END
+                    THEN CASE WHEN (f.oldest_sent > ${freshSince}) IS NOT FALSE THEN lr.lone_max ELSE ${cap}::int END
                     ELSE ${cap}::int END - f.in_flight AS room
           FROM grp g CROSS JOIN LATERAL (
-            SELECT count(*)::int AS in_flight FROM task_runs r
+            -- The oldest sent, still queued run is read in the same walk of the group's runs in flight (by
+            -- updated_at, the planner walked the whole backlog, whose runs are queued too: 3,400 rows a pass).
+            SELECT count(*)::int AS in_flight, min(r.updated_at) FILTER (WHERE r.status = 'queued') AS oldest_sent FROM task_runs r
              WHERE r.tenant_id = g.tenant_id AND r.queue = g.queue
                AND (r.status IN ('running', 'retrying') OR (r.status = 'queued' AND r.updated_at > r.queued_at))
                -- A run executed without its message (its row still pending) is not in flight. A scalar
                -- subquery, not NOT EXISTS: an anti join lets the planner hash the whole backlog.
-               AND (SELECT p.sent_at IS NULL FROM outbox_messages p WHERE p.run_id = r.run_id) IS NOT TRUE) f),
+               AND (SELECT p.sent_at IS NULL FROM outbox_messages p WHERE p.run_id = r.run_id) IS NOT TRUE) f
+          ${loneRoom}),
       -- The group's oldest due rows, in the order they became due (for rows dispatched without delay,
       -- dispatch order), read from the front of sql/work/0021's index: only the rows this pass takes,
       -- never the rows already sent (ordered by id alone, the planner walked the primary key past
@@ -188,19 +222,17 @@ export async function selectFairRows(
     -- The platform is one group per queue: lone unless a tenant was sent for on that queue lately.
     room AS (
       SELECT g.queue, f.in_flight,
-             CASE WHEN ${loneMax}::int > ${cap}::int
+             CASE WHEN lr.lone_max > ${cap}::int
                    AND NOT EXISTS (SELECT 1 FROM unnest(${recent.queues}::text[], ${recent.groups}::text[]) AS rc(queue, grp)
                                     WHERE rc.queue = g.queue AND rc.grp <> ${PLATFORM_MESSAGE_GROUP})
-                  THEN CASE WHEN ((SELECT min(r.updated_at) FROM platform_task_runs r WHERE r.queue = g.queue
-                                     AND r.status = 'queued' AND r.updated_at > r.queued_at) > ${freshSince})
-                                 IS NOT FALSE
-                            THEN ${loneMax}::int ELSE ${cap}::int END
+                  THEN CASE WHEN (f.oldest_sent > ${freshSince}) IS NOT FALSE THEN lr.lone_max ELSE ${cap}::int END
                   ELSE ${cap}::int END - f.in_flight AS room
         FROM grp g CROSS JOIN LATERAL (
-          SELECT count(*)::int AS in_flight FROM platform_task_runs r
+          SELECT count(*)::int AS in_flight, min(r.updated_at) FILTER (WHERE r.status = 'queued') AS oldest_sent FROM platform_task_runs r
            WHERE r.queue = g.queue
              AND (r.status IN ('running', 'retrying') OR (r.status = 'queued' AND r.updated_at > r.queued_at))
-             AND (SELECT p.sent_at IS NULL FROM platform_outbox_messages p WHERE p.run_id = r.run_id) IS NOT TRUE) f),
+             AND (SELECT p.sent_at IS NULL FROM platform_outbox_messages p WHERE p.run_id = r.run_id) IS NOT TRUE) f
+        ${loneRoom}),
     cand AS (
       SELECT c.id, c.rank, rm.in_flight FROM room rm CROSS JOIN LATERAL (
         SELECT o.id, row_number() OVER (ORDER BY o.available_at, o.id) AS rank FROM platform_outbox_messages o
