@@ -43,6 +43,11 @@
 //   linger only brings the message back after its visibility timeout, where the ledger replays it.
 // - a group commit gives its members' slots back earlier, once their handlers have returned
 //   (`handlerReturned`, docs/group-commit.md); they stay in flight until deleted, as above.
+// - a failed receive (the queue server down, refusing or throttling) makes the queue's next receives
+//   wait a backoff growing with the failures in a row (receiveRetryMs): sqs-consumer polls again at
+//   once after any error but a few it calls connection errors, and once the SDK's retry budget is
+//   spent a refused connection fails in well under a millisecond, so a worker whose queue server was
+//   gone spun at hundreds of receives a second.
 import {
   ChangeMessageVisibilityCommand,
   DeleteMessageBatchCommand,
@@ -112,6 +117,17 @@ export interface QueueConsumerOptions {
 
 /** The most pollers of one queue. */
 export const MAX_RECEIVERS = 4;
+
+/** The pause before the receive after a failed one, ms; it doubles with each failure in a row. */
+export const RECEIVE_RETRY_MIN_MS = 250;
+/** The longest pause between two failed receives, ms: a queue server back is used again within it. */
+export const RECEIVE_RETRY_MAX_MS = 5_000;
+
+/** The pause before the next receive after `failures` failed in a row: the doubled bound, its upper half drawn at random (workers that failed together spread). */
+export function receiveRetryMs(failures: number): number {
+  const bound = Math.min(RECEIVE_RETRY_MAX_MS, RECEIVE_RETRY_MIN_MS * 2 ** Math.min(Math.max(0, failures - 1), 20));
+  return bound / 2 + (Math.random() * bound) / 2;
+}
 
 /** Pollers of a queue with `slots`: one per two full batches of slots, 1 to MAX_RECEIVERS. */
 export function receiversFor(slots: number): number {
@@ -449,6 +465,8 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
 
   // The last receive came back full: the queue has a backlog, and the extra pollers receive too.
   let backlog = false;
+  // Receives of this queue failed in a row: while above 0, every poller waits receiveRetryMs before its next.
+  let receiveFailures = 0;
   /**
    * One poller: an sqs-consumer of the queue whose receives ask for the slots it reserved. The client it
    * is given sets MaxNumberOfMessages when the receive goes out (sqs-consumer builds its input before
@@ -464,12 +482,18 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
         (command.input as { MaxNumberOfMessages?: number }).MaxNumberOfMessages = Math.max(1, asked);
         try {
           const out = (await o.sqs.send(command, options)) as ReceiveMessageCommandOutput;
+          receiveFailures = 0;
           // The messages hold their slots from the answer on (handleMessageBatch starts them).
           const received = out.Messages?.length ?? 0;
           inFlight += received;
           holding += received;
           backlog = received === asked;
           return out;
+        } catch (error) {
+          // No answer: not a backlog, and the next receives back off (preReceiveMessageCallback).
+          receiveFailures += 1;
+          backlog = false;
+          throw error;
         } finally {
           asking -= asked;
           asked = 0;
@@ -489,6 +513,8 @@ export function createQueueConsumer(o: QueueConsumerOptions): QueueConsumer {
       // The runner deletes messages itself (see the header comment).
       shouldDeleteMessages: false,
       async preReceiveMessageCallback() {
+        // After a failed receive, a backoff before the next (sqs-consumer would poll again at once); a stop ends it.
+        if (fetching && receiveFailures > 0) await pause(receiveRetryMs(receiveFailures), stopped.signal);
         while (fetching && index > 0 && !backlog) await nextFree();
         // Receive only what free slots can take.
         while (fetching && freeSlots() < 1) {
