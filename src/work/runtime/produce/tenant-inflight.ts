@@ -26,9 +26,8 @@
 // the CPU per run). By default a queue's lone room is what the workers hold of it at once plus the cap
 // (loneRoomsOf): no more than the slots can take, since every run in flight past that only waits in
 // the queue, where a newcomer's first runs wait behind it, and each pass counts it (a default unit's
-// burst under a room of 440 drained at 0.93 of fairness off and kept the newcomer waiting 179 ms at
-// p99; under its own room of 50, 1.03 and 62 ms, measured). SVC_TENANT_INFLIGHT_LONE_MAX sets one room
-// for every queue instead. Contended means another group of the queue has rows pending or runs in flight (both
+// burst under a room of 440 kept the newcomer waiting 179 ms at p99, under its own room of 50, 54-62
+// ms, measured). SVC_TENANT_INFLIGHT_LONE_MAX sets one room for every queue instead. Contended means another group of the queue has rows pending or runs in flight (both
 // read in the statement), or had a row sent by this relay within CONTENTION_MEMORY_MS (`recent`, kept in
 // the relay's memory): a trickling tenant is seldom pending or in flight at the instant of a pass, and
 // between two of its runs the lone room would queue hundreds of the burst's messages ahead of its next
