@@ -15,6 +15,7 @@ import { freshRedisUrl, services } from '../support/services.ts';
 import { waitFor } from '../support/wait-for.ts';
 import { pidsWhere } from '../support/process-list.ts';
 import { runNodeProcess } from '../support/node-process.ts';
+import { processStartTime } from '../../src/db/cluster-lease.ts';
 
 const root = path.resolve(import.meta.dirname, '..', '..');
 
@@ -119,13 +120,9 @@ async function portOpen(port: number): Promise<boolean> {
   });
 }
 
+/** Whether `pid` still runs: a zombie has ended (an orphan's is reaped whenever init gets to it), as the launcher reads it. */
 function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
+  return processStartTime(pid) !== undefined;
 }
 
 describe('npm start (svc dev)', () => {
