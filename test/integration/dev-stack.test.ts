@@ -291,7 +291,7 @@ describe('npm start (svc dev)', () => {
     const env = { ...(await baseEnv(await freePort())), REDIS_URL: `redis://127.0.0.1:${await freePort()}` };
     const dev = startDev(env);
     started.push(dev);
-    expect(await dev.exit).toBe(1);
+    expect(await dev.exit, dev.output.join('')).toBe(1);
     const text = dev.output.join('');
     expect(text).toMatch(/REDIS_UNREACHABLE: nothing answers at REDIS_URL \(127\.0\.0\.1:\d+\)/);
     expect(text).not.toMatch(/private redis-server on/);

@@ -11,10 +11,9 @@
 // file runs on a cluster of its own. Each scenario prints one summary line: the faults, the figures,
 // and the longest time a run took from dispatch to final with what bounded it (its trail).
 // CHAOS_RUNS (default 300), CHAOS_FREEZE_MS (default 3000) and CHAOS_OUTAGE_MS (default 2000) size each.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
-import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ChangeMessageVisibilityCommand, DeleteMessageCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,6 +25,7 @@ import { causalProblems } from '../fixtures/trail-causality.ts';
 import { CHAOS_GROUP_UNITS } from '../fixtures/units/runtime-units.ts';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import type { ChildUnits } from '../fixtures/worker-child.ts';
+import { startWorkerChild } from '../fixtures/worker-child-process.ts';
 import { stoppableRedis, type StoppableRedis } from '../support/stoppable-redis.ts';
 import { ownCluster, type OwnCluster } from '../support/own-cluster.ts';
 import { waitFor, within } from '../support/wait-for.ts';
@@ -82,43 +82,25 @@ afterAll(async () => {
   }
 });
 
-function startChild(childUnits: ChildUnits, role: 'worker' | 'relay'): Promise<ChildProcess> {
-  const script = path.resolve(import.meta.dirname, '..', 'fixtures', 'worker-child.ts');
-  const proc = spawn(process.execPath, [script], {
-    env: {
-      ...process.env,
-      CHILD_DATABASE_URL: h.db.url,
-      CHILD_REDIS_URL: redis.url,
-      CHILD_REDIS_COMMAND_TIMEOUT_MS: String(COMMAND_TIMEOUT_MS),
-      CHILD_REDIS_PROBE_INTERVAL_MS: '250',
-      CHILD_SQS_ENDPOINT: h.endpoint,
-      CHILD_QUEUE_URL_PREFIX: h.queueUrlPrefix,
-      CHILD_UNITS: childUnits,
-      CHILD_STAGE_TIMEOUT_MS: String(STAGE_TIMEOUT_MS),
-      CHILD_MAX_RECEIVES: String(MAX_RECEIVES),
-      CHILD_RELAY: String(role === 'relay'),
-      CHILD_RELAY_SWEEP_MS: '500',
-      CHILD_RESCUE_INTERVAL_MS: String(RESCUE.intervalMs),
-      CHILD_RESCUE_MARGIN_MS: String(RESCUE.marginMs),
-    },
-    stdio: ['ignore', 'pipe', 'inherit'],
+async function startChild(childUnits: ChildUnits, role: 'worker' | 'relay'): Promise<ChildProcess> {
+  const env = {
+    CHILD_REDIS_URL: redis.url,
+    CHILD_REDIS_COMMAND_TIMEOUT_MS: String(COMMAND_TIMEOUT_MS),
+    CHILD_REDIS_PROBE_INTERVAL_MS: '250',
+    CHILD_STAGE_TIMEOUT_MS: String(STAGE_TIMEOUT_MS),
+    CHILD_MAX_RECEIVES: String(MAX_RECEIVES),
+    CHILD_RELAY: String(role === 'relay'),
+    CHILD_RELAY_SWEEP_MS: '500',
+    CHILD_RESCUE_INTERVAL_MS: String(RESCUE.intervalMs),
+    CHILD_RESCUE_MARGIN_MS: String(RESCUE.marginMs),
+  };
+  const proc = await startWorkerChild(h, childUnits, env, (line, child) => {
+    if (line.includes(STAGE_DEADLINE_LOG)) childLines.push(line);
+    if (role === 'relay') relayLines.splice(0, Math.max(0, relayLines.length - 30), `${child.pid}: ${line.slice(0, 400)}`);
   });
   children.add(proc);
   proc.once('exit', () => children.delete(proc));
-  let pending = '';
-  return new Promise((resolve, reject) => {
-    proc.once('exit', (code, signal) => reject(new Error(`${role} child exited early (${code ?? signal})`)));
-    proc.stdout.on('data', (chunk: Buffer) => {
-      pending += chunk.toString();
-      const lines = pending.split('\n');
-      pending = lines.pop()!;
-      for (const line of lines) {
-        if (line === 'consuming') resolve(proc);
-        else if (line.includes(STAGE_DEADLINE_LOG)) childLines.push(line);
-        if (role === 'relay' && line !== 'consuming') relayLines.splice(0, Math.max(0, relayLines.length - 30), `${proc.pid}: ${line.slice(0, 400)}`);
-      }
-    });
-  });
+  return proc;
 }
 
 interface ChaosScenario {

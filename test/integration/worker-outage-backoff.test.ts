@@ -5,8 +5,7 @@
 // soon spent), hundreds a second, each logged. The process measured is a real worker process
 // (test/fixtures/worker-child.ts: the product's worker runtime) over real services the test kills: its
 // own PostgreSQL cluster, a private redis-server and an SQS-protocol server of its own.
-import { spawn, type ChildProcess } from 'node:child_process';
-import path from 'node:path';
+import type { ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -17,6 +16,7 @@ import { relayPass } from '../../src/work/runtime/produce/relay.ts';
 import { CHAOS_GROUP_UNITS } from '../fixtures/units/runtime-units.ts';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import type { ChildUnits } from '../fixtures/worker-child.ts';
+import { startWorkerChild } from '../fixtures/worker-child-process.ts';
 import { ownCluster, type OwnCluster } from '../support/own-cluster.ts';
 import { cpuSeconds } from '../support/process-cpu.ts';
 import { stoppableRedis, type StoppableRedis } from '../support/stoppable-redis.ts';
@@ -67,41 +67,23 @@ interface Child {
 }
 
 /** A worker process on the `group` unit set (bulk: 160 slots, four pollers, as the chaos test's children), resolved once it consumes. */
-function startChild(units: ChildUnits, relay: boolean): Promise<Child> {
-  const script = path.resolve(import.meta.dirname, '..', 'fixtures', 'worker-child.ts');
-  const proc = spawn(process.execPath, [script], {
-    env: {
-      ...process.env,
-      CHILD_DATABASE_URL: h.db.url,
-      CHILD_REDIS_URL: redis.url,
-      CHILD_REDIS_COMMAND_TIMEOUT_MS: '300',
-      CHILD_REDIS_PROBE_INTERVAL_MS: '250',
-      CHILD_SQS_ENDPOINT: server!.endpoint,
-      CHILD_QUEUE_URL_PREFIX: server!.queueUrlPrefix,
-      CHILD_UNITS: units,
-      CHILD_STAGE_TIMEOUT_MS: '1500',
-      CHILD_RELAY: String(relay),
-      CHILD_RELAY_SWEEP_MS: '500',
-      CHILD_RESCUE_INTERVAL_MS: '500',
-    },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+async function startChild(units: ChildUnits, relay: boolean): Promise<Child> {
+  const lines: string[] = [];
+  const env = {
+    CHILD_REDIS_URL: redis.url,
+    CHILD_REDIS_COMMAND_TIMEOUT_MS: '300',
+    CHILD_REDIS_PROBE_INTERVAL_MS: '250',
+    CHILD_SQS_ENDPOINT: server!.endpoint,
+    CHILD_QUEUE_URL_PREFIX: server!.queueUrlPrefix,
+    CHILD_STAGE_TIMEOUT_MS: '1500',
+    CHILD_RELAY: String(relay),
+    CHILD_RELAY_SWEEP_MS: '500',
+    CHILD_RESCUE_INTERVAL_MS: '500',
+  };
+  const proc = await startWorkerChild(h, units, env, (line) => lines.push(line));
   children.add(proc);
   proc.once('exit', () => children.delete(proc));
-  const lines: string[] = [];
-  let pending = '';
-  return new Promise((resolve, reject) => {
-    proc.once('exit', (code, signal) => reject(new Error(`worker child exited early (${code ?? signal})`)));
-    proc.stdout.on('data', (chunk: Buffer) => {
-      pending += chunk.toString();
-      const parts = pending.split('\n');
-      pending = parts.pop()!;
-      for (const line of parts) {
-        if (line === 'consuming') resolve({ pid: proc.pid!, lines });
-        else lines.push(line);
-      }
-    });
-  });
+  return { pid: proc.pid!, lines };
 }
 
 const count = (child: Child, text: string) => child.lines.filter((line) => line.includes(text)).length;
