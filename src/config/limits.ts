@@ -140,14 +140,14 @@ export const DEFAULT_CAPPED_POLL_MS = 50;
  * While the cap holds rows back, the least time from one pass to the next when a signal without the
  * `recent` mark (a finish's room signal, a scheduler's or an operator's dispatch) wakes the relay, ms (a
  * dispatch's `recent` signal does not wait): each capped pass counts the group's runs in
- * flight (up to the lone room, 440), and at one pass per signal a default unit's burst made a pass for
+ * flight (up to the queue's lone room: 440 for 10 `groupCommit` slots), and at one pass per signal a default unit's burst made a pass for
  * every few finishes. A tenant's room of 40 takes longer than this to drain at any rate seen here.
  */
 export const CAPPED_REFILL_MS = 20;
 
 /**
  * How long a tenant the relay sent rows for still contends for its queue, ms: meanwhile no other tenant
- * of that queue gets the lone room (SVC_TENANT_INFLIGHT_LONE_MAX). Longer than the gaps of a tenant that
+ * of that queue gets the lone room (tenant-inflight.ts loneRoomsOf). Longer than the gaps of a tenant that
  * trickles (one run every 50 ms is held in flight a fraction of the time), short enough that a burst
  * left alone gets the whole of the workers back within a couple of seconds.
  */
