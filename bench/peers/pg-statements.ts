@@ -25,18 +25,19 @@ export async function pgStatementsProbe(sql: Sql): Promise<PgStatementsProbe | n
       await sql`SELECT pg_stat_statements_reset()`;
     },
     async report(labels, jobs, log) {
-      const rows = await sql<{ calls: string; ms: number; rows: string; query: string }[]>`
-        SELECT calls::text, total_exec_time AS ms, rows::text, query FROM pg_stat_statements
+      const rows = await sql<{ calls: string; ms: number; plan_ms: number; rows: string; query: string }[]>`
+        SELECT calls::text, total_exec_time AS ms, total_plan_time AS plan_ms, rows::text, query FROM pg_stat_statements
         WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
         ORDER BY total_exec_time DESC`;
       const total = rows.reduce((sum, r) => sum + r.ms, 0);
       const calls = rows.reduce((sum, r) => sum + Number(r.calls), 0);
-      log(`PG_STATEMENTS ${labels} statements_per_job=${(calls / jobs).toFixed(2)} exec_ms_per_job=${(total / jobs).toFixed(3)}`);
+      const planned = rows.reduce((sum, r) => sum + r.plan_ms, 0);
+      log(`PG_STATEMENTS ${labels} statements_per_job=${(calls / jobs).toFixed(2)} exec_ms_per_job=${(total / jobs).toFixed(3)} plan_ms_per_job=${(planned / jobs).toFixed(3)}`);
       for (const r of rows.slice(0, TOP)) {
         const query = r.query.replace(/\s+/g, ' ').slice(0, 160);
         log(
           `PG_STATEMENT ${labels} calls_per_job=${(Number(r.calls) / jobs).toFixed(2)} exec_ms_per_job=${(r.ms / jobs).toFixed(4)} ` +
-            `ms_per_call=${(r.ms / Math.max(1, Number(r.calls))).toFixed(4)} rows_per_call=${(Number(r.rows) / Math.max(1, Number(r.calls))).toFixed(1)} query=${query}`,
+            `ms_per_call=${(r.ms / Math.max(1, Number(r.calls))).toFixed(4)} plan_ms_per_call=${(r.plan_ms / Math.max(1, Number(r.calls))).toFixed(4)} rows_per_call=${(Number(r.rows) / Math.max(1, Number(r.calls))).toFixed(1)} query=${query}`,
         );
       }
     },

@@ -50,7 +50,7 @@ export async function startServices(options: { sqs: boolean; log: (line: string)
       fast: false,
       log: options.log,
       // BENCH_PG_STATEMENTS=true: per-statement figures of each round (pg-statements.ts).
-      settings: pgStatementsWanted() ? { shared_preload_libraries: 'pg_stat_statements' } : undefined,
+      settings: pgStatementsWanted() ? { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track_planning': 'on' } : undefined,
     });
     stops.push(async () => {
       await pg.stop();

@@ -7,6 +7,7 @@ import { startDeliveries, startDelivery, transitionRun } from '../../src/work/ru
 import { inUnitOfWork } from '../../src/db/unit-of-work.ts';
 import { createTenant } from './work-tables-support.ts';
 import { events, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
+import { createSql } from '../../src/db/client.ts';
 
 let h: WorkHarness;
 
@@ -63,5 +64,37 @@ describe('worker registration statements', () => {
     expect(started.get(p.runId)!.run).toMatchObject({ status: 'running', attempts: 1, tenantId: null });
     expect(started.get(p.runId)!.scheduledFor).toBeNull();
     expect(events(await h.trail(p.runId))).toEqual(['queued', 'sent', 'received']);
+  });
+
+  it('deliveries registered together run on the statement\'s generic plan from its sixth call: it is not planned anew for every group', async () => {
+    const tenantId = await createTenant(h.sql);
+    const actor = { kind: 'system' as const, tenantId, label: 'test' };
+    const settings = { tenantId, userId: '', process: 'worker:fixture.tenant_effect' };
+    // Tables under a burst (queued runs, their outbox rows pending), analysed: on them a plan sized from
+    // the values looked cheaper than the generic plan, every time.
+    await h.sql`INSERT INTO task_runs (run_id, tenant_id, name, queue, trigger, actor_kind, actor_label, correlation_id, causation_id)
+                SELECT gen_random_uuid(), ${tenantId}, 'fixture.tenant_effect', 'default', 'dispatch', 'system', 'test', gen_random_uuid(), gen_random_uuid()
+                  FROM generate_series(1, 30000)`;
+    await h.sql`INSERT INTO outbox_messages (tenant_id, run_id, queue, envelope)
+                SELECT tenant_id, run_id, queue, '{}'::jsonb FROM task_runs WHERE tenant_id = ${tenantId} AND status = 'queued'`;
+    await h.sql`ANALYZE task_runs`;
+    await h.sql`ANALYZE outbox_messages`;
+    // One connection: prepared statements and their plans are a session's.
+    const session = createSql(h.db.url, { max: 1 });
+    try {
+      for (let call = 0; call < 8; call++) {
+        const runs = [];
+        for (let i = 0; i < 2 + (call % 3); i++) runs.push(await h.dispatch('fixture.tenant_effect', { key: `reg-plan-${call}-${i}` }, actor));
+        const started = await startDeliveries(session, 'tenant', settings, tenantId, 'reg-worker', runs.map((r) => ({ runId: r.runId, receiveCount: 1 })));
+        expect(started.size).toBe(runs.length);
+      }
+      const [plans] = await session<{ generic: number; custom: number }[]>`
+        SELECT generic_plans::int AS generic, custom_plans::int AS custom FROM pg_prepared_statements
+         WHERE statement LIKE '%AS d(run_id, receive_count, message_id, received_at, key_hex)%' AND statement NOT LIKE '%pg_prepared_statements%'`;
+      // PostgreSQL plans the first five calls with their values, then compares: every later call ran on the generic plan.
+      expect(plans).toEqual({ generic: 3, custom: 5 });
+    } finally {
+      await session.end({ timeout: 5 });
+    }
   });
 });

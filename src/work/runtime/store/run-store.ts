@@ -380,10 +380,16 @@ export async function startDeliveries(
   const messageIds = deliveries.map((d) => d.messageId ?? '');
   const receivedAts = deliveries.map((d) => d.receivedAt ?? null);
   const keys = deliveries.map((d) => (d.key ? d.key.toString('hex') : null));
+  // Each array is read through a scalar subquery: the planner then sizes it as it does a parameter's
+  // (10 elements) in every plan, so the plans it makes with the values (custom) cost what the plan
+  // without them (generic) does, and from the sixth call on the prepared statement runs on its generic
+  // plan. Sized from the values, every custom plan looked cheaper, and planning this statement anew
+  // each call (0.55 ms) cost more than executing it (0.50 ms for 3.4 runs), measured.
   const rows = await scoped(sql)`
-      WITH ${deliveryContext(scope, actor, piece`run_id = ANY(${ids}::uuid[])`)},
+      WITH ${deliveryContext(scope, actor, piece`run_id = ANY((SELECT ${ids}::uuid[])::uuid[])`)},
       d AS (SELECT run_id, receive_count, message_id, COALESCE(received_at::timestamptz, clock_timestamp()) AS received_at, key_hex
-              FROM unnest(${ids}::uuid[], ${counts}::int[], ${messageIds}::text[], ${receivedAts}::text[], ${keys}::text[]) AS d(run_id, receive_count, message_id, received_at, key_hex)),
+              FROM unnest((SELECT ${ids}::uuid[]), (SELECT ${counts}::int[]), (SELECT ${messageIds}::text[]), (SELECT ${receivedAts}::text[]), (SELECT ${keys}::text[]))
+                   AS d(run_id, receive_count, message_id, received_at, key_hex)),
       run AS (
         UPDATE ${scopeTables(scope).runs} t SET status = 'running', attempts = t.attempts + 1,
                started_at = COALESCE(t.started_at, d.received_at), finished_at = NULL, updated_at = clock_timestamp()
