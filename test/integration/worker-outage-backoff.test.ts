@@ -18,7 +18,7 @@ import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import type { ChildUnits } from '../fixtures/worker-child.ts';
 import { startWorkerChild } from '../fixtures/worker-child-process.ts';
 import { ownCluster, type OwnCluster } from '../support/own-cluster.ts';
-import { cpuSeconds } from '../support/process-cpu.ts';
+import { treeCpuSeconds } from '../../bench/peers/cpu.ts';
 import { stoppableRedis, type StoppableRedis } from '../support/stoppable-redis.ts';
 import { waitFor } from '../support/wait-for.ts';
 
@@ -91,10 +91,10 @@ const count = (child: Child, text: string) => child.lines.filter((line) => line.
 /** The child's CPU over WINDOW_MS, as a share of one CPU, and the receive failures it logged meanwhile. */
 async function idleWindow(child: Child): Promise<{ share: number; queueErrors: number }> {
   const errorsBefore = count(child, QUEUE_ERROR);
-  const before = cpuSeconds(child.pid);
+  const before = treeCpuSeconds([child.pid]);
   const started = performance.now();
   await sleep(WINDOW_MS); // the measurement window itself, not a synchronisation
-  const share = (cpuSeconds(child.pid) - before) / ((performance.now() - started) / 1000);
+  const share = (treeCpuSeconds([child.pid]) - before) / ((performance.now() - started) / 1000);
   return { share, queueErrors: count(child, QUEUE_ERROR) - errorsBefore };
 }
 

@@ -258,6 +258,11 @@ export function messagesPerSlot(unit: Pick<UnitBase, 'groupCommit'>): number {
   return unit.groupCommit ? GROUP_COMMIT_MAX_RUNS : 1;
 }
 
+/** Messages the workers hold at once for one unit: its slots' worth (the consumer's share, the relay's lone room). */
+export function messagesPerUnit(unit: Pick<UnitBase, 'concurrency' | 'groupCommit'>): number {
+  return unit.concurrency * messagesPerSlot(unit);
+}
+
 /** A task; `S` is its payload schema, so typed dispatch checks a payload against it at compile time. */
 export interface TaskUnit<S extends z.ZodType = z.ZodType> extends UnitBase<S> {
   kind: 'task';

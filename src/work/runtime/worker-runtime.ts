@@ -31,7 +31,7 @@ import { StageWatch } from './consume/stage-watch.ts';
 import { DEFAULT_STAGE_TIMEOUT_MS } from '../../config/limits.ts';
 import { TenantSlots } from './consume/tenant-slots.ts';
 import { RateLimits } from './consume/rate-limit.ts';
-import { messagesPerSlot, type WorkUnit } from '../define/unit.ts';
+import { messagesPerUnit, type WorkUnit } from '../define/unit.ts';
 
 export interface WorkerRuntimeOptions {
   sql: Sql;
@@ -143,11 +143,6 @@ function sumOverQueue(units: Iterable<WorkUnit>, queue: string, amount: (unit: W
   let sum = 0;
   for (const unit of units) if (unit.queue === queue) sum += amount(unit);
   return Math.max(1, sum);
-}
-
-/** Messages a consumer holds at once for one unit: its slots' worth (messagesPerSlot in unit.ts). */
-export function messagesPerUnit(unit: WorkUnit): number {
-  return unit.concurrency * messagesPerSlot(unit);
 }
 
 /** Messages the consumer of one queue holds at once: the sum over its units (at least 1, as its slots). */

@@ -21,8 +21,8 @@ export interface BackoffOptions {
  */
 export const RECEIPT_MARGIN_SECONDS = 60;
 
-/** The exponential bound base x 2^(receiveCount - 1), capped, in ms. */
-function boundMs(receiveCount: number, options: BackoffOptions): number {
+/** The exponential bound base x 2^(receiveCount - 1), capped, in ms (also the consumer's pause after failed receives). */
+export function boundMs(receiveCount: number, options: BackoffOptions): number {
   const base = options.baseMs ?? DEFAULT_BACKOFF_BASE_MS;
   const cap = options.capMs ?? DEFAULT_BACKOFF_CAP_MS;
   const exponent = Math.max(0, Math.min(receiveCount - 1, 30));

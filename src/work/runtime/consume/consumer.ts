@@ -62,7 +62,7 @@ import type { Logger } from 'pino';
 import { CodedError } from '../../../errors/coded-error.ts';
 import { recordDelivery } from '../../../observe/delivery-metrics.ts';
 import { traceDelivery } from '../../../observe/work-tracing.ts';
-import { backoffSeconds } from '../complete/backoff.ts';
+import { backoffSeconds, boundMs } from '../complete/backoff.ts';
 import { startHeartbeat } from './heartbeat.ts';
 import { createVisibilityBatcher } from '../../../queue/visibility-batch.ts';
 import { runDelivery, type DeadLetterContext, type DeliveryPort, type RunnerDeps } from './runner.ts';
@@ -125,7 +125,7 @@ export const RECEIVE_RETRY_MAX_MS = 5_000;
 
 /** The pause before the next receive after `failures` failed in a row: the doubled bound, its upper half drawn at random (workers that failed together spread). */
 export function receiveRetryMs(failures: number): number {
-  const bound = Math.min(RECEIVE_RETRY_MAX_MS, RECEIVE_RETRY_MIN_MS * 2 ** Math.min(Math.max(0, failures - 1), 20));
+  const bound = boundMs(failures, { baseMs: RECEIVE_RETRY_MIN_MS, capMs: RECEIVE_RETRY_MAX_MS });
   return bound / 2 + (Math.random() * bound) / 2;
 }
 

@@ -1,6 +1,6 @@
 // A counting semaphore: at most `limit` holders at once, waiters served in arrival order. Bounds the
 // simultaneous executions of one unit in this process (the unit's `concurrency`), and the messages the
-// consumer holds for a unit (worker-runtime.ts messagesPerUnit).
+// consumer holds for a unit (define/unit.ts messagesPerUnit).
 export class SlotLimit {
   readonly limit: number;
   #held = 0;

@@ -41,7 +41,7 @@ import type { TxSql } from '../../../db/client.ts';
 import { CONTENTION_MEMORY_MS, DEFAULT_CAPPED_POLL_MS, LONE_ROOM_MAX_WAIT_MS } from '../../../config/limits.ts';
 import type { actorContextSelect } from '../../../db/unit-of-work.ts';
 import type { RunScope } from '../store/scope-tables.ts';
-import { messagesPerSlot, type WorkUnit } from '../../define/unit.ts';
+import { messagesPerUnit, type WorkUnit } from '../../define/unit.ts';
 
 export { DEFAULT_CAPPED_POLL_MS };
 
@@ -51,13 +51,13 @@ export type LoneRoom = number | Readonly<Record<string, number>>;
 
 /**
  * The default lone room of each queue the units consume: the messages their slots hold at once (one a
- * slot, up to GROUP_COMMIT_MAX_RUNS a `groupCommit` slot: messagesPerSlot) plus `cap`, the margin the
+ * slot, up to GROUP_COMMIT_MAX_RUNS a `groupCommit` slot: messagesPerUnit) plus `cap`, the margin the
  * relay needs between two looks. One workers process's slots: with several processes on a queue, set
  * SVC_TENANT_INFLIGHT_LONE_MAX to their sum plus the cap (docs/fairness.md).
  */
 export function loneRoomsOf(units: Iterable<Pick<WorkUnit, 'queue' | 'concurrency' | 'groupCommit'>>, cap: number): Record<string, number> {
   const rooms: Record<string, number> = {};
-  for (const unit of units) rooms[unit.queue] = (rooms[unit.queue] ?? cap) + unit.concurrency * messagesPerSlot(unit);
+  for (const unit of units) rooms[unit.queue] = (rooms[unit.queue] ?? cap) + messagesPerUnit(unit);
   return rooms;
 }
 
