@@ -171,7 +171,7 @@ async function deliverOnce(unit: WorkUnit, message: TestMessage, key: { runId: s
     maxReceives: options.maxReceives,
     releaseSignal: options.releaseSignal,
     cancelCheckIntervalMs: options.cancelCheckIntervalMs,
-    starts: new StartCoalescer(sql),
+    starts: new StartCoalescer(sql, options.logger ?? silentLogger),
     groups: GroupCommits.forUnits(units.values(), options.releaseSignal ?? never),
   };
   const portCalls: PortCall[] = [];

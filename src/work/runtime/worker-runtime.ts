@@ -197,7 +197,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
     // A cancel is pushed (cancelNotices), else seen within one heartbeat interval (src/work/runtime/execute/cancel-watch.ts).
     cancelNotices,
     cancelCheckIntervalMs: o.heartbeatIntervalMs,
-    starts: new StartCoalescer(o.sql),
+    starts: new StartCoalescer(o.sql, log),
     groups: GroupCommits.forUnits(consumed, AbortSignal.any([stopping.signal, release.signal])),
   };
 

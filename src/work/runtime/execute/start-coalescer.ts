@@ -1,7 +1,8 @@
 // Registrations of one event-loop turn share one statement and one commit. The coalescer is state
 // of one worker runtime (created with its RunnerDeps), never module state shared across runtimes.
+import type { Logger } from 'pino';
 import type { Sql } from '../../../db/client.ts';
-import { startDeliveries, startDelivery, type ActorSettings, type StartedDelivery } from '../store/run-store.ts';
+import { startDeliveries, startDelivery, type ActorSettings, type DeliveryStart, type StartedDelivery } from '../store/run-store.ts';
 import type { RunScope } from '../store/scope-tables.ts';
 
 /** A registration on the usual path (StartedDelivery), or null: the run is missing or final. */
@@ -25,14 +26,31 @@ interface StartGroup {
   items: PendingStart[];
 }
 
+/** The two registration statements (run-store.ts's by default; a unit test passes its own). */
+export interface StartStatements {
+  one(sql: Sql, scope: RunScope, actor: ActorSettings, d: DeliveryStart): Promise<Started>;
+  shared: typeof startDeliveries;
+}
+
+const STORE_STATEMENTS: StartStatements = { one: startDelivery, shared: startDeliveries };
+
 export class StartCoalescer {
   /** Registrations waiting for the end of the current event-loop turn, per shared actor. */
   private readonly groups = new Map<string, StartGroup>();
 
   private readonly sql: Sql;
 
-  constructor(sql: Sql) {
+  private readonly log: Pick<Logger, 'warn'> | undefined;
+
+  private readonly statements: StartStatements;
+
+  /** Whether the shared statement's own failure was reported (once per coalescer: one per process). */
+  private reported = false;
+
+  constructor(sql: Sql, log?: Pick<Logger, 'warn'>, statements: StartStatements = STORE_STATEMENTS) {
     this.sql = sql;
+    this.log = log;
+    this.statements = statements;
   }
 
   /**
@@ -49,7 +67,7 @@ export class StartCoalescer {
     workerInstance: string,
     delivery: { runId: string; receiveCount: number; messageId: string; receivedAt?: string | null; key?: Buffer },
   ): Promise<Started> {
-    const one = () => startDelivery(this.sql, scope, actor, { ...delivery, tenantId, workerInstance });
+    const one = () => this.statements.one(this.sql, scope, actor, { ...delivery, tenantId, workerInstance });
     const key = [scope, actor.tenantId, actor.userId, actor.process, tenantId ?? '', workerInstance].join('\u0000');
     const group = this.groups.get(key);
     // The run ids of one statement must be distinct (the advisory lock already makes a repeat impossible).
@@ -71,7 +89,7 @@ export class StartCoalescer {
 
   private async flush(g: StartGroup): Promise<void> {
     const alone = (i: PendingStart) =>
-      startDelivery(this.sql, g.scope, g.actor, {
+      this.statements.one(this.sql, g.scope, g.actor, {
         runId: i.runId,
         receiveCount: i.receiveCount,
         messageId: i.messageId,
@@ -80,16 +98,32 @@ export class StartCoalescer {
         tenantId: g.tenantId,
         workerInstance: g.workerInstance,
       }).then(
-        i.resolve,
-        i.reject,
+        (started) => {
+          i.resolve(started);
+          return true;
+        },
+        (error: unknown) => {
+          i.reject(error);
+          return false;
+        },
       );
-    if (g.items.length === 1) return alone(g.items[0]!);
+    if (g.items.length === 1) return void (await alone(g.items[0]!));
     let started: Map<string, Exclude<Started, null>>;
     try {
-      started = await startDeliveries(this.sql, g.scope, g.actor, g.tenantId, g.workerInstance, g.items);
-    } catch {
+      started = await this.statements.shared(this.sql, g.scope, g.actor, g.tenantId, g.workerInstance, g.items);
+    } catch (error) {
       // Nothing of the shared statement committed: each delivery goes alone and meets its own error.
-      await Promise.all(g.items.map(alone));
+      const each = await Promise.all(g.items.map(alone));
+      // Every delivery registered alone: the failure was the shared statement's own (a broken statement,
+      // a deadlock between two of them), not one delivery's. Said once: a broken shared statement
+      // otherwise looks like a slower worker and nothing else (each delivery one statement and commit).
+      if (each.every(Boolean) && !this.reported) {
+        this.reported = true;
+        this.log?.warn(
+          { err: error, deliveries: g.items.length },
+          'deliveries received together could not be registered in one statement; each was registered alone (said once per process)',
+        );
+      }
       return;
     }
     for (const i of g.items) i.resolve(started.get(i.runId) ?? null);

@@ -1,0 +1,88 @@
+// The registration coalescer's fallback: when the shared statement fails, each delivery registers alone
+// and meets its own error; a failure no delivery repeats alone (the shared statement itself broken) is
+// said once per process. The statements are stubs here (pure logic); the real ones are exercised by the
+// worker integration tests (worker-registration).
+import { describe, expect, it } from 'vitest';
+import type { Sql } from '../../src/db/client.ts';
+import { StartCoalescer, type StartStatements } from '../../src/work/runtime/execute/start-coalescer.ts';
+import type { StartedDelivery } from '../../src/work/runtime/store/run-store.ts';
+
+const actor = { tenantId: '1', userId: '', process: 'worker' };
+const sql = {} as Sql;
+
+function registered(runId: string): StartedDelivery {
+  return { runId } as unknown as StartedDelivery;
+}
+
+function statements(o: { shared: () => Promise<never>; oneFails?: (runId: string) => boolean }) {
+  const calls = { shared: 0, one: [] as string[] };
+  const s: StartStatements = {
+    shared: async () => {
+      calls.shared += 1;
+      return o.shared();
+    },
+    one: async (_sql, _scope, _actor, d) => {
+      calls.one.push(d.runId);
+      if (o.oneFails?.(d.runId)) throw new Error(`run ${d.runId} refused`);
+      return registered(d.runId);
+    },
+  };
+  return { s, calls };
+}
+
+function recorder() {
+  const warnings: Array<{ fields: Record<string, unknown>; message: string }> = [];
+  return { warnings, log: { warn: (fields: Record<string, unknown>, message: string) => void warnings.push({ fields, message }) } };
+}
+
+/** Three deliveries in one event-loop turn: one shared statement. */
+function startThree(c: StartCoalescer, prefix: string) {
+  return ['a', 'b', 'c'].map((n) =>
+    c.start('tenant', actor, '1', 'w1', { runId: `${prefix}-${n}`, receiveCount: 1, messageId: `m-${prefix}-${n}` }).then(
+      (v) => ({ ok: true as const, v }),
+      (e: unknown) => ({ ok: false as const, e }),
+    ),
+  );
+}
+
+describe('registration coalescer fallback', () => {
+  it('a shared statement that fails while every delivery registers alone is warned about once per process', async () => {
+    const { warnings, log } = recorder();
+    const { s, calls } = statements({ shared: async () => Promise.reject(new Error('syntax error in the shared statement')) });
+    const c = new StartCoalescer(sql, log as never, s);
+
+    const first = await Promise.all(startThree(c, 'r1'));
+    expect(first.map((r) => r.ok && (r.v as unknown as { runId: string }).runId)).toEqual(['r1-a', 'r1-b', 'r1-c']);
+    const second = await Promise.all(startThree(c, 'r2'));
+    expect(second.every((r) => r.ok)).toBe(true);
+
+    expect(calls.shared).toBe(2);
+    expect(calls.one).toHaveLength(6);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]!.message).toMatch(/registered alone/);
+    expect(warnings[0]!.fields.deliveries).toBe(3);
+    expect(String(warnings[0]!.fields.err)).toMatch(/syntax error in the shared statement/);
+  });
+
+  it("a shared failure that one delivery's own registration repeats is that delivery's error, not a warning", async () => {
+    const { warnings, log } = recorder();
+    const { s, calls } = statements({ shared: async () => Promise.reject(new Error('run r1-b refused')), oneFails: (id) => id === 'r1-b' });
+    const c = new StartCoalescer(sql, log as never, s);
+
+    const results = await Promise.all(startThree(c, 'r1'));
+    expect(results.map((r) => r.ok)).toEqual([true, false, true]);
+    expect(String((results[1] as { e: unknown }).e)).toMatch(/run r1-b refused/);
+    expect(calls.one).toEqual(['r1-a', 'r1-b', 'r1-c']);
+    expect(warnings).toHaveLength(0);
+  });
+
+  it('a lone delivery never takes the shared statement', async () => {
+    const { warnings, log } = recorder();
+    const { s, calls } = statements({ shared: async () => Promise.reject(new Error('never called')) });
+    const c = new StartCoalescer(sql, log as never, s);
+    const started = await c.start('tenant', actor, '1', 'w1', { runId: 'solo', receiveCount: 1, messageId: 'm' });
+    expect(started).toEqual(registered('solo'));
+    expect(calls.shared).toBe(0);
+    expect(warnings).toHaveLength(0);
+  });
+});
