@@ -54,7 +54,7 @@ interface FairnessOptions {
 }
 
 const USAGE = `usage: npm run bench -- fairness [--smoke] [--unfair-first] [--runs N] [--rate N] [--cap N] [--lone-max N] [--victim-delay-ms N] [--concurrency N] [--warmup N] [--timeout-seconds N]
-  defaults: --runs 20000 --rate 20 --cap ${DEFAULT_TENANT_INFLIGHT_MAX} (SVC_TENANT_INFLIGHT_MAX's default) --lone-max unset (as SVC_TENANT_INFLIGHT_LONE_MAX's default: the queue's room from its units, here concurrency + cap; 1: none) --victim-delay-ms 2000 --concurrency 10 --warmup 2000 (smoke: 400 runs, no warm-up, victim delay 300)`;
+  defaults: --runs 20000 --rate 20 --cap ${DEFAULT_TENANT_INFLIGHT_MAX} (SVC_TENANT_INFLIGHT_MAX's default) --lone-max unset (as SVC_TENANT_INFLIGHT_LONE_MAX's default: the queue's room from its units, here concurrency + twice the cap; 1: none) --victim-delay-ms 2000 --concurrency 10 --warmup 2000 (smoke: 400 runs, no warm-up, victim delay 300)`;
 
 export function parseFairnessOptions(args: readonly string[]): FairnessOptions {
   const smoke = args.includes('--smoke');

@@ -140,10 +140,19 @@ export const DEFAULT_CAPPED_POLL_MS = 50;
  * While the cap holds rows back, the least time from one pass to the next when a signal without the
  * `recent` mark (a finish's room signal, a scheduler's or an operator's dispatch) wakes the relay, ms (a
  * dispatch's `recent` signal does not wait): each capped pass counts the group's runs in
- * flight (up to the queue's lone room: 440 for 10 `groupCommit` slots), and at one pass per signal a default unit's burst made a pass for
+ * flight (up to the queue's lone room: 480 for 10 `groupCommit` slots), and at one pass per signal a default unit's burst made a pass for
  * every few finishes. A tenant's room of 40 takes longer than this to drain at any rate seen here.
  */
 export const CAPPED_REFILL_MS = 20;
+
+/**
+ * CAPPED_REFILL_MS for a pass whose held-back groups were alone on their queues (their lone room):
+ * a lone burst's passes, each counting its runs in flight and stamping the runs it sends, come half as
+ * often, and the lone room holds twice the cap's margin for the longer gap (loneRoomsOf). The runs of a
+ * tenant that arrives meanwhile go out at once (its dispatch's signal does not wait), and from that pass
+ * on the burst is back to the cap and to CAPPED_REFILL_MS.
+ */
+export const LONE_REFILL_MS = 40;
 
 /**
  * How long a tenant the relay sent rows for still contends for its queue, ms: meanwhile no other tenant

@@ -178,7 +178,7 @@ export const workersSchema = z
     /**
      * Fair share (relay): a tenant's runs in flight on any queue while no other tenant contends for it; at
      * most SVC_TENANT_INFLIGHT_MAX: the cap holds always. Unset (the default): each queue's own, the
-     * messages its units' slots hold at once plus SVC_TENANT_INFLIGHT_MAX (loneRoomsOf, docs/fairness.md).
+     * messages its units' slots hold at once plus twice SVC_TENANT_INFLIGHT_MAX (loneRoomsOf, docs/fairness.md).
      */
     SVC_TENANT_INFLIGHT_LONE_MAX: integer(0, 100_000).optional(),
     /** `true` sends MessageGroupId (the tenant's uid; `platform`) with each message, for SQS fair queues. Default true. */

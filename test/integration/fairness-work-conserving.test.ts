@@ -72,7 +72,7 @@ async function finish(tenantId: string, runIds: readonly string[]): Promise<void
 }
 
 describe('work-conserving fair share at the relay', () => {
-  it('a lone tenant gets the lone room past the cap; a second tenant pending, in flight or sent for lately puts it back to the cap', async () => {
+  it('a lone tenant gets the lone room past the cap (its pass says so: the relay then looks again less often); a second tenant pending, in flight or sent for lately puts it back to the cap', async () => {
     const a = await createTenant(sql);
     const b = await createTenant(sql);
     const cap = 5;
@@ -82,14 +82,18 @@ describe('work-conserving fair share at the relay', () => {
     const burst = await dispatch(a, 40);
 
     // Alone: 12 in flight, not 5 (the cap alone sent 5).
-    expect((await pass()).sent).toBe(12);
+    const alone = await pass();
+    expect(alone.sent).toBe(12);
+    expect(alone).toMatchObject({ capped: true, cappedLone: true });
     expect(await sentOf(burst)).toEqual(burst.slice(0, 12));
     expect((await pass()).sent).toBe(0);
 
     // B arrives while 10 of A's finished (2 left in flight): B's rows go out at once, A gets the cap's room only.
     const victim = await dispatch(b, 3);
     await finish(a, burst.slice(0, 10));
-    expect((await pass()).sent).toBe(3 + (cap - 2));
+    const contended = await pass();
+    expect(contended.sent).toBe(3 + (cap - 2));
+    expect(contended).toMatchObject({ capped: true, cappedLone: false });
     expect(await sentOf(victim)).toEqual(victim);
     expect(await sentOf(burst)).toEqual(burst.slice(0, 15));
 
@@ -101,10 +105,14 @@ describe('work-conserving fair share at the relay', () => {
     // B's runs finished: the relay that sent them still remembers B, so A stays at the cap...
     await finish(b, victim);
     await finish(a, burst.slice(15, 20));
-    expect((await pass()).sent).toBe(cap);
+    const remembered = await pass();
+    expect(remembered.sent).toBe(cap);
+    expect(remembered.cappedLone).toBe(false);
     // ...while a relay that did not send for B lately gives A the lone room again.
     await finish(a, burst.slice(20, 25));
-    expect((await pass({ recentGroups: new RecentGroups(60_000) })).sent).toBe(12);
+    const aloneAgain = await pass({ recentGroups: new RecentGroups(60_000) });
+    expect(aloneAgain.sent).toBe(12);
+    expect(aloneAgain.cappedLone).toBe(true);
   });
 
   it('a lone room given per queue applies on its queue only: a tenant alone on a queue without one gets the cap', async () => {

@@ -11,6 +11,15 @@ describe('capped relay refill', () => {
     expect(capRefillWaitMs(true, 'any', 45)).toBe(0);
   });
 
+  it('a room signal after a pass whose held-back groups were alone waits until 40 ms after it began', () => {
+    expect(capRefillWaitMs(true, 'any', 0, true)).toBe(40);
+    expect(capRefillWaitMs(true, 'any', 25, true)).toBe(15);
+    expect(capRefillWaitMs(true, 'any', 40, true)).toBe(0);
+    expect(capRefillWaitMs(true, 'any', 25, false)).toBe(0);
+    expect(capRefillWaitMs(true, 'recent', 1, true)).toBe(0);
+    expect(capRefillWaitMs(true, null, 1, true)).toBe(0);
+  });
+
   it("R-OBX-10 a dispatch's recent signal, a poll that timed out and an uncapped relay go at once", () => {
     expect(capRefillWaitMs(true, 'recent', 1)).toBe(0);
     expect(capRefillWaitMs(true, null, 1)).toBe(0);

@@ -30,7 +30,7 @@ import type { Sql, TxSql } from '../../../db/client.ts';
 import { COMMIT_WITHOUT_FLUSH } from '../../../db/commit-without-flush.ts';
 import { beginPipelined } from '../../../db/pipelined-begin.ts';
 import { passBounds, withStageBounds } from '../../../db/stage-deadline.ts';
-import { CAPPED_REFILL_MS, DEFAULT_PASS_DEADLINE_MS } from '../../../config/limits.ts';
+import { CAPPED_REFILL_MS, DEFAULT_PASS_DEADLINE_MS, LONE_REFILL_MS } from '../../../config/limits.ts';
 import { actorContextSelect, type Actor } from '../../../db/unit-of-work.ts';
 import { markRelayCapped, RECENT_WRITE_MS, waitForWake, type WakeSignal } from '../../../kv/wake.ts';
 import { startBacklogSampler } from '../../../observe/backlog.ts';
@@ -127,6 +127,8 @@ export interface RelayPassResult {
   capped?: boolean;
   /** The outboxes whose rows fairness held back (relayPass): the short polls look at these only. */
   cappedScopes?: RunScope[];
+  /** Every outbox held back sent its rows in its group's lone room this pass: the relay looks again less often (capRefillWaitMs). */
+  cappedLone?: boolean;
   /** Runs this pass ended `failed` because the queue kept refusing their rows (absent when none). */
   failedRuns?: string[];
 }
@@ -271,7 +273,7 @@ async function passAll(
   fairness: Fairness,
   beforeCommit: <S>(statement: Promise<S>) => Promise<S>,
   maxAttempts: number,
-): Promise<{ total: RelayPassResult; capped: Array<{ scope: RunScope; capped: boolean | Promise<boolean> }>; failedRuns: RunRow[] }> {
+): Promise<{ total: RelayPassResult; capped: Array<{ scope: RunScope; capped: boolean | Promise<boolean>; lone: boolean }>; failedRuns: RunRow[] }> {
   // With fairness on (tenantInflightMax > 0) the selection is tenant-inflight.ts's: per-tenant room,
   // round robin between tenants, dispatch order within one. The outboxes' selections go out together.
   const lone = { loneMax: fairness.loneMax, recent: fairness.recent?.active(), maxWaitMs: fairness.loneMaxWaitMs };
@@ -371,7 +373,7 @@ async function passAll(
   // any of them rolls the whole pass back, both outboxes: the rows stay pending. Not awaited here (`void`):
   // beforeCommit holds each one and the COMMIT reports its failure.
   const total: RelayPassResult = { sent: 0, failed: 0, full: false };
-  const capped: Array<{ scope: RunScope; capped: boolean | Promise<boolean> }> = [];
+  const capped: Array<{ scope: RunScope; capped: boolean | Promise<boolean>; lone: boolean }> = [];
   const failedRuns: RunRow[] = [];
   for (const [scope, o] of outcomes) {
     const table = OUTBOX_TABLE[scope];
@@ -410,6 +412,7 @@ async function passAll(
     if (o.fair === undefined) continue;
     capped.push({
       scope,
+      lone: o.rows.length > 0 && o.rows[0]!.lone === true,
       capped:
         o.fair === null
           ? true
@@ -466,6 +469,7 @@ export async function relayPass(
     if (!(await c.capped)) continue;
     total.capped = true;
     (total.cappedScopes ??= []).push(c.scope);
+    total.cappedLone = (total.cappedLone ?? true) && c.lone;
   }
   if (capped.length > 0) total.capped ??= false;
   recordRelayPass(total); // svc_relay_sent_total, svc_relay_send_failures_total (src/observe)
@@ -518,11 +522,13 @@ export interface Relay {
  * the `recent` mark (`any`: a finish's room signal, or a dispatch that did not say when it began) while
  * the cap holds rows back lets more room open first, so the next pass sends a fuller batch for the same
  * count of the runs in flight (the pass started `sincePassStartMs` ago); a dispatch's `recent` signal,
- * a poll that timed out and an uncapped relay go at once.
+ * a poll that timed out and an uncapped relay go at once. A pass whose held-back groups were alone
+ * (`lone`: they had their lone room, sized for looks this far apart, loneRoomsOf) waits LONE_REFILL_MS:
+ * half the passes of a lone burst, each counting its runs in flight once.
  */
-export function capRefillWaitMs(wasCapped: boolean, woken: WakeSignal | null, sincePassStartMs: number): number {
+export function capRefillWaitMs(wasCapped: boolean, woken: WakeSignal | null, sincePassStartMs: number, lone = false): number {
   if (!wasCapped || woken !== 'any') return 0;
-  return Math.max(0, CAPPED_REFILL_MS - sincePassStartMs);
+  return Math.max(0, (lone ? LONE_REFILL_MS : CAPPED_REFILL_MS) - sincePassStartMs);
 }
 
 export function startRelay(options: RelayOptions): Relay {
@@ -616,6 +622,7 @@ export function startRelay(options: RelayOptions): Relay {
     while (!stopping) {
       let again = false;
       let cappedScopes: RunScope[] = [];
+      let cappedLone = false;
       // While the cap holds, the mark (src/kv/wake.ts signalRoom) is in Redis before the pass counts the
       // runs in flight: a run that finishes after the count takes it and wakes the relay, and one that
       // finished before is in the count.
@@ -638,6 +645,7 @@ export function startRelay(options: RelayOptions): Relay {
         // A full batch means more is due now; but not when sends fail, or a broken queue would spin.
         again = result.full && result.failed === 0;
         cappedScopes = result.cappedScopes ?? [];
+        cappedLone = result.cappedLone === true;
         // A pass that drained what it saw moves the window up to it; after a full batch the next pass
         // starts where this one did (the rows past the batch, and any committed meanwhile, are there).
         if (!result.full) windowFrom = passStart - WINDOW_MARGIN_MS;
@@ -654,7 +662,7 @@ export function startRelay(options: RelayOptions): Relay {
       // finished between its count and the mark took no mark and signalled nothing (a poll lost).
       if (wasCapped && !markedBefore) continue;
       const woken = await idle(wasCapped ? cappedPollMs : sweepIntervalMs);
-      const refill = capRefillWaitMs(wasCapped, woken, performance.now() - passStart);
+      const refill = capRefillWaitMs(wasCapped, woken, performance.now() - passStart, cappedLone);
       if (refill > 0) await pause(refill);
       if (woken === null && wasCapped) shortPoll = cappedScopes;
       // A sweep, or a signal that may announce an older row: the next pass reads every due row.

@@ -51,13 +51,15 @@ export type LoneRoom = number | Readonly<Record<string, number>>;
 
 /**
  * The default lone room of each queue the units consume: the messages their slots hold at once (one a
- * slot, up to GROUP_COMMIT_MAX_RUNS a `groupCommit` slot: messagesPerUnit) plus `cap`, the margin the
- * relay needs between two looks. One workers process's slots: with several processes on a queue, set
- * SVC_TENANT_INFLIGHT_LONE_MAX to their sum plus the cap (docs/fairness.md).
+ * slot, up to GROUP_COMMIT_MAX_RUNS a `groupCommit` slot: messagesPerUnit) plus twice `cap`, the margin
+ * the relay needs between two looks: `cap` is sized for a contended group's looks (CAPPED_REFILL_MS
+ * apart), and a lone group's come twice as far apart (LONE_REFILL_MS). One workers process's slots: with
+ * several processes on a queue, set SVC_TENANT_INFLIGHT_LONE_MAX to their sum plus twice the cap
+ * (docs/fairness.md).
  */
 export function loneRoomsOf(units: Iterable<Pick<WorkUnit, 'queue' | 'concurrency' | 'groupCommit'>>, cap: number): Record<string, number> {
   const rooms: Record<string, number> = {};
-  for (const unit of units) rooms[unit.queue] = (rooms[unit.queue] ?? cap) + messagesPerUnit(unit);
+  for (const unit of units) rooms[unit.queue] = (rooms[unit.queue] ?? 2 * cap) + messagesPerUnit(unit);
   return rooms;
 }
 
@@ -80,6 +82,8 @@ export interface FairRow {
   queue: string;
   envelope: unknown;
   attempts: number;
+  /** Fair selection only: every row of the pass went out in its group's lone room (the relay then looks again less often). */
+  lone?: boolean;
 }
 
 /** A group's key in RecentGroups: the tenant id as text, PLATFORM_MESSAGE_GROUP for platform runs. */
@@ -170,17 +174,8 @@ export async function selectFairRows(
       -- The lone room: no other group of the queue pending (grp), sent for lately (recent) or in flight.
       -- The in-flight probe reads the other tenants' ranges of the index only, never the lone group's runs.
       room AS (
-        SELECT g.tenant_id, g.queue, f.in_flight,
-               CASE WHEN lr.lone_max > ${cap}::int
-                     AND NOT EXISTS (SELECT 1 FROM grp x WHERE x.queue = g.queue AND x.tenant_id <> g.tenant_id)
-                     AND NOT EXISTS (SELECT 1 FROM unnest(${recent.queues}::text[], ${recent.groups}::text[]) AS rc(queue, grp)
-                                      WHERE rc.queue = g.queue AND rc.grp <> g.tenant_id::text)
-                     AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.tenant_id < g.tenant_id AND r.queue = g.queue
-                                        AND (r.status IN ('running', 'retrying') OR (r.status = 'queued' AND r.updated_at > r.queued_at)))
-                     AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.tenant_id > g.tenant_id AND r.queue = g.queue
-                                        AND (r.status IN ('running', 'retrying') OR (r.status = 'queued' AND r.updated_at > r.queued_at)))
-                    THEN CASE WHEN (f.oldest_sent > ${freshSince}) IS NOT FALSE THEN lr.lone_max ELSE ${cap}::int END
-                    ELSE ${cap}::int END - f.in_flight AS room
+        SELECT g.tenant_id, g.queue, f.in_flight, lone.lone,
+               CASE WHEN lone.lone THEN lr.lone_max ELSE ${cap}::int END - f.in_flight AS room
           FROM grp g CROSS JOIN LATERAL (
             -- The oldest sent, still queued run is read in the same walk of the group's runs in flight (by
             -- updated_at, the planner walked the whole backlog, whose runs are queued too: 3,400 rows a pass).
@@ -190,22 +185,32 @@ export async function selectFairRows(
                -- A run executed without its message (its row still pending) is not in flight. A scalar
                -- subquery, not NOT EXISTS: an anti join lets the planner hash the whole backlog.
                AND (SELECT p.sent_at IS NULL FROM outbox_messages p WHERE p.run_id = r.run_id) IS NOT TRUE) f
-          ${loneRoom}),
+          ${loneRoom}
+          CROSS JOIN LATERAL (SELECT lr.lone_max > ${cap}::int
+                     AND NOT EXISTS (SELECT 1 FROM grp x WHERE x.queue = g.queue AND x.tenant_id <> g.tenant_id)
+                     AND NOT EXISTS (SELECT 1 FROM unnest(${recent.queues}::text[], ${recent.groups}::text[]) AS rc(queue, grp)
+                                      WHERE rc.queue = g.queue AND rc.grp <> g.tenant_id::text)
+                     AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.tenant_id < g.tenant_id AND r.queue = g.queue
+                                        AND (r.status IN ('running', 'retrying') OR (r.status = 'queued' AND r.updated_at > r.queued_at)))
+                     AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.tenant_id > g.tenant_id AND r.queue = g.queue
+                                        AND (r.status IN ('running', 'retrying') OR (r.status = 'queued' AND r.updated_at > r.queued_at)))
+                     AND (f.oldest_sent > ${freshSince}) IS NOT FALSE AS lone) lone),
       -- The group's oldest due rows, in the order they became due (for rows dispatched without delay,
       -- dispatch order), read from the front of sql/work/0021's index: only the rows this pass takes,
       -- never the rows already sent (ordered by id alone, the planner walked the primary key past
       -- them) nor the delayed ones (they sort after every due row).
       cand AS (
-        SELECT c.id, c.rank, rm.in_flight FROM room rm CROSS JOIN LATERAL (
+        SELECT c.id, c.rank, rm.in_flight, rm.lone FROM room rm CROSS JOIN LATERAL (
           SELECT o.id, row_number() OVER (ORDER BY o.available_at, o.id) AS rank FROM outbox_messages o
            WHERE o.tenant_id = rm.tenant_id AND o.queue = rm.queue AND o.sent_at IS NULL AND o.available_at <= clock_timestamp()
            ORDER BY o.available_at, o.id LIMIT least(rm.room, ${batchSize}::int)) c
          WHERE rm.room > 0),
-      pick AS MATERIALIZED (SELECT id, rank, in_flight FROM cand ORDER BY rank, in_flight, id LIMIT ${batchSize}::int),
+      pick AS MATERIALIZED (SELECT id, rank, in_flight, lone FROM cand ORDER BY rank, in_flight, id LIMIT ${batchSize}::int),
       -- The chosen ids as one array: the rows are then fetched by primary key (never a hash of the backlog).
-      chosen AS MATERIALIZED (SELECT array_agg(id ORDER BY rank, in_flight, id) AS ids FROM pick)
+      chosen AS MATERIALIZED (SELECT array_agg(id ORDER BY rank, in_flight, id) AS ids, bool_and(lone) AS lone FROM pick)
       SELECT o.id::text AS id, o.run_id, o.tenant_id::text AS tenant_id,
-             (SELECT t.uid FROM tenants t WHERE t.id = o.tenant_id) AS tenant_uid, o.queue, o.envelope, o.attempts
+             (SELECT t.uid FROM tenants t WHERE t.id = o.tenant_id) AS tenant_uid, o.queue, o.envelope, o.attempts,
+             (SELECT lone FROM chosen) AS lone
         FROM outbox_messages o
        WHERE o.id = ANY ((SELECT ids FROM chosen)::bigint[]) AND o.sent_at IS NULL AND EXISTS (SELECT 1 FROM ctx)
        ORDER BY array_position((SELECT ids FROM chosen), o.id)
@@ -220,27 +225,27 @@ export async function selectFairRows(
         SELECT o.queue FROM platform_outbox_messages o WHERE o.sent_at IS NULL AND o.queue > g.queue ORDER BY o.queue LIMIT 1) n),
     -- The platform is one group per queue: lone unless a tenant was sent for on that queue lately.
     room AS (
-      SELECT g.queue, f.in_flight,
-             CASE WHEN lr.lone_max > ${cap}::int
-                   AND NOT EXISTS (SELECT 1 FROM unnest(${recent.queues}::text[], ${recent.groups}::text[]) AS rc(queue, grp)
-                                    WHERE rc.queue = g.queue AND rc.grp <> ${PLATFORM_MESSAGE_GROUP})
-                  THEN CASE WHEN (f.oldest_sent > ${freshSince}) IS NOT FALSE THEN lr.lone_max ELSE ${cap}::int END
-                  ELSE ${cap}::int END - f.in_flight AS room
+      SELECT g.queue, f.in_flight, lone.lone,
+             CASE WHEN lone.lone THEN lr.lone_max ELSE ${cap}::int END - f.in_flight AS room
         FROM grp g CROSS JOIN LATERAL (
           SELECT count(*)::int AS in_flight, min(r.updated_at) FILTER (WHERE r.status = 'queued') AS oldest_sent FROM platform_task_runs r
            WHERE r.queue = g.queue
              AND (r.status IN ('running', 'retrying') OR (r.status = 'queued' AND r.updated_at > r.queued_at))
              AND (SELECT p.sent_at IS NULL FROM platform_outbox_messages p WHERE p.run_id = r.run_id) IS NOT TRUE) f
-        ${loneRoom}),
+        ${loneRoom}
+        CROSS JOIN LATERAL (SELECT lr.lone_max > ${cap}::int
+                   AND NOT EXISTS (SELECT 1 FROM unnest(${recent.queues}::text[], ${recent.groups}::text[]) AS rc(queue, grp)
+                                    WHERE rc.queue = g.queue AND rc.grp <> ${PLATFORM_MESSAGE_GROUP})
+                   AND (f.oldest_sent > ${freshSince}) IS NOT FALSE AS lone) lone),
     cand AS (
-      SELECT c.id, c.rank, rm.in_flight FROM room rm CROSS JOIN LATERAL (
+      SELECT c.id, c.rank, rm.in_flight, rm.lone FROM room rm CROSS JOIN LATERAL (
         SELECT o.id, row_number() OVER (ORDER BY o.available_at, o.id) AS rank FROM platform_outbox_messages o
          WHERE o.queue = rm.queue AND o.sent_at IS NULL AND o.available_at <= clock_timestamp()
          ORDER BY o.available_at, o.id LIMIT least(rm.room, ${batchSize}::int)) c
        WHERE rm.room > 0),
-    pick AS MATERIALIZED (SELECT id, rank, in_flight FROM cand ORDER BY rank, in_flight, id LIMIT ${batchSize}::int),
-    chosen AS MATERIALIZED (SELECT array_agg(id ORDER BY rank, in_flight, id) AS ids FROM pick)
-    SELECT o.id::text AS id, o.run_id, o.queue, o.envelope, o.attempts
+    pick AS MATERIALIZED (SELECT id, rank, in_flight, lone FROM cand ORDER BY rank, in_flight, id LIMIT ${batchSize}::int),
+    chosen AS MATERIALIZED (SELECT array_agg(id ORDER BY rank, in_flight, id) AS ids, bool_and(lone) AS lone FROM pick)
+    SELECT o.id::text AS id, o.run_id, o.queue, o.envelope, o.attempts, (SELECT lone FROM chosen) AS lone
       FROM platform_outbox_messages o
      WHERE o.id = ANY ((SELECT ids FROM chosen)::bigint[]) AND o.sent_at IS NULL AND EXISTS (SELECT 1 FROM ctx)
      ORDER BY array_position((SELECT ids FROM chosen), o.id)
