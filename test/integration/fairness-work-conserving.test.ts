@@ -50,13 +50,13 @@ afterAll(async () => {
   await db?.drop();
 });
 
-async function dispatch(tenantId: string, n: number): Promise<string[]> {
+async function dispatch(tenantId: string, n: number, task = 'demo.tenant_task'): Promise<string[]> {
   const actor = actorOf(tenantId);
   return afterCommit(
     redis,
     inUnitOfWork(sql, actor, async (tx) => {
       const ids: string[] = [];
-      for (let i = 0; i < n; i++) ids.push((await dispatcher.dispatchTask(tx, 'demo.tenant_task', { n: i }, { actor })).runId);
+      for (let i = 0; i < n; i++) ids.push((await dispatcher.dispatchTask(tx, task, { n: i }, { actor })).runId);
       return ids;
     }),
   );
@@ -113,6 +113,24 @@ describe('work-conserving fair share at the relay', () => {
     const aloneAgain = await pass({ recentGroups: new RecentGroups(60_000) });
     expect(aloneAgain.sent).toBe(12);
     expect(aloneAgain.cappedLone).toBe(true);
+  });
+
+  it('a pass is lone only if every group with rows pending had its lone room: two tenants held at the cap on another queue keep the relay looking at their pace', async () => {
+    const [a, b, c] = [await createTenant(sql), await createTenant(sql), await createTenant(sql)];
+    const cap = 3;
+    const pass = () => relayPass(sql, sqs, prefix, { instance: 'relay-wc-mixed', tenantInflightMax: cap, tenantInflightLoneMax: 8, recentGroups: new RecentGroups(60_000) }, ['tenant']);
+    // B and C contend on `bulk` and reach the cap; A is alone on `default`.
+    await dispatch(b, 5, 'demo.bulk_task');
+    await dispatch(c, 5, 'demo.bulk_task');
+    const first = await pass();
+    expect(first.sent).toBe(2 * cap);
+    expect(first).toMatchObject({ capped: true, cappedLone: false });
+    // A's burst arrives: it gets its lone room, and B and C, held back at the cap, get nothing: still not lone.
+    const burst = await dispatch(a, 20);
+    const second = await pass();
+    expect(second.sent).toBe(8);
+    expect(await sentOf(burst)).toEqual(burst.slice(0, 8));
+    expect(second).toMatchObject({ capped: true, cappedLone: false });
   });
 
   it('a lone room given per queue applies on its queue only: a tenant alone on a queue without one gets the cap', async () => {

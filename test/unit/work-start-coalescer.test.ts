@@ -76,6 +76,18 @@ describe('registration coalescer fallback', () => {
     expect(warnings).toHaveLength(0);
   });
 
+  it('a shared statement that failed in passing (a deadlock, a lost connection) is not warned about, and leaves the warning for a real breakage', async () => {
+    const { warnings, log } = recorder();
+    const failures = [Object.assign(new Error('deadlock detected'), { code: '40P01' }), Object.assign(new Error('write CONNECTION_CLOSED'), { code: 'CONNECTION_CLOSED' }), Object.assign(new Error('column "x" does not exist'), { code: '42703' })];
+    const { s } = statements({ shared: async () => Promise.reject(failures.shift()!) });
+    const c = new StartCoalescer(sql, log as never, s);
+    for (const round of ['r1', 'r2']) expect((await Promise.all(startThree(c, round))).every((r) => r.ok)).toBe(true);
+    expect(warnings).toHaveLength(0);
+    expect((await Promise.all(startThree(c, 'r3'))).every((r) => r.ok)).toBe(true);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]!.fields.code).toBe('42703');
+  });
+
   it('a lone delivery never takes the shared statement', async () => {
     const { warnings, log } = recorder();
     const { s, calls } = statements({ shared: async () => Promise.reject(new Error('never called')) });

@@ -230,7 +230,7 @@ export function ours(options: { groupCommit?: boolean } = {}): OursAdapter {
   // BENCH_RELAY_SEPARATE=true: the older topology (bench/results/hot-path-levers-2026-11-24.md), the
   // relay in a process of its own, kept to compare against.
   const separateRelay = process.env.BENCH_RELAY_SEPARATE === 'true';
-  const relaySetting = 'wake signal + 5 s sweep, its default batch settings';
+  const relaySetting = `wake signal + 5 s sweep, its default batch settings, fairness ${Number(process.env.BENCH_TENANT_INFLIGHT_MAX ?? 0) > 0 ? `on (cap ${process.env.BENCH_TENANT_INFLIGHT_MAX})` : 'off (BENCH_TENANT_INFLIGHT_MAX=40 runs it at the service default)'}`;
   /** The workers process, which runs the relay too unless `separateRelay` (then `relay`). */
   let workers: OursProcess | undefined;
   let relay: OursProcess | undefined;

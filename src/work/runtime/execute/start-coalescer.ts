@@ -34,6 +34,16 @@ export interface StartStatements {
 
 const STORE_STATEMENTS: StartStatements = { one: startDelivery, shared: startDeliveries };
 
+/**
+ * A failure that says nothing about the statement: a deadlock or serialization failure, a cancel, a
+ * connection lost or refused (SQLSTATE classes 08 and 57P, postgres.js's CONNECTION_* codes).
+ */
+function passingFailure(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string') return false;
+  return ['40P01', '40001', '57014', '25P02'].includes(code) || code.startsWith('08') || code.startsWith('57P') || code.startsWith('CONNECTION_');
+}
+
 export class StartCoalescer {
   /** Registrations waiting for the end of the current event-loop turn, per shared actor. */
   private readonly groups = new Map<string, StartGroup>();
@@ -114,13 +124,13 @@ export class StartCoalescer {
     } catch (error) {
       // Nothing of the shared statement committed: each delivery goes alone and meets its own error.
       const each = await Promise.all(g.items.map(alone));
-      // Every delivery registered alone: the failure was the shared statement's own (a broken statement,
-      // a deadlock between two of them), not one delivery's. Said once: a broken shared statement
-      // otherwise looks like a slower worker and nothing else (each delivery one statement and commit).
-      if (each.every(Boolean) && !this.reported) {
+      // Every delivery registered alone: the failure was the shared statement's own, not one delivery's.
+      // A passing one (a deadlock, a lost connection, a cancel) is not said; a broken statement is, once:
+      // it otherwise looks like a slower worker and nothing else (each delivery one statement and commit).
+      if (each.every(Boolean) && !passingFailure(error) && !this.reported) {
         this.reported = true;
         this.log?.warn(
-          { err: error, deliveries: g.items.length },
+          { err: error, code: (error as { code?: unknown } | null)?.code, deliveries: g.items.length },
           'deliveries received together could not be registered in one statement; each was registered alone (said once per process)',
         );
       }

@@ -531,6 +531,23 @@ export function capRefillWaitMs(wasCapped: boolean, woken: WakeSignal | null, si
   return Math.max(0, (lone ? LONE_REFILL_MS : CAPPED_REFILL_MS) - sincePassStartMs);
 }
 
+/**
+ * Spends a refill wait (capRefillWaitMs) listening for wake signals (`listen`: the relay's wait, null
+ * once its time is up or the relay stops): a dispatch's `recent` signal ends it at once, so a tenant
+ * that arrives while a burst is capped, or a trickle of single dispatches, never waits for the burst's
+ * refill; further room signals (`any`) do not. Resolves true when a `recent` signal ended it.
+ */
+export async function waitForRefill(refillMs: number, listen: (ms: number) => Promise<WakeSignal | null>, now: () => number = () => performance.now()): Promise<boolean> {
+  const deadline = now() + refillMs;
+  for (;;) {
+    const left = deadline - now();
+    if (left <= 0) return false;
+    const woke = await listen(left);
+    if (woke === 'recent') return true;
+    if (woke === null) return false;
+  }
+}
+
 export function startRelay(options: RelayOptions): Relay {
   const { sql, sqs, queueUrlPrefix } = options;
   const sweepIntervalMs = options.sweepIntervalMs ?? DEFAULT_RELAY_SWEEP_INTERVAL_MS;
@@ -663,7 +680,7 @@ export function startRelay(options: RelayOptions): Relay {
       if (wasCapped && !markedBefore) continue;
       const woken = await idle(wasCapped ? cappedPollMs : sweepIntervalMs);
       const refill = capRefillWaitMs(wasCapped, woken, performance.now() - passStart, cappedLone);
-      if (refill > 0) await pause(refill);
+      if (refill > 0) await waitForRefill(refill, idle);
       if (woken === null && wasCapped) shortPoll = cappedScopes;
       // A sweep, or a signal that may announce an older row: the next pass reads every due row.
       if (woken !== 'recent') windowFrom = null;

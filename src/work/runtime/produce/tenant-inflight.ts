@@ -23,11 +23,12 @@
 // Work-conserving: a group no other group contends with on its queue may go past `cap`, up to its
 // queue's lone room (`loneMax`), so a lone tenant's burst keeps every slot busy (a `groupCommit` slot
 // holds up to 40 messages, and 40 in flight left its groups a few messages each: half the speed, twice
-// the CPU per run). By default a queue's lone room is what the workers hold of it at once plus the cap
-// (loneRoomsOf): no more than the slots can take, since every run in flight past that only waits in
+// the CPU per run). By default a queue's lone room is what the workers hold of it at once plus twice
+// the cap (loneRoomsOf: a lone group's looks are LONE_REFILL_MS apart, twice a contended one's): no
+// more than the slots can take between two looks, since every run in flight past that only waits in
 // the queue, where a newcomer's first runs wait behind it, and each pass counts it (a default unit's
-// burst under a room of 440 kept the newcomer waiting 179 ms at p99, under its own room of 50, 54-62
-// ms, measured). SVC_TENANT_INFLIGHT_LONE_MAX sets one room for every queue instead. Contended means another group of the queue has rows pending or runs in flight (both
+// burst under a room of 440 kept the newcomer waiting 179 ms at p99, under a room of 90, 52-69 ms,
+// measured). SVC_TENANT_INFLIGHT_LONE_MAX sets one room for every queue instead. Contended means another group of the queue has rows pending or runs in flight (both
 // read in the statement), or had a row sent by this relay within CONTENTION_MEMORY_MS (`recent`, kept in
 // the relay's memory): a trickling tenant is seldom pending or in flight at the instant of a pass, and
 // between two of its runs the lone room would queue hundreds of the burst's messages ahead of its next
@@ -82,7 +83,7 @@ export interface FairRow {
   queue: string;
   envelope: unknown;
   attempts: number;
-  /** Fair selection only: every row of the pass went out in its group's lone room (the relay then looks again less often). */
+  /** Fair selection only: every group with rows pending (sent this pass or held back) had its lone room: the relay then looks again less often. */
   lone?: boolean;
 }
 
@@ -200,17 +201,18 @@ export async function selectFairRows(
       -- never the rows already sent (ordered by id alone, the planner walked the primary key past
       -- them) nor the delayed ones (they sort after every due row).
       cand AS (
-        SELECT c.id, c.rank, rm.in_flight, rm.lone FROM room rm CROSS JOIN LATERAL (
+        SELECT c.id, c.rank, rm.in_flight FROM room rm CROSS JOIN LATERAL (
           SELECT o.id, row_number() OVER (ORDER BY o.available_at, o.id) AS rank FROM outbox_messages o
            WHERE o.tenant_id = rm.tenant_id AND o.queue = rm.queue AND o.sent_at IS NULL AND o.available_at <= clock_timestamp()
            ORDER BY o.available_at, o.id LIMIT least(rm.room, ${batchSize}::int)) c
          WHERE rm.room > 0),
-      pick AS MATERIALIZED (SELECT id, rank, in_flight, lone FROM cand ORDER BY rank, in_flight, id LIMIT ${batchSize}::int),
+      pick AS MATERIALIZED (SELECT id, rank, in_flight FROM cand ORDER BY rank, in_flight, id LIMIT ${batchSize}::int),
       -- The chosen ids as one array: the rows are then fetched by primary key (never a hash of the backlog).
-      chosen AS MATERIALIZED (SELECT array_agg(id ORDER BY rank, in_flight, id) AS ids, bool_and(lone) AS lone FROM pick)
+      chosen AS MATERIALIZED (SELECT array_agg(id ORDER BY rank, in_flight, id) AS ids FROM pick)
       SELECT o.id::text AS id, o.run_id, o.tenant_id::text AS tenant_id,
              (SELECT t.uid FROM tenants t WHERE t.id = o.tenant_id) AS tenant_uid, o.queue, o.envelope, o.attempts,
-             (SELECT lone FROM chosen) AS lone
+             -- Every group with rows pending had its lone room, those this pass held back at the cap too.
+             (SELECT bool_and(rm.lone) FROM room rm) AS lone
         FROM outbox_messages o
        WHERE o.id = ANY ((SELECT ids FROM chosen)::bigint[]) AND o.sent_at IS NULL AND EXISTS (SELECT 1 FROM ctx)
        ORDER BY array_position((SELECT ids FROM chosen), o.id)
@@ -238,14 +240,14 @@ export async function selectFairRows(
                                     WHERE rc.queue = g.queue AND rc.grp <> ${PLATFORM_MESSAGE_GROUP})
                    AND (f.oldest_sent > ${freshSince}) IS NOT FALSE AS lone) lone),
     cand AS (
-      SELECT c.id, c.rank, rm.in_flight, rm.lone FROM room rm CROSS JOIN LATERAL (
+      SELECT c.id, c.rank, rm.in_flight FROM room rm CROSS JOIN LATERAL (
         SELECT o.id, row_number() OVER (ORDER BY o.available_at, o.id) AS rank FROM platform_outbox_messages o
          WHERE o.queue = rm.queue AND o.sent_at IS NULL AND o.available_at <= clock_timestamp()
          ORDER BY o.available_at, o.id LIMIT least(rm.room, ${batchSize}::int)) c
        WHERE rm.room > 0),
-    pick AS MATERIALIZED (SELECT id, rank, in_flight, lone FROM cand ORDER BY rank, in_flight, id LIMIT ${batchSize}::int),
-    chosen AS MATERIALIZED (SELECT array_agg(id ORDER BY rank, in_flight, id) AS ids, bool_and(lone) AS lone FROM pick)
-    SELECT o.id::text AS id, o.run_id, o.queue, o.envelope, o.attempts, (SELECT lone FROM chosen) AS lone
+    pick AS MATERIALIZED (SELECT id, rank, in_flight FROM cand ORDER BY rank, in_flight, id LIMIT ${batchSize}::int),
+    chosen AS MATERIALIZED (SELECT array_agg(id ORDER BY rank, in_flight, id) AS ids FROM pick)
+    SELECT o.id::text AS id, o.run_id, o.queue, o.envelope, o.attempts, (SELECT bool_and(rm.lone) FROM room rm) AS lone
       FROM platform_outbox_messages o
      WHERE o.id = ANY ((SELECT ids FROM chosen)::bigint[]) AND o.sent_at IS NULL AND EXISTS (SELECT 1 FROM ctx)
      ORDER BY array_position((SELECT ids FROM chosen), o.id)
