@@ -133,6 +133,21 @@ describe('work-conserving fair share at the relay', () => {
     expect(second).toMatchObject({ capped: true, cappedLone: false });
   });
 
+  it('a pass that took every due row holds nothing back: not capped (no mark, no second look), as a trickle of single dispatches is; rows its room kept out make it capped', async () => {
+    const [a, b] = [await createTenant(sql), await createTenant(sql)];
+    const cap = 5;
+    const pass = () => relayPass(sql, sqs, prefix, { instance: 'relay-wc-held', tenantInflightMax: cap, tenantInflightLoneMax: 8, recentGroups: new RecentGroups(60_000) }, ['tenant']);
+    await dispatch(a, 1);
+    expect(await pass()).toEqual({ sent: 1, failed: 0, full: false, capped: false });
+    // Contended (B pending), and everything due still fits the rooms: nothing held back either.
+    await dispatch(a, 2);
+    await dispatch(b, 2);
+    expect(await pass()).toEqual({ sent: 4, failed: 0, full: false, capped: false });
+    // A's next rows go past its cap (3 in flight of 5): 2 go, 4 are held back.
+    await dispatch(a, 6);
+    expect(await pass()).toMatchObject({ sent: 2, capped: true, cappedScopes: ['tenant'], cappedLone: false });
+  });
+
   it('a lone room given per queue applies on its queue only: a tenant alone on a queue without one gets the cap', async () => {
     const a = await createTenant(sql);
     const cap = 5;

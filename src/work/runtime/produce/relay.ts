@@ -404,9 +404,11 @@ async function passAll(
     // Only a fair pass reports `capped`: with fairness off the result is what it always was.
     // null: another relay is in its fair pass of this outbox; look again shortly. Nothing selected:
     // look again soon only while due rows wait (for room); asked in the write of the COMMIT, so it
-    // delays no other outbox's commit. A short fair batch that sent something: its groups reached the
-    // cap (room was all they got), so rows are probably held back; look again shortly without asking (a
-    // poll that finds nothing due asks, and ends the short polls). A batch that sent nothing but failed
+    // delays no other outbox's commit. A short fair batch that sent something, with due rows its groups'
+    // room kept out (the selection's `held`): look again shortly without asking (a poll that finds
+    // nothing due asks, and ends the short polls). A short batch that took every due row (a trickle of
+    // single dispatches) holds nothing back: no capped mark, no second look, no short polls; the next
+    // dispatch's signal wakes the relay as with fairness off. A batch that sent nothing but failed
     // (a broken queue) waits for the sweep; one failed row beside sent ones (one tenant's bad body) must
     // not send every other tenant's held-back rows to the sweep interval.
     if (o.fair === undefined) continue;
@@ -418,7 +420,7 @@ async function passAll(
           ? true
           : o.rows.length === 0
             ? beforeCommit(dueRowsWaiting(tx, scope))
-            : o.rows.length < batchSize && (o.sentIds.length > 0 || o.failedIds.length === 0),
+            : o.rows.length < batchSize && o.rows[0]!.held === true && (o.sentIds.length > 0 || o.failedIds.length === 0),
     });
   }
   if (failedRuns.length > 0) total.failedRuns = failedRuns.map((r) => r.runId);
