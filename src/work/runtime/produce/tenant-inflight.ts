@@ -27,7 +27,7 @@
 // the cap (loneRoomsOf: a lone group's looks are LONE_REFILL_MS apart, twice a contended one's): no
 // more than the slots can take between two looks, since every run in flight past that only waits in
 // the queue, where a newcomer's first runs wait behind it, and each pass counts it (a default unit's
-// burst under a room of 440 kept the newcomer waiting 179 ms at p99, under a room of 90, 52-69 ms,
+// burst under a room of 440 kept the newcomer waiting 179 ms at p99, under a room of 90, 52-82 ms,
 // measured). SVC_TENANT_INFLIGHT_LONE_MAX sets one room for every queue instead. Contended means another group of the queue has rows pending or runs in flight (both
 // read in the statement), or had a row sent by this relay within CONTENTION_MEMORY_MS (`recent`, kept in
 // the relay's memory): a trickling tenant is seldom pending or in flight at the instant of a pass, and
