@@ -146,11 +146,11 @@ export const DEFAULT_CAPPED_POLL_MS = 50;
 export const CAPPED_REFILL_MS = 20;
 
 /**
- * CAPPED_REFILL_MS for a pass whose held-back groups were alone on their queues (their lone room):
+ * CAPPED_REFILL_MS for a pass whose groups with rows pending were all alone on their queues (their lone room):
  * a lone burst's passes, each counting its runs in flight and stamping the runs it sends, come half as
  * often, and the lone room holds twice the cap's margin for the longer gap (loneRoomsOf). The runs of a
- * tenant that arrives meanwhile go out at once (its dispatch's signal does not wait), and from that pass
- * on the burst is back to the cap and to CAPPED_REFILL_MS.
+ * tenant that arrives meanwhile go out at once (its dispatch's signal ends the wait: relay.ts
+ * waitForRefill), and from that pass on the burst is back to the cap and to CAPPED_REFILL_MS.
  */
 export const LONE_REFILL_MS = 40;
 

@@ -127,7 +127,7 @@ export interface RelayPassResult {
   capped?: boolean;
   /** The outboxes whose rows fairness held back (relayPass): the short polls look at these only. */
   cappedScopes?: RunScope[];
-  /** Every outbox held back sent its rows in its group's lone room this pass: the relay looks again less often (capRefillWaitMs). */
+  /** In every outbox held back, every group with rows pending had its lone room this pass: the relay looks again less often (capRefillWaitMs). */
   cappedLone?: boolean;
   /** Runs this pass ended `failed` because the queue kept refusing their rows (absent when none). */
   failedRuns?: string[];
@@ -524,8 +524,8 @@ export interface Relay {
  * the `recent` mark (`any`: a finish's room signal, or a dispatch that did not say when it began) while
  * the cap holds rows back lets more room open first, so the next pass sends a fuller batch for the same
  * count of the runs in flight (the pass started `sincePassStartMs` ago); a dispatch's `recent` signal,
- * a poll that timed out and an uncapped relay go at once. A pass whose held-back groups were alone
- * (`lone`: they had their lone room, sized for looks this far apart, loneRoomsOf) waits LONE_REFILL_MS:
+ * a poll that timed out and an uncapped relay go at once. A pass whose groups with rows pending were
+ * all alone (`lone`: they had their lone room, sized for looks this far apart, loneRoomsOf) waits LONE_REFILL_MS:
  * half the passes of a lone burst, each counting its runs in flight once.
  */
 export function capRefillWaitMs(wasCapped: boolean, woken: WakeSignal | null, sincePassStartMs: number, lone = false): number {
