@@ -13,7 +13,7 @@ import { afterCommit } from '../../src/kv/wake.ts';
 import { createSqsClient } from '../../src/queue/client.ts';
 import { queueUrl } from '../../src/queue/names.ts';
 import { provisionQueues } from '../../src/queue/provision.ts';
-import { relayPass, startRelay, type RelayPassOptions } from '../../src/work/runtime/produce/relay.ts';
+import { capRefillWaitMs, relayPass, startRelay, type RelayPassOptions } from '../../src/work/runtime/produce/relay.ts';
 import { RecentGroups } from '../../src/work/runtime/produce/tenant-inflight.ts';
 import { transitionRun } from '../../src/work/runtime/store/run-store.ts';
 import { createTenant, workDatabase } from './work-tables-support.ts';
@@ -85,6 +85,8 @@ describe('work-conserving fair share at the relay', () => {
     const alone = await pass();
     expect(alone.sent).toBe(12);
     expect(alone).toMatchObject({ capped: true, cappedLone: true });
+    // The relay's loop makes its wait of the pass's result: a room signal right after this pass waits 40 ms.
+    expect(capRefillWaitMs(alone, 'any', 0)).toBe(40);
     expect(await sentOf(burst)).toEqual(burst.slice(0, 12));
     expect((await pass()).sent).toBe(0);
 
@@ -94,6 +96,7 @@ describe('work-conserving fair share at the relay', () => {
     const contended = await pass();
     expect(contended.sent).toBe(3 + (cap - 2));
     expect(contended).toMatchObject({ capped: true, cappedLone: false });
+    expect(capRefillWaitMs(contended, 'any', 0)).toBe(20);
     expect(await sentOf(victim)).toEqual(victim);
     expect(await sentOf(burst)).toEqual(burst.slice(0, 15));
 

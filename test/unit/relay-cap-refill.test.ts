@@ -4,28 +4,35 @@ import { describe, expect, it } from 'vitest';
 import { capRefillWaitMs, waitForRefill } from '../../src/work/runtime/produce/relay.ts';
 import type { WakeSignal } from '../../src/kv/wake.ts';
 
+// What a pass reports (relayPass): held back in the tenant outbox, with or without every group alone.
+const capped = { cappedScopes: ['tenant' as const] };
+const cappedLone = { cappedScopes: ['tenant' as const], cappedLone: true };
+const uncapped = { cappedScopes: [] };
+
 describe('capped relay refill', () => {
   it('a room signal while capped waits until 20 ms after the last pass began', () => {
-    expect(capRefillWaitMs(true, 'any', 0)).toBe(20);
-    expect(capRefillWaitMs(true, 'any', 5)).toBe(15);
-    expect(capRefillWaitMs(true, 'any', 20)).toBe(0);
-    expect(capRefillWaitMs(true, 'any', 45)).toBe(0);
+    expect(capRefillWaitMs(capped, 'any', 0)).toBe(20);
+    expect(capRefillWaitMs(capped, 'any', 5)).toBe(15);
+    expect(capRefillWaitMs(capped, 'any', 20)).toBe(0);
+    expect(capRefillWaitMs(capped, 'any', 45)).toBe(0);
   });
 
   it('a room signal after a pass whose held-back groups were alone waits until 40 ms after it began', () => {
-    expect(capRefillWaitMs(true, 'any', 0, true)).toBe(40);
-    expect(capRefillWaitMs(true, 'any', 25, true)).toBe(15);
-    expect(capRefillWaitMs(true, 'any', 40, true)).toBe(0);
-    expect(capRefillWaitMs(true, 'any', 25, false)).toBe(0);
-    expect(capRefillWaitMs(true, 'recent', 1, true)).toBe(0);
-    expect(capRefillWaitMs(true, null, 1, true)).toBe(0);
+    expect(capRefillWaitMs(cappedLone, 'any', 0)).toBe(40);
+    expect(capRefillWaitMs(cappedLone, 'any', 25)).toBe(15);
+    expect(capRefillWaitMs(cappedLone, 'any', 40)).toBe(0);
+    expect(capRefillWaitMs(capped, 'any', 25)).toBe(0);
+    expect(capRefillWaitMs(cappedLone, 'recent', 1)).toBe(0);
+    expect(capRefillWaitMs(cappedLone, null, 1)).toBe(0);
   });
 
   it("R-OBX-10 a dispatch's recent signal, a poll that timed out and an uncapped relay go at once", () => {
-    expect(capRefillWaitMs(true, 'recent', 1)).toBe(0);
-    expect(capRefillWaitMs(true, null, 1)).toBe(0);
-    expect(capRefillWaitMs(false, 'any', 1)).toBe(0);
-    expect(capRefillWaitMs(false, 'recent', 1)).toBe(0);
+    expect(capRefillWaitMs(capped, 'recent', 1)).toBe(0);
+    expect(capRefillWaitMs(capped, null, 1)).toBe(0);
+    expect(capRefillWaitMs(uncapped, 'any', 1)).toBe(0);
+    expect(capRefillWaitMs(uncapped, 'recent', 1)).toBe(0);
+    // A pass that failed reported nothing held back.
+    expect(capRefillWaitMs(null, 'any', 1)).toBe(0);
   });
 
   it("a dispatch's recent signal that comes during the refill wait ends it at once; room signals do not", async () => {
