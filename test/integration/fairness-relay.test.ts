@@ -16,7 +16,7 @@ import { queueUrl, type QueueName } from '../../src/queue/names.ts';
 import { provisionQueues } from '../../src/queue/provision.ts';
 import { relayPass, startRelay, type Relay, type RelayOptions } from '../../src/work/runtime/produce/relay.ts';
 import { transitionRun } from '../../src/work/runtime/store/run-store.ts';
-import { inFlightByGroup, selectFairRows } from '../../src/work/runtime/produce/tenant-inflight.ts';
+import { inFlightByGroup, selectFairRows, takeFairPasses } from '../../src/work/runtime/produce/tenant-inflight.ts';
 import { createTenant, workDatabase } from './work-tables-support.ts';
 import { testDispatcher } from './work-test-units.ts';
 import { stoppableRedis } from '../support/stoppable-redis.ts';
@@ -93,9 +93,11 @@ async function fairPassReads(cap: number): Promise<{ runIds: string[]; rowsRead:
         SELECT (coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0))::int AS n FROM pg_stat_xact_user_tables WHERE relname = 'outbox_messages'`;
       return r?.n ?? 0;
     };
+    // The pass's hold and planner settings first, in a statement of their own, as the relay's opening.
+    expect((await takeFairPasses(tx, ['tenant'])).fair_tenant).toBe(true);
     const before = await read();
     const rows = await selectFairRows(tx, 'tenant', cap, 100, actorContextSelect(tx, system));
-    return { runIds: rows!.map((r) => r.run_id), rowsRead: (await read()) - before };
+    return { runIds: rows.map((r) => r.run_id), rowsRead: (await read()) - before };
   });
 }
 

@@ -40,7 +40,18 @@ import { startRelaySendSpans } from '../../../observe/work-tracing.ts';
 import { bodyBytes, packBatches } from '../../../queue/batch.ts';
 import { isQueueName, queueUrl } from '../../../queue/names.ts';
 import { sendMessageBatch } from '../../../queue/send.ts';
-import { DEFAULT_CAPPED_POLL_MS, dueRowsWaiting, markSent, PLATFORM_MESSAGE_GROUP, RecentGroups, selectFairRows, type FairRow, type LoneRoom } from './tenant-inflight.ts';
+import {
+  DEFAULT_CAPPED_POLL_MS,
+  dueRowsWaiting,
+  fairPassColumns,
+  markSent,
+  PLATFORM_MESSAGE_GROUP,
+  RecentGroups,
+  selectFairRows,
+  type FairPasses,
+  type FairRow,
+  type LoneRoom,
+} from './tenant-inflight.ts';
 import { defaultInstanceLabel } from './dispatch.ts';
 import { FINAL_RUN_STATUSES, transitionRun, type RunRow, type RunStatus } from '../store/run-store.ts';
 import { OUTBOX_TABLE, RUN_TABLE, type RunScope } from '../store/scope-tables.ts';
@@ -141,8 +152,9 @@ type PendingRow = FairRow & { scope: RunScope };
  * made durable by the effect transaction of the runs it sent, which commits later and waits for the disk
  * (src/db/commit-without-flush.ts says what a database crash can then take back).
  */
-function relayContextSelect(tx: TxSql) {
-  return tx`SELECT a.*, ${tx.unsafe(COMMIT_WITHOUT_FLUSH)} AS c FROM (${actorContextSelect(tx, RELAY_ACTOR)}) a`;
+function relayContextSelect(tx: TxSql, fairPasses?: readonly RunScope[]) {
+  return tx`SELECT a.*, ${tx.unsafe(COMMIT_WITHOUT_FLUSH)} AS c ${fairPasses ? tx`, ${fairPassColumns(tx, fairPasses)}` : tx``}
+              FROM (${actorContextSelect(tx, RELAY_ACTOR)}) a`;
 }
 
 /**
@@ -169,11 +181,12 @@ function dueRows(tx: TxSql, scope: RunScope, batchSize: number, groups: boolean,
  * The pass's first statement, which goes out with its BEGIN (src/db/pipelined-begin.ts): with fairness
  * off, the due rows of every outbox of the pass, locked FOR UPDATE SKIP LOCKED (harmless if BEGIN
  * failed: the locks end with the statement, and the pass then stops); with fairness on, the relay's
- * actor context alone. Either applies the actor context (app.process = relay) for the sent_at updates
- * and `sent` trail rows that follow.
+ * actor context and the fair pass's hold on each outbox of the pass (tenant-inflight.ts
+ * fairPassColumns: its locks and the selections' planner settings, no round trip of their own). Either
+ * applies the actor context (app.process = relay) for the sent_at updates and `sent` trail rows that follow.
  */
 function openPass(tx: TxSql, scopes: readonly RunScope[], batchSize: number, fairness: { cap: number; groups: boolean }, windowMs: number | undefined) {
-  if (fairness.cap > 0) return relayContextSelect(tx);
+  if (fairness.cap > 0) return relayContextSelect(tx, scopes);
   const [first, second] = scopes.map((scope) => dueRows(tx, scope, batchSize, fairness.groups, windowMs));
   return tx`
     WITH ctx AS MATERIALIZED (${relayContextSelect(tx)}),
@@ -277,9 +290,18 @@ async function passAll(
   // With fairness on (tenantInflightMax > 0) the selection is tenant-inflight.ts's: per-tenant room,
   // round robin between tenants, dispatch order within one. The outboxes' selections go out together.
   const lone = { loneMax: fairness.loneMax, recent: fairness.recent?.active(), maxWaitMs: fairness.loneMaxWaitMs };
+  // The opening's row says which outboxes' fair passes this transaction holds (openPass); an outbox
+  // another relay holds is not selected from (null) and looked at again shortly.
+  const held = fairness.cap > 0 ? (opened[0] as unknown as FairPasses | undefined) : undefined;
   const fairRows =
     fairness.cap > 0
-      ? await Promise.all(scopes.map((scope) => selectFairRows(tx, scope, fairness.cap, batchSize, actorContextSelect(tx, RELAY_ACTOR), lone)))
+      ? await Promise.all(
+          scopes.map((scope) =>
+            held?.[scope === 'tenant' ? 'fair_tenant' : 'fair_platform'] === true
+              ? selectFairRows(tx, scope, fairness.cap, batchSize, actorContextSelect(tx, RELAY_ACTOR), lone)
+              : Promise.resolve(null),
+          ),
+        )
       : undefined;
   const outcomes = new Map<RunScope, ScopeOutcome>();
   scopes.forEach((scope, i) => {

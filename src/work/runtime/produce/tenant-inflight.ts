@@ -15,7 +15,7 @@
 // became due (available_at, then outbox id: dispatch order for rows without delay), groups take turns (round robin by rank, fewest in flight first). With several relays
 // (a rolling deploy), two snapshots can disagree on which rows are a group's oldest (a dispatch
 // transaction with smaller ids committing between them), and each would see the full room: so a
-// fair pass first takes a transaction-level advisory lock per outbox (try, never wait). The relay
+// fair pass first takes a transaction-level advisory lock per outbox (try, never wait; in the relay pass's opening statement, fairPassColumns). The relay
 // holding it selects with a snapshot taken after the previous holder committed; another relay skips
 // this pass and looks again shortly. Rows stay locked SKIP LOCKED-style against relays with
 // fairness off.
@@ -132,10 +132,52 @@ export class RecentGroups {
 }
 
 /**
+ * A fair pass's hold on its outboxes, as columns of a statement that runs before the selections (the
+ * relay's opening, which goes out with BEGIN; `takeFairPasses` alone): per outbox a transaction-level
+ * advisory lock, tried, never waited for (`fair_tenant`, `fair_platform`: false when another relay holds
+ * that outbox's fair pass), and the planner settings of the selections, for the rest of the transaction.
+ * The selections must be statements of their own, after this one: each then reads with a snapshot taken
+ * once the lock is held, so after the previous holder committed what it sent (taken in the selection
+ * itself, the snapshot could predate that commit, and two relays together could pass the cap).
+ *
+ * The settings: the in-flight count must walk its partial index with a plain index scan: every run leaves
+ * dead entries there (its status updates cannot be HOT), a plain scan marks them dead as it passes so the
+ * next pass skips them, and a bitmap scan (the planner's choice once the index has grown) never does, so
+ * each pass re-read every dead entry since the last vacuum (530 entries for 18 runs in flight). No
+ * sequential scan either: the statistics of task_runs never know how many runs are in flight (a burst is
+ * analysed while all of it is queued), and on their word the planner read the whole table for the probes
+ * of the other tenants in flight (12,700 rows, 7.5 of a pass's 10 ms, measured). Every table the
+ * selection reads has the index it needs. And its generic plan, made once per connection: its LIMITs,
+ * cap and rooms are parameters, so each custom plan looked cheaper than the generic one and the
+ * statement was planned anew on every pass (0.10-0.17 ms, against its execution of about as much); with
+ * sequential and bitmap scans off, the generic plan walks the same indexes a custom one does.
+ * Harmless outside a transaction (an opening whose BEGIN failed): the locks and settings end with it.
+ */
+export function fairPassColumns(tx: TxSql, scopes: readonly RunScope[]) {
+  const lock = (scope: RunScope) => (scopes.includes(scope) ? tx`pg_try_advisory_xact_lock(hashtextextended(${`svc.relay.fair.${scope}`}, 0))` : tx`false`);
+  return tx`${lock('tenant')} AS fair_tenant, ${lock('platform')} AS fair_platform,
+            set_config('enable_bitmapscan', 'off', true) AS fair_bitmapscan, set_config('enable_seqscan', 'off', true) AS fair_seqscan,
+            set_config('plan_cache_mode', 'force_generic_plan', true) AS fair_plans`;
+}
+
+/** What fairPassColumns answered: per outbox, whether this transaction holds its fair pass. */
+export interface FairPasses {
+  fair_tenant: boolean;
+  fair_platform: boolean;
+}
+
+/** fairPassColumns as a statement of its own (a fair selection outside the relay's pass). */
+export async function takeFairPasses(tx: TxSql, scopes: readonly RunScope[]): Promise<FairPasses> {
+  const [held] = await tx<FairPasses[]>`SELECT ${fairPassColumns(tx, scopes)}`;
+  return held!;
+}
+
+/**
  * The relay's row selection with fairness on: locks at most `batchSize` due pending rows of `scope`,
  * no group beyond `cap` in flight, or beyond its queue's `loneMax` when nothing contends with it there
  * (`recent`: the groups the relay sent for lately; see the header). `context` is the relay's
- * actor-context select, applied first.
+ * actor-context select, applied first. The transaction must hold the outbox's fair pass already
+ * (fairPassColumns, in an earlier statement).
  */
 export async function selectFairRows(
   tx: TxSql,
@@ -144,7 +186,7 @@ export async function selectFairRows(
   batchSize: number,
   context: ReturnType<typeof actorContextSelect>,
   lone: { loneMax: LoneRoom; recent?: { queues: string[]; groups: string[] } | undefined; maxWaitMs?: number | undefined } = { loneMax: 0 },
-): Promise<FairRow[] | null> {
+): Promise<FairRow[]> {
   const rooms = loneArguments(lone.loneMax, cap);
   // The group's lone room (lr.lone_max), by its queue.
   const loneRoom = tx`CROSS JOIN LATERAL (SELECT COALESCE((SELECT u.room FROM unnest((SELECT ${rooms.queues}::text[]), (SELECT ${rooms.rooms}::int[])) AS u(queue, room)
@@ -152,23 +194,6 @@ export async function selectFairRows(
   const recent = lone.recent ?? { queues: [], groups: [] };
   // A sent run still queued past this instant waits for the workers: the lone room stops there.
   const freshSince = tx`clock_timestamp() - ${lone.maxWaitMs ?? LONE_ROOM_MAX_WAIT_MS}::int * interval '1 millisecond'`;
-  // Returns null when another relay holds this outbox's fair pass (the lock is released at its commit).
-  // The in-flight count must walk its partial index with a plain index scan: every run leaves dead
-  // entries there (its status updates cannot be HOT), a plain scan marks them dead as it passes so the
-  // next pass skips them, and a bitmap scan (the planner's choice once the index has grown) never does,
-  // so each pass re-read every dead entry since the last vacuum (530 entries for 18 runs in flight).
-  // No sequential scan either: the statistics of task_runs never know how many runs are in flight (a
-  // burst is analysed while all of it is queued), and on their word the planner read the whole table
-  // for the probes of the other tenants in flight (12,700 rows, 7.5 of a pass's 10 ms, measured).
-  // Every table this statement reads has the index it needs.
-  // Its generic plan, made once per connection (plan_cache_mode, for the rest of the pass): its LIMITs,
-  // cap and rooms are parameters, so each custom plan looked cheaper than the generic one and the
-  // statement was planned anew on every pass (0.10-0.17 ms, against its execution of about as much). With
-  // sequential and bitmap scans off, the generic plan walks the same indexes a custom one does.
-  const [lock] = await tx`SELECT pg_try_advisory_xact_lock(hashtextextended(${`svc.relay.fair.${scope}`}, 0)) AS ok,
-                                 set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true),
-                                 set_config('plan_cache_mode', 'force_generic_plan', true)`;
-  if (!lock?.ok) return null;
   if (scope === 'tenant') {
     return (await tx`
       WITH RECURSIVE ctx AS MATERIALIZED (${context}),
