@@ -134,14 +134,16 @@ async function chaos(s: ChaosScenario): Promise<{ runIds: string[]; prefix: stri
   const logsBefore = h.logs().length;
   // The survivor: consumes, like a workers service without the relay. The relay and its rescuer run in
   // a child of their own (SVC_RELAY=true), which the chaos kills too.
-  const survivor = await h.startWorkers({
-    redis: redis.redis,
-    queues: [s.queue],
-    redisTimeoutMs: COMMAND_TIMEOUT_MS,
-    redisProbeIntervalMs: 250,
-    stageTimeoutMs: STAGE_TIMEOUT_MS,
-    maxReceives: MAX_RECEIVES,
-  });
+  const startSurvivor = () =>
+    h.startWorkers({
+      redis: redis.redis,
+      queues: [s.queue],
+      redisTimeoutMs: COMMAND_TIMEOUT_MS,
+      redisProbeIntervalMs: 250,
+      stageTimeoutMs: STAGE_TIMEOUT_MS,
+      maxReceives: MAX_RECEIVES,
+    });
+  let survivor = await startSurvivor();
   const workerChildren = new Set<ChildProcess>();
   const startWorkerChild = async () => {
     const c = await startChild(s.childUnits, 'worker');
@@ -189,10 +191,13 @@ async function chaos(s: ChaosScenario): Promise<{ runIds: string[]; prefix: stri
       const url = queueUrl(h.queueUrlPrefix, s.queue);
       const target = deleted.length + DELETE_EACH;
       // Every process that consumes (the workers, and the relay's process, a workers service too) is
-      // frozen (SIGSTOP) while the test receives: they would otherwise take every message before the
-      // test's receives do (on a busy machine they left none to delete). The burst goes on meanwhile and
-      // the test relays its runs itself, so the queue holds messages of open runs; the frozen deliveries
-      // stall in place, their heartbeats too, and their messages come back after the visibility timeout.
+      // frozen (SIGSTOP) while the test receives, and the survivor (in this process) stopped: they would
+      // otherwise take every message before the test's receives do (on a busy machine they left none to
+      // delete; the survivor alone, its long polls waiting as the messages came, took nearly all). The
+      // burst goes on meanwhile and the test relays its runs itself, so the queue holds messages of open
+      // runs; the frozen deliveries stall in place, their heartbeats too, and their messages come back
+      // after the visibility timeout. A new survivor starts after the thaw.
+      await survivor.stop();
       const frozen = [...workerChildren, relayChild];
       for (const c of frozen) c.kill('SIGSTOP');
       mark('workers-freeze');
@@ -222,6 +227,7 @@ async function chaos(s: ChaosScenario): Promise<{ runIds: string[]; prefix: stri
       } finally {
         for (const c of frozen) c.kill('SIGCONT');
         mark('workers-thaw');
+        survivor = await startSurvivor();
       }
     };
 
