@@ -18,8 +18,8 @@ import { MAX_PAYLOAD_BYTES, payloadBytes, type Envelope } from './envelope.ts';
 import { newRunId } from './run-id.ts';
 import { zodPayloadCheck, type PayloadCheck, type PayloadIssue } from '../../define/payload-schema.ts';
 import { insertRun, insertScheduleOrigin, type RunTrigger } from '../store/run-store.ts';
-import { piece, RUN_TABLE, scoped, scopeTables, sqlText, tenantOnly, tenantText, type RunScope } from '../store/scope-tables.ts';
-import { insertTrailRows } from '../store/trail.ts';
+import { piece, scoped, scopeTables, sqlText, tenantOnly, tenantText, type RunScope, type SqlPiece, type SqlText } from '../store/scope-tables.ts';
+import { trailRows } from '../store/trail.ts';
 import { isWorkUnit, MAX_SERIAL_KEY_LENGTH, serialKeyOf, type DispatchedRun as PublicDispatchedRun, type TaskUnit, type UniqueDispatchOptions, type UnitContext, type WorkUnit } from '../../define/unit.ts';
 import { claimUniqueKeys, debounceRuns, uniqueKeys, uniqueRule, type KeyedRun } from './unique-dispatch.ts';
 
@@ -308,15 +308,30 @@ function envelopeOf(w: RunWrite, runId: string): Envelope {
 }
 
 /**
- * The `queued` trail events and the outbox rows of runs already inserted, two multi-row statements
- * whatever the number of runs (arrays unnested server-side). All writes share one scope.
+ * What a dispatch's statement writes before the `queued` events and outbox rows: its CTEs (each named,
+ * `RETURNING 1`, followed by a comma) and, in the order they are to run, the select-list counts that read them.
+ */
+interface LeadingWrites {
+  ctes: SqlPiece;
+  counts: SqlPiece | SqlText;
+}
+
+const NO_LEAD: LeadingWrites = { ctes: piece``, counts: sqlText('') };
+
+/**
+ * The `queued` trail events and the outbox rows of runs (with `lead`, the run rows and their user-actor
+ * rows too), in ONE statement whatever the number of runs (arrays unnested server-side). Each write is a
+ * CTE, and the select list reads them in their order (an uncommitted CTE runs when its count is first
+ * read, left to right): runs, user actors, events, outbox, as when they were four statements. One
+ * statement where there were four is three fewer a dispatch for PostgreSQL to parse, bind, execute and
+ * answer with a ReadyForQuery (each a wake-up of the client). All writes share one scope.
  */
 async function writeTrailsAndOutbox(
   tx: TxSql,
   instance: string,
   writes: readonly RunWrite[],
   runIds: readonly string[],
-  before?: ReadonlyArray<PromiseLike<unknown>>,
+  lead: LeadingWrites = NO_LEAD,
 ): Promise<DispatchedRun[]> {
   const tenantId = writes[0]!.tenantId;
   const scope: RunScope = tenantId === null ? 'platform' : 'tenant';
@@ -334,25 +349,25 @@ async function writeTrailsAndOutbox(
   const envelopeTexts = envelopes.map((e) => JSON.stringify(e));
   const delays = writes.map((w) => w.delaySeconds);
   const ids = runIds as string[];
-  // Sent back to back without waiting (postgres.js pipelines the queries of one transaction): they
-  // run in order on the connection, and a failure aborts the transaction, so later ones fail too.
-  const pending: Array<PromiseLike<unknown>> = [...(before ?? [])];
-  pending.push(insertTrailRows(
-    tx,
+  const events = trailRows(
     scope,
     {
       runId: sqlText('r'), tenantId: piece`${tenantId}::bigint`, event: sqlText(`'queued'`), attempt: sqlText('0'), queue: sqlText('q'),
       workerInstance: instance, detail: sqlText('d::jsonb'),
     },
     piece`FROM unnest(${ids}::uuid[], ${queues}::text[], ${details}::text[]) WITH ORDINALITY AS u(r, q, d, n) ORDER BY n`,
-  ));
-  pending.push(scoped(tx)`INSERT INTO ${scopeTables(scope).outbox} (${tenantText(scope, 'tenant_id,')} run_id, queue, envelope, available_at)
-    SELECT ${tenantOnly(scope, piece`${tenantId}::bigint,`)} r, q, e::jsonb, clock_timestamp() + make_interval(secs => s)
-      FROM unnest(${ids}::uuid[], ${queues}::text[], ${envelopeTexts}::text[], ${delays}::float8[]) WITH ORDINALITY AS u(r, q, e, s, n) ORDER BY n`);
-  // In a unit of work the inserts' answers go to its COMMIT, which follows them in the same write
+    RETURNING_ONE,
+  );
+  const written = scoped(tx)`WITH ${lead.ctes}
+    e AS (${events}),
+    o AS (INSERT INTO ${scopeTables(scope).outbox} (${tenantText(scope, 'tenant_id,')} run_id, queue, envelope, available_at)
+      SELECT ${tenantOnly(scope, piece`${tenantId}::bigint,`)} r, q, e::jsonb, clock_timestamp() + make_interval(secs => s)
+        FROM unnest(${ids}::uuid[], ${queues}::text[], ${envelopeTexts}::text[], ${delays}::float8[]) WITH ORDINALITY AS u(r, q, e, s, n) ORDER BY n
+      RETURNING 1)
+    SELECT ${lead.counts} (SELECT count(*) FROM e)::int AS events, (SELECT count(*) FROM o)::int AS outbox`.execute();
+  // In a unit of work the statement's answer goes to its COMMIT, which follows it in the same write
   // (src/db/pipelined-begin.ts deferToCommit): a unit of work that ends with a dispatch costs one round
-  // trip. Their failure then fails the unit of work with their error, and nothing of it commits.
-  const written = settleAll(pending);
+  // trip. Its failure then fails the unit of work with its error, and nothing of it commits.
   if (!deferToCommit(tx, written)) await written;
   return writes.map((w, i) => ({
     runId: runIds[i]!,
@@ -365,9 +380,11 @@ async function writeTrailsAndOutbox(
   }));
 }
 
+const RETURNING_ONE = sqlText('RETURNING 1');
+
 /**
- * Writes runs (queued), their user-actor rows, `queued` events and outbox rows: four multi-row
- * statements per chunk of BULK_CHUNK_RUNS (10,000) runs. All writes share one tenant (or none) and one actor.
+ * Writes runs (queued), their user-actor rows, `queued` events and outbox rows: one statement per chunk
+ * of BULK_CHUNK_RUNS (10,000) runs (writeTrailsAndOutbox). All writes share one tenant (or none) and one actor.
  * Each run reads the database clock once for queued_at and updated_at (two column defaults would read
  * it twice, and a run whose updated_at came out later would count as sent in the in-flight indexes of
  * sql/work/0018_tenant-fairness.sql before the relay sent it), as insertRun does. The reading is taken
@@ -397,19 +414,24 @@ async function writeRunChunk(tx: TxSql, instance: string, writes: readonly RunWr
   const correlations = writes.map((w) => w.correlationId);
   const causations = writes.map((w) => w.causationId);
   const scope: RunScope = tenantId === null ? 'platform' : 'tenant';
-  const pending: Array<PromiseLike<unknown>> = [
-    tx`INSERT INTO ${tx(RUN_TABLE[scope])} (run_id, ${tenantId === null ? tx`` : tx`tenant_id,`} name, queue, trigger, actor_kind, actor_label,
+  const runs = piece`r AS (INSERT INTO ${scopeTables(scope).runs} (run_id, ${tenantText(scope, 'tenant_id,')} name, queue, trigger, actor_kind, actor_label,
         correlation_id, causation_id, queued_at, updated_at)
-      SELECT r, ${tenantId === null ? tx`` : tx`${tenantId}::bigint,`} n, q, t, ${first.actorKind}, ${first.actorLabel}, c, k, at, at
+      SELECT r, ${tenantOnly(scope, piece`${tenantId}::bigint,`)} n, q, t, ${first.actorKind}, ${first.actorLabel}, c, k, at, at
         FROM (SELECT u.*, clock_timestamp() AS at
                 FROM (SELECT * FROM unnest(${runIds}::uuid[], ${names}::text[], ${queues}::text[], ${triggers}::text[], ${correlations}::uuid[], ${causations}::uuid[])
-                                    WITH ORDINALITY AS u(r, n, q, t, c, k, o) ORDER BY o) AS u) AS u`,
-  ];
-  if (tenantId !== null && first.user) {
-    pending.push(tx`INSERT INTO task_run_user_actors (run_id, tenant_id, user_id, membership_id)
-      SELECT r, ${tenantId}::bigint, ${first.user.userId}::bigint, ${first.user.membershipId}::bigint FROM unnest(${runIds}::uuid[]) AS u(r)`);
-  }
-  return writeTrailsAndOutbox(tx, instance, writes, runIds, pending);
+                                    WITH ORDINALITY AS u(r, n, q, t, c, k, o) ORDER BY o) AS u) AS u
+      RETURNING 1),`;
+  const lead: LeadingWrites =
+    tenantId !== null && first.user
+      ? {
+          ctes: piece`${runs}
+            a AS (INSERT INTO task_run_user_actors (run_id, tenant_id, user_id, membership_id)
+              SELECT r, ${tenantId}::bigint, ${first.user.userId}::bigint, ${first.user.membershipId}::bigint FROM unnest(${runIds}::uuid[]) AS u(r)
+              RETURNING 1),`,
+          counts: sqlText('(SELECT count(*) FROM r)::int AS runs, (SELECT count(*) FROM a)::int AS actors,'),
+        }
+      : { ctes: runs, counts: sqlText('(SELECT count(*) FROM r)::int AS runs,') };
+  return writeTrailsAndOutbox(tx, instance, writes, runIds, lead);
 }
 
 /** The run a unique key already has, as a dispatch returns it. */
@@ -513,13 +535,6 @@ async function writeTaskRuns(
     if ('existing' in p) return keyedRun(target, tenantId, p.existing);
     return p.again ? { ...written[p.fresh]!, deduplicated: true } : written[p.fresh]!;
   });
-}
-
-/** Awaits every pipelined statement (none left unobserved), then rethrows the first failure. */
-async function settleAll(pending: ReadonlyArray<PromiseLike<unknown>>): Promise<void> {
-  const results = await Promise.allSettled(pending);
-  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-  if (failed) throw failed.reason;
 }
 
 export interface RedriveRunWrite {

@@ -3,7 +3,7 @@
 // platform outbox (platform runs are one group of their own, never behind a tenant's rows).
 //
 // In-flight accounting without a counter: the relay stamps updated_at of a still-queued run when its
-// message goes out (markSent), and every run insert (insertRun, the dispatcher's writeRuns) writes
+// message goes out (inFlightStamp), and every run insert (insertRun, the dispatcher's writeRuns) writes
 // queued_at = updated_at from one clock reading, so the partial indexes of
 // sql/work/0018_tenant-fairness.sql hold exactly the runs in flight (running, retrying, or queued and
 // sent). A finish leaves the index in the UPDATE that finishes the run; the relay counts a group in
@@ -41,7 +41,7 @@
 import type { TxSql } from '../../../db/client.ts';
 import { CONTENTION_MEMORY_MS, DEFAULT_CAPPED_POLL_MS, LONE_ROOM_MAX_WAIT_MS } from '../../../config/limits.ts';
 import type { actorContextSelect } from '../../../db/unit-of-work.ts';
-import type { RunScope } from '../store/scope-tables.ts';
+import { piece, scopeTables, type RunScope, type SqlPiece } from '../store/scope-tables.ts';
 import { messagesPerUnit, type WorkUnit } from '../../define/unit.ts';
 
 export { DEFAULT_CAPPED_POLL_MS };
@@ -299,14 +299,14 @@ export async function selectFairRows(
 
 /**
  * Marks the runs whose messages went out as in flight (updated_at of a still-queued run), in the
- * relay's transaction: they count against their group before another pass can see their rows sent.
+ * relay's transaction: they count against their group before another pass can see their rows sent. A
+ * piece of the relay's statement that records a pass's sends (relay.ts recordSent), `RETURNING 1`.
  */
-export async function markSent(tx: TxSql, scope: RunScope, runIds: readonly string[]): Promise<void> {
-  if (runIds.length === 0) return;
-  const table = scope === 'tenant' ? 'task_runs' : 'platform_task_runs';
+export function inFlightStamp(scope: RunScope, runIds: readonly string[]): SqlPiece {
   // The array through a scalar subquery: sized as a parameter's in every plan, so the generic plan is
   // kept (read straight from the parameter, each custom plan looked cheaper and was made anew per pass).
-  await tx`UPDATE ${tx(table)} SET updated_at = clock_timestamp() WHERE run_id = ANY((SELECT ${runIds as string[]}::uuid[])::uuid[]) AND status = 'queued'`;
+  return piece`UPDATE ${scopeTables(scope).runs} SET updated_at = clock_timestamp()
+     WHERE run_id = ANY((SELECT ${runIds}::uuid[])::uuid[]) AND status = 'queued' RETURNING 1`;
 }
 
 /**

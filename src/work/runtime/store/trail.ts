@@ -130,6 +130,11 @@ export async function appendTrailEvents(tx: TxSql, scope: RunScope, events: read
  * anything can be pipelined behind it. Call with at least one event.
  */
 export function insertTrailEvents(tx: TxSql, scope: RunScope, events: ReadonlyArray<Omit<TrailEventInput, 'occurredAt'>>) {
+  return scoped(tx)(composedTemplate('one', () => ['', '']), trailEventRows(scope, events));
+}
+
+/** insertTrailEvents as a piece of the caller's `scoped` statement (a CTE, with its `returning`). */
+export function trailEventRows(scope: RunScope, events: ReadonlyArray<Omit<TrailEventInput, 'occurredAt'>>, returning?: TrailSql): SqlPiece {
   const tenants = events.map((e) => checkTenant(scope, e.tenantId));
   const runIds = events.map((e) => e.runId);
   const names = events.map((e) => e.event);
@@ -141,8 +146,7 @@ export function insertTrailEvents(tx: TxSql, scope: RunScope, events: ReadonlyAr
   const types = events.map((e) => e.errorType ?? '');
   const details = events.map((e) => JSON.stringify(e.detail ?? {}));
   const column = sqlText;
-  return insertTrailRows(
-    tx,
+  return trailRows(
     scope,
     {
       runId: column('r'), tenantId: column('t'), event: column('e'), attempt: column('a'), receiveCount: column('c'), queue: column('q'),
@@ -151,6 +155,7 @@ export function insertTrailEvents(tx: TxSql, scope: RunScope, events: ReadonlyAr
     piece`FROM unnest(${runIds}::uuid[], ${tenantOnly(scope, piece`${tenants}::bigint[],`)} ${names}::text[], ${attempts}::int[], ${receives}::int[], ${queues}::text[],
                    ${instances}::text[], ${codes}::text[], ${types}::text[], ${details}::text[])
             WITH ORDINALITY AS u(r, ${tenantText(scope, 't,')} e, a, c, q, w, ec, et, d, n) ORDER BY n`,
+    returning,
   );
 }
 
