@@ -18,7 +18,7 @@ import { MAX_PAYLOAD_BYTES, payloadBytes, type Envelope } from './envelope.ts';
 import { newRunId } from './run-id.ts';
 import { zodPayloadCheck, type PayloadCheck, type PayloadIssue } from '../../define/payload-schema.ts';
 import { insertRun, insertScheduleOrigin, type RunTrigger } from '../store/run-store.ts';
-import { piece, scoped, scopeTables, sqlText, tenantOnly, tenantText, type RunScope, type SqlPiece, type SqlText } from '../store/scope-tables.ts';
+import { NO_SQL, piece, RETURNING_ONE, scoped, scopeTables, sqlText, tenantOnly, tenantText, type RunScope, type SqlPiece, type SqlText } from '../store/scope-tables.ts';
 import { trailRows } from '../store/trail.ts';
 import { isWorkUnit, MAX_SERIAL_KEY_LENGTH, serialKeyOf, type DispatchedRun as PublicDispatchedRun, type TaskUnit, type UniqueDispatchOptions, type UnitContext, type WorkUnit } from '../../define/unit.ts';
 import { claimUniqueKeys, debounceRuns, uniqueKeys, uniqueRule, type KeyedRun } from './unique-dispatch.ts';
@@ -316,13 +316,13 @@ interface LeadingWrites {
   counts: SqlPiece | SqlText;
 }
 
-const NO_LEAD: LeadingWrites = { ctes: piece``, counts: sqlText('') };
+const NO_LEAD: LeadingWrites = { ctes: piece``, counts: NO_SQL };
 
 /**
  * The `queued` trail events and the outbox rows of runs (with `lead`, the run rows and their user-actor
  * rows too), in ONE statement whatever the number of runs (arrays unnested server-side). Each write is a
- * CTE, and the select list reads them in their order (an uncommitted CTE runs when its count is first
- * read, left to right): runs, user actors, events, outbox, as when they were four statements. One
+ * CTE, and the select list reads them in their order (a writing CTE runs when its count is first read,
+ * left to right): runs, user actors, events, outbox, as when they were four statements. One
  * statement where there were four is three fewer a dispatch for PostgreSQL to parse, bind, execute and
  * answer with a ReadyForQuery (each a wake-up of the client). All writes share one scope.
  */
@@ -379,8 +379,6 @@ async function writeTrailsAndOutbox(
     envelope: envelopes[i]!,
   }));
 }
-
-const RETURNING_ONE = sqlText('RETURNING 1');
 
 /**
  * Writes runs (queued), their user-actor rows, `queued` events and outbox rows: one statement per chunk

@@ -54,7 +54,7 @@ import {
 } from './tenant-inflight.ts';
 import { defaultInstanceLabel } from './dispatch.ts';
 import { FINAL_RUN_STATUSES, transitionRun, type RunRow, type RunStatus } from '../store/run-store.ts';
-import { OUTBOX_TABLE, piece, RUN_TABLE, scoped, scopeTables, sqlText, type RunScope } from '../store/scope-tables.ts';
+import { NO_SQL, OUTBOX_TABLE, piece, RETURNING_ONE, RUN_TABLE, scoped, scopeTables, sqlText, type RunScope } from '../store/scope-tables.ts';
 import { appendTrailEvent, trailEventRows, type TrailEventInput } from '../store/trail.ts';
 import { failedOutcome } from '../complete/failure-outcome.ts';
 import { DEFAULT_OUTBOX_MAX_ATTEMPTS, DEFAULT_RELAY_SWEEP_INTERVAL_MS } from '../../../config/limits.ts';
@@ -216,14 +216,12 @@ interface ScopeOutcome {
  * ms) than to run.
  */
 function recordSent(tx: TxSql, scope: RunScope, o: ScopeOutcome) {
-  const stamp = o.fair ? piece`, m AS (${inFlightStamp(scope, o.sentRunIds)})` : NO_TEXT;
+  const stamp = o.fair ? piece`, m AS (${inFlightStamp(scope, o.sentRunIds)})` : NO_SQL;
   return scoped(tx)`WITH s AS (UPDATE ${scopeTables(scope).outbox} SET sent_at = clock_timestamp() WHERE id = ANY((SELECT ${o.sentIds}::bigint[])::bigint[]) RETURNING 1),
       e AS (${trailEventRows(scope, o.sentTrail, RETURNING_ONE)}) ${stamp}
-    SELECT (SELECT count(*) FROM s)::int AS sent, (SELECT count(*) FROM e)::int AS events ${o.fair ? STAMPED_COUNT : NO_TEXT}`;
+    SELECT (SELECT count(*) FROM s)::int AS sent, (SELECT count(*) FROM e)::int AS events ${o.fair ? STAMPED_COUNT : NO_SQL}`;
 }
 
-const NO_TEXT = sqlText('');
-const RETURNING_ONE = sqlText('RETURNING 1');
 const STAMPED_COUNT = sqlText(', (SELECT count(*) FROM m)::int AS stamped');
 
 /**

@@ -51,6 +51,11 @@ export function sqlText(text: string): SqlText {
 
 const EMPTY = SqlText.of('');
 
+/** No text: an optional part of a `scoped` statement left out. */
+export const NO_SQL = EMPTY;
+/** The `RETURNING` of a CTE that writes, read by the statement only to count (and so to order) it. */
+export const RETURNING_ONE = SqlText.of('RETURNING 1');
+
 const TABLE_TEXTS = {
   tenant: { runs: SqlText.of(RUN_TABLE.tenant), trail: SqlText.of(TRAIL_TABLE.tenant), outbox: SqlText.of(OUTBOX_TABLE.tenant), ledger: SqlText.of(LEDGER_TABLE.tenant) },
   platform: { runs: SqlText.of(RUN_TABLE.platform), trail: SqlText.of(TRAIL_TABLE.platform), outbox: SqlText.of(OUTBOX_TABLE.platform), ledger: SqlText.of(LEDGER_TABLE.platform) },

@@ -5,7 +5,7 @@
 import type postgres from 'postgres';
 import type { Sql, TxSql } from '../../../db/client.ts';
 import {
-  checkTenant, composedTemplate, piece, RUN_TABLE, scoped, scopeTables, SqlPiece, sqlText, SqlText, tenantOnly, tenantText, TRAIL_TABLE, type Db, type Fragment, type RunScope,
+  NO_SQL, checkTenant, composedTemplate, piece, RUN_TABLE, scoped, scopeTables, SqlPiece, sqlText, SqlText, tenantOnly, tenantText, TRAIL_TABLE, type Db, type Fragment, type RunScope,
 } from './scope-tables.ts';
 
 export type TrailEventName =
@@ -80,7 +80,7 @@ export function insertTrailRows(sql: Db, scope: RunScope, row: TrailRowSql, sour
 
 /** insertTrailRows as a piece of the caller's `scoped` statement (a CTE): spliced into its text. */
 export function trailRows(scope: RunScope, row: TrailRowSql, source?: TrailSql, returning?: TrailSql): SqlPiece {
-  const values: unknown[] = [scopeTables(scope).trail, EMPTY];
+  const values: unknown[] = [scopeTables(scope).trail, NO_SQL];
   let mask = 0;
   for (let i = 0; i < TRAIL_COLUMNS.length; i++) {
     const field = TRAIL_COLUMNS[i]![0];
@@ -89,14 +89,13 @@ export function trailRows(scope: RunScope, row: TrailRowSql, source?: TrailSql, 
     values.push(row[field]);
   }
   values[1] = columnList(mask);
-  values.push(source ?? EMPTY, returning ?? EMPTY);
+  values.push(source ?? NO_SQL, returning ?? NO_SQL);
   const form = source === undefined ? ') VALUES (' : ') SELECT ';
   const count = values.length - 5; // separators: one fewer than the columns
   const template = composedTemplate(`${form}${count}`, () => ['INSERT INTO ', ' (', form, ...Array<string>(count).fill(', '), source === undefined ? ') ' : ' ', ' ', '']);
   return new SqlPiece(template, values);
 }
 
-const EMPTY = sqlText('');
 const columnLists = new Map<number, SqlText>();
 
 /** The column list of the columns in `mask` (bits in TRAIL_COLUMNS order). */
