@@ -674,7 +674,7 @@ const HAND_WRITTEN_MIGRATIONS = [
   '0012_authorization-scope-ceiling', '0013_authorization-permission-scope-guard', '0015_idempotency', '0016_work',
   '0017_authorization-scope-ceiling-locks', '0018_work-tenant-fairness', '0019_work-run-guard-when', '0020_work-actor-checks-when',
   '0021_work-fair-due-order', '0022_work-rescue', '0023_work-unique-dispatch', '0024_work-serial-runs',
-  '0025_work-rate-windows',
+  '0025_work-rate-windows', '0026_work-run-guard-columns',
 ];
 
 interface Layout {

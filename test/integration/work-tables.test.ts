@@ -423,10 +423,32 @@ describe('task_runs', () => {
     await sql`UPDATE task_runs SET name = name, progress = 99 WHERE run_id = ${runId}`;
   });
 
-  // The guard's trigger lists the fixed columns in its WHEN condition (sql/work/0019_run-guard-when.sql):
-  // every column of both run tables outside the progress set, read from the catalog, must be refused, so
-  // a column added later without its place in that condition fails here.
+  // The guard's trigger lists the fixed columns in its column list and its WHEN condition
+  // (sql/work/0019_run-guard-when.sql, sql/work/0026_run-guard-columns.sql): every column of both run
+  // tables outside the progress set, read from the catalog, must be refused, so a column added later
+  // without its place in those lists fails here.
   for (const table of ['task_runs', 'platform_task_runs'] as const) {
+    it(`R-RUN-11 R-RUN-16 the column guard of ${table} fires only for an update naming a fixed column`, async () => {
+      // A column trigger is skipped on its column list before its WHEN condition is read: the condition
+      // is prepared from its stored text once per updating statement, which every runtime update paid.
+      const [guard] = await sql<{ fixed: string[]; listed: string[] }[]>`
+        SELECT array(SELECT a.attname::text FROM pg_attribute a
+                      WHERE a.attrelid = t.tgrelid AND a.attnum > 0 AND NOT a.attisdropped
+                        AND NOT (a.attname = ANY(${['status', 'attempts', 'progress', 'outcome', 'started_at', 'finished_at', 'updated_at']}))
+                      ORDER BY a.attname) AS fixed,
+               array(SELECT a.attname::text FROM pg_attribute a
+                      WHERE a.attrelid = t.tgrelid AND a.attnum = ANY(t.tgattr::int2[]) ORDER BY a.attname) AS listed
+          FROM pg_trigger t WHERE t.tgrelid = ${table}::regclass AND t.tgname = ${`${table}_only_progress_columns_change`}`;
+      expect(guard!.fixed.length).toBe(table === 'task_runs' ? 10 : 9);
+      expect(guard!.listed).toEqual(guard!.fixed);
+      // An upsert names its DO UPDATE columns: a fixed one changed that way is refused as well.
+      const runId = table === 'task_runs' ? await insertRun(sql) : await insertPlatformRun(sql);
+      const e = await refusal(
+        sql.unsafe(`INSERT INTO ${table} SELECT * FROM ${table} WHERE run_id = $1 ON CONFLICT (run_id) DO UPDATE SET name = 'other.name'`, [runId]),
+      );
+      expect([e.code, e.message]).toEqual(['23001', expect.stringMatching(new RegExp(`^${table} is an append-only trail of runs: column\\(s\\) name cannot change`))]);
+    });
+
     it(`R-RUN-11 R-RUN-16 every column of ${table} outside the progress columns, read from the catalog, is refused`, async () => {
       const progress = ['status', 'attempts', 'progress', 'outcome', 'started_at', 'finished_at', 'updated_at'];
       const columns = await sql<{ column_name: string; data_type: string }[]>`

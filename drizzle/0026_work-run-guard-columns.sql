@@ -1,0 +1,2 @@
+-- Hand written: the run tables' column guard fires only for an UPDATE that names a fixed column.
+-- @load sql/work/0026_run-guard-columns.sql
