@@ -165,14 +165,18 @@ describe('value sets the spec lists for text columns', () => {
     ['R-OBX-02', 'outbox_messages', 'queue', QUEUES],
     ['R-OBX-02', 'platform_outbox_messages', 'queue', QUEUES],
   ];
-  /** Value sets of the CHECKs that are exactly `column IN (...)` on the table. */
+  /**
+   * Value sets of the CHECKs that are exactly `column IN (...)` on the table: written as a list
+   * (ARRAY['a'::text, ...]) or as one array constant ('{a,...}'::text[], the work tables' since 0027).
+   */
   async function valueChecks(table: string, column: string): Promise<string[][]> {
     const defs = await db.sql`SELECT pg_get_constraintdef(oid) AS d FROM pg_constraint
       WHERE contype = 'c' AND conrelid = ${table}::regclass`;
-    const whole = new RegExp(`^CHECK \\(\\(${column} = ANY \\(ARRAY\\[([^\\]]*)\\]\\)\\)\\)$`);
+    const whole = new RegExp(`^CHECK \\(\\(${column} = ANY \\((?:ARRAY\\[([^\\]]*)\\]|'\\{([a-z_,]*)\\}'::text\\[\\])\\)\\)\\)$`);
     return defs.flatMap((r) => {
       const m = whole.exec(r.d as string);
-      return m ? [[...m[1]!.matchAll(/'([^']*)'::text/g)].map((v) => v[1]!).sort()] : [];
+      if (!m) return [];
+      return [(m[1] !== undefined ? [...m[1].matchAll(/'([^']*)'::text/g)].map((v) => v[1]!) : m[2]!.split(',')).sort()];
     });
   }
   for (const [ids, table, column, values] of cases) {

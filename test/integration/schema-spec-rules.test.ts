@@ -661,10 +661,11 @@ describe('R-RUN-21 runs and trails are permanent audit no cleanup touches', () =
 
 // 0018, 0021: partial indexes of the per-tenant in-flight cap on the work tables; 0022: the rescuer's
 // index of active runs; 0023, 0024, 0025: the trails' indexes of unique-dispatch and serial keys and of
-// rate windows.
+// rate windows; 0027, 0028: their CHECK constraints over lists of values, rewritten and validated.
 const INFRASTRUCTURE_FILES = [
   'sql/idempotency/0015_idempotency.sql', 'sql/work/0016_work.sql', 'sql/work/0018_tenant-fairness.sql', 'sql/work/0021_fair-due-order.sql',
   'sql/work/0022_rescue.sql', 'sql/work/0023_unique-dispatch.sql', 'sql/work/0024_serial-runs.sql', 'sql/work/0025_rate-windows.sql',
+  'sql/work/0027_check-literals.sql', 'sql/work/0028_check-literals-validated.sql',
 ];
 const INFRASTRUCTURE_TABLES = [
   'idempotency_keys', 'platform_idempotency_keys', 'outbox_messages', 'platform_outbox_messages', ...RUN_AND_TRAIL_TABLES,
@@ -674,7 +675,7 @@ const HAND_WRITTEN_MIGRATIONS = [
   '0012_authorization-scope-ceiling', '0013_authorization-permission-scope-guard', '0015_idempotency', '0016_work',
   '0017_authorization-scope-ceiling-locks', '0018_work-tenant-fairness', '0019_work-run-guard-when', '0020_work-actor-checks-when',
   '0021_work-fair-due-order', '0022_work-rescue', '0023_work-unique-dispatch', '0024_work-serial-runs',
-  '0025_work-rate-windows', '0026_work-run-guard-columns',
+  '0025_work-rate-windows', '0026_work-run-guard-columns', '0027_work-check-literals', '0028_work-check-literals-validated',
 ];
 
 interface Layout {
@@ -730,6 +731,13 @@ function allowedKind(statement: string, file: string, layout: Layout, keyColumns
     if (table && INFRASTRUCTURE_TABLES.includes(table)) return 'infrastructure table without entities (hand-written migration)';
     // A later migration replacing an index of an infrastructure table (0021 replaces 0018's).
     if (/^DROP INDEX \w+$/i.test(s)) return 'index of an infrastructure table, replaced';
+    // A later migration replacing CHECK constraints of an infrastructure table (0027), or validating them (0028).
+    const alter = /^ALTER TABLE (\w+)\s+([\s\S]+)$/i.exec(s);
+    if (alter && INFRASTRUCTURE_TABLES.includes(alter[1]!)) {
+      const actions = alter[2]!.split(/,\s*(?=(?:DROP|ADD) CONSTRAINT )/i).map((a) => a.trim());
+      const check = /^(DROP CONSTRAINT \w+|ADD CONSTRAINT \w+ CHECK \([\s\S]*\)( NOT VALID)?|VALIDATE CONSTRAINT \w+)$/i;
+      if (actions.every((a) => check.test(a))) return 'CHECK of an infrastructure table, replaced';
+    }
   }
   return null;
 }
@@ -763,6 +771,12 @@ describe('R-MIG-02 hand-written SQL holds only what the ORM cannot express', () 
     expect(refuse('ALTER TABLE brokers ADD CONSTRAINT c CHECK (uid <> \'\')', 'sql/brokers/constraints.sql')).toBeNull();
     expect(refuse('ALTER TABLE user_logins ADD CONSTRAINT user_logins_tenant_fkey FOREIGN KEY (tenant_id) REFERENCES tenants (id)', 'sql/tenants/constraints.sql'))
       .toBe('foreign key to a later domain');
+    // A CHECK rewritten: allowed for an infrastructure table in an infrastructure file only.
+    const rewrite = (table: string) => `ALTER TABLE ${table} DROP CONSTRAINT c, ADD CONSTRAINT c CHECK ((queue = ANY ('{bulk}'::text[]))) NOT VALID`;
+    expect(refuse(rewrite('task_runs'), 'sql/work/0027_check-literals.sql')).toBe('CHECK of an infrastructure table, replaced');
+    expect(refuse(rewrite('brokers'), 'sql/work/0027_check-literals.sql')).toBeNull();
+    expect(refuse(rewrite('task_runs'), 'sql/brokers/constraints.sql')).toBeNull();
+    expect(refuse('ALTER TABLE task_runs ADD COLUMN x int', 'sql/work/0027_check-literals.sql')).toBeNull();
   });
 
   it('R-MIG-02 every statement of every loaded SQL file is an EXCLUDE, a reference to a later domain or reusing key columns, a function, a trigger, an index drizzle cannot express, or an infrastructure table', () => {

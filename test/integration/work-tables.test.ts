@@ -147,6 +147,38 @@ describe('infrastructure figures', () => {
       'task_run_events.occurred_at', 'platform_task_run_events.occurred_at', // R-TRL-05, R-TRL-07
     ]));
   });
+
+  // PostgreSQL prepares a table's CHECK constraints from their stored form once per writing statement:
+  // a list written as ARRAY['a'::text, ...] is a node per value, read back and folded into one array
+  // each time (sql/work/0027_check-literals.sql). Every list is one array constant, validated.
+  it('R-IDM-04 R-OBX-02 R-RUN-04 R-RUN-05 R-RUN-07 R-RUN-10 R-RUN-16 R-TRL-03 R-TRL-07 the work tables check their value lists against one array constant', async () => {
+    const rows = await sql<{ name: string; def: string; validated: boolean }[]>`
+      SELECT conname AS name, pg_get_constraintdef(oid) AS def, convalidated AS validated FROM pg_constraint
+       WHERE contype = 'c' AND conrelid = ANY(${tables}::regclass[]) AND pg_get_constraintdef(oid) LIKE '%= ANY%' ORDER BY conname`;
+    const queues = "'{critical,default,bulk,maintenance}'::text[]";
+    const statuses = "'{queued,running,retrying,succeeded,failed,skipped}'::text[]";
+    const events = "'{queued,sent,received,started,progress,retry_scheduled,succeeded,failed,skipped,dead_lettered,released_on_shutdown,redriven}'::text[]";
+    const ledger = "'{processing,completed,failed_retryable,failed_permanent}'::text[]";
+    const finished = `CHECK (((status = ANY ('{succeeded,failed,skipped}'::text[])) = (finished_at IS NOT NULL)))`;
+    expect(Object.fromEntries(rows.map((r) => [r.name, r.validated ? r.def : `NOT VALIDATED ${r.def}`]))).toEqual({
+      idempotency_keys_status_known: `CHECK ((status = ANY (${ledger})))`,
+      outbox_messages_queue_known: `CHECK ((queue = ANY (${queues})))`,
+      platform_idempotency_keys_status_known: `CHECK ((status = ANY (${ledger})))`,
+      platform_outbox_messages_queue_known: `CHECK ((queue = ANY (${queues})))`,
+      platform_task_run_events_event_known: `CHECK ((event = ANY (${events})))`,
+      platform_task_runs_actor_kind_known: "CHECK ((actor_kind = ANY ('{system,scheduler}'::text[])))",
+      platform_task_runs_finished_at_iff_final: finished,
+      platform_task_runs_queue_known: `CHECK ((queue = ANY (${queues})))`,
+      platform_task_runs_status_known: `CHECK ((status = ANY (${statuses})))`,
+      platform_task_runs_trigger_known: "CHECK ((trigger = ANY ('{dispatch,event,redrive,schedule}'::text[])))",
+      task_run_events_event_known: `CHECK ((event = ANY (${events})))`,
+      task_runs_actor_kind_known: "CHECK ((actor_kind = ANY ('{user,system}'::text[])))",
+      task_runs_finished_at_iff_final: finished,
+      task_runs_queue_known: `CHECK ((queue = ANY (${queues})))`,
+      task_runs_status_known: `CHECK ((status = ANY (${statuses})))`,
+      task_runs_trigger_known: "CHECK ((trigger = ANY ('{dispatch,event,redrive}'::text[])))",
+    });
+  });
 });
 
 describe('idempotency ledgers', () => {

@@ -1,0 +1,2 @@
+-- Hand written: the work tables' CHECK constraints over a list of values hold the list as one array constant.
+-- @load sql/work/0027_check-literals.sql

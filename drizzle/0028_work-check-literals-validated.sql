@@ -1,0 +1,2 @@
+-- Hand written: the constraints 0027 rewrote, validated without blocking writes.
+-- @load sql/work/0028_check-literals-validated.sql
