@@ -75,7 +75,12 @@ const TRAIL_COLUMNS: ReadonlyArray<readonly [keyof TrailRowSql, string]> = [
  * shape (scope-tables.ts `scoped`).
  */
 export function insertTrailRows(sql: Db, scope: RunScope, row: TrailRowSql, source?: TrailSql, returning?: TrailSql): Fragment {
-  return scoped(sql)(composedTemplate('one', () => ['', '']), trailRows(scope, row, source, returning));
+  return statementOf(sql, trailRows(scope, row, source, returning));
+}
+
+/** A piece run as a whole statement of its own (its text made once, as every `scoped` shape's). */
+function statementOf(sql: Db, p: SqlPiece): Fragment {
+  return scoped(sql)(composedTemplate('one', () => ['', '']), p);
 }
 
 /** insertTrailRows as a piece of the caller's `scoped` statement (a CTE): spliced into its text. */
@@ -122,14 +127,14 @@ export async function appendTrailEvents(tx: TxSql, scope: RunScope, events: read
 
 /**
  * Events that happen now (no occurred_at of their own), as ONE statement, returned unsent so a caller
- * can pipeline it (the relay's `sent` events go out with its marks and COMMIT, in one write). The
- * statement has one shape whatever the number of events (arrays unnested server-side, in order, so ids
+ * can pipeline it (trailEventRows makes the same rows a CTE of a caller's statement: the relay's `sent`
+ * events are one of its recordSent). The statement has one shape whatever the number of events (arrays unnested server-side, in order, so ids
  * follow the input): postgres.js prepares it once per connection, where a VALUES list per count would be
  * a new statement for each batch size, and a new statement costs a round trip to describe it before
  * anything can be pipelined behind it. Call with at least one event.
  */
 export function insertTrailEvents(tx: TxSql, scope: RunScope, events: ReadonlyArray<Omit<TrailEventInput, 'occurredAt'>>) {
-  return scoped(tx)(composedTemplate('one', () => ['', '']), trailEventRows(scope, events));
+  return statementOf(tx, trailEventRows(scope, events));
 }
 
 /** insertTrailEvents as a piece of the caller's `scoped` statement (a CTE, with its `returning`). */
