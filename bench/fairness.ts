@@ -7,7 +7,11 @@
 // clock) and the drain throughput (A's and B's runs finished by A's last one / (that instant − resume)),
 // in three modes of one invocation, against the same PostgreSQL, Redis, SQS server and workers process
 // (bench/peers): `fair` (SVC_TENANT_INFLIGHT_MAX = --cap, SVC_TENANT_INFLIGHT_LONE_MAX = --lone-max),
-// `lone` (the same relay, no tenant B: a lone burst) and `unfair` (fairness off, 0).
+// `lone` (the same relay, no tenant B: a lone burst) and `unfair` (fairness off, 0). `lone` is measured
+// twice and `unfair`, the baseline, three times, in turns (fair, unfair, lone, unfair, lone, unfair),
+// and the ratios are of their means: the machine's speed drifts from one mode to the next (on this
+// project's VM, up to ±20 % between two 20-second modes) and each mode runs on the larger tables the
+// ones before it left, so one mode of each would put that drift on one side of a ratio.
 // Before the first mode, --warmup runs (default 2,000) pass through the workers unmeasured, so the
 // mode measured first does not carry the workers' JIT warm-up alone.
 //
@@ -23,7 +27,7 @@
 //     A's runs per finishing transaction: 1 for the default unit the bench runs; with BENCH_GROUP_COMMIT=true, how full the groups were.
 //   COST inflight_index_bytes=<n> pending_index_bytes=<n> count_ms_p50=<n> count_ms_max=<n>
 //     what the in-flight accounting costs: its partial index holds the runs in flight, not the backlog.
-//   SUMMARY victim_p99_ms=<n> unfair_victim_p99_ms=<n> throughput_ratio=<fair/unfair> lone_throughput_ratio=<lone/unfair>
+//   SUMMARY victim_p99_ms=<n> unfair_victim_p99_ms=<n> throughput_ratio=<fair/unfair> lone_throughput_ratio=<lone/unfair> (lone, unfair: the means of their turns)
 //           lone_cpu_ratio=<lone/unfair CPU ms per run> lost=<n> duplicated=<n>
 //   With BENCH_PG_STATEMENTS=true, each mode's statements per run on stderr (bench/peers/pg-statements.ts).
 // Targets (reported against, not asserted): victim_p99_ms ≤ 150, lone_throughput_ratio ≥ 0.9, lone_cpu_ratio
@@ -151,8 +155,8 @@ async function runMode(
     BENCH_SQS_FAIR_GROUPS: 'true',
   });
   try {
-    const a = await createBenchTenant(sql, `${mode}-a`);
-    const b = await createBenchTenant(sql, `${mode}-b`);
+    const a = await createBenchTenant(sql, `${mode}-${round}-a`);
+    const b = await createBenchTenant(sql, `${mode}-${round}-b`);
     const dumpAt = nowMs();
     const burst: BenchJob[] = Array.from({ length: o.runs }, (_, s) => ({ r: round, s, t: dumpAt }));
     await dispatchJobs(stack, a, burst);
@@ -305,10 +309,12 @@ export async function main(args: string[]): Promise<number> {
     const workers = await spawnOurs('workers', { ...stack.env, BENCH_ROOM_SIGNALS: 'true' });
     try {
       await warmUp(stack, o, log);
-      // Fair first, then unfair: the second mode runs on a larger task_runs (the first one's runs stay).
-      // The mode measured first pays a little more (one order measured 0.91, the other 1.09 on the
-      // same code): --unfair-first turns the order round, to check a ratio against it.
-      const order: Mode[] = o.unfairFirst ? ['unfair', 'fair', 'lone'] : ['fair', 'lone', 'unfair'];
+      // Each mode runs on a larger task_runs than the one before (their runs stay), and the machine's
+      // speed drifts: `lone` and `unfair` in turns spread both over the two sides of the lone ratios.
+      // The mode measured first pays a little more (one order measured 0.91, the other 1.09 on the same
+      // code): --unfair-first turns the order round, to check a ratio against it.
+      const turns: Mode[] = ['unfair', 'lone', 'unfair', 'lone', 'unfair'];
+      const order: Mode[] = o.unfairFirst ? [...turns, 'fair'] : ['fair', ...turns];
       for (const [i, mode] of order.entries()) results.push(await runMode(stack, services, workers.child.pid!, o, mode, i + 1, print, log));
       const [sizes] = await stack.sql<{ inflight: number; pending: number }[]>`
         SELECT pg_relation_size('task_runs_in_flight')::float8 AS inflight,
@@ -325,8 +331,15 @@ export async function main(args: string[]): Promise<number> {
     await services?.stop();
   }
   const fair = results.find((r) => r.mode === 'fair')!;
-  const lone = results.find((r) => r.mode === 'lone')!;
-  const unfair = results.find((r) => r.mode === 'unfair')!;
+  // `lone` and `unfair` by the mean of their turns (unfair's victim p99: the worst).
+  const meanOf = (mode: Mode) => {
+    const turns = results.filter((r) => r.mode === mode);
+    const mean = (f: (r: ModeResult) => number) => turns.reduce((n, r) => n + f(r), 0) / turns.length;
+    log(`${mode}: ${turns.map((r) => `${num(r.runsPerS)} runs/s at ${num(r.cpuPerRun, 3)} ms a run`).join(', then ')}`);
+    return { runsPerS: mean((r) => r.runsPerS), cpuPerRun: mean((r) => r.cpuPerRun), victimP99: Math.max(...turns.map((r) => r.victimP99)) };
+  };
+  const lone = meanOf('lone');
+  const unfair = meanOf('unfair');
   const lost = results.reduce((n, r) => n + r.lost, 0);
   const duplicated = results.reduce((n, r) => n + r.duplicated, 0);
   const ratio = (x: number) => (Number.isFinite(x) ? x.toFixed(3) : 'nan');

@@ -100,6 +100,12 @@ export function minimumPoolSize(slots: number): number {
  */
 export const GROUP_COMMIT_MAX_RUNS = 40;
 /**
+ * Most finishes in one shared statement of a default unit's deliveries whose handlers sent nothing
+ * (src/work/runtime/execute/finish-coalescer.ts): as many as group commit's groups, whose statements
+ * cost PostgreSQL mostly per statement, not per row.
+ */
+export const FINISH_BATCH_MAX_RUNS = 40;
+/**
  * A group commit member's registration (`running`, attempts + 1, `received`) goes into the group's
  * finish, one statement and one commit with its effect; a member whose handler runs longer than this,
  * or reports progress, is registered on its own first, so a poller sees its run `running` meanwhile

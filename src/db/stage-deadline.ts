@@ -88,6 +88,25 @@ export function boundStage<T>(stage: string, promise: Promise<T>, onLate?: (valu
   });
 }
 
+/**
+ * Resolves once `promise` settles or `ms` has passed, whichever is first; never rejects. For a shared
+ * statement that later deliveries queue behind (the coalescers): one the driver never answers must
+ * not hold them past their own deadline. Without `ms` (outside a delivery), once it settles.
+ */
+export function settledOrPast(promise: Promise<unknown>, ms: number | undefined): Promise<void> {
+  const settled = promise.then(
+    () => {},
+    () => {},
+  );
+  if (ms === undefined) return settled;
+  let timer: NodeJS.Timeout | undefined;
+  const past = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms);
+    timer.unref();
+  });
+  return Promise.race([settled, past]).finally(() => clearTimeout(timer));
+}
+
 export function isStageTimeout(error: unknown): error is StageTimedOut {
   return error instanceof StageTimedOut;
 }

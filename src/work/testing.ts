@@ -22,7 +22,7 @@ import type { Sql, TxSql } from '../db/client.ts';
 import type { QueueName } from '../queue/names.ts';
 import { inUnitOfWork, type Actor } from '../db/unit-of-work.ts';
 import type { BackoffOptions } from './runtime/complete/backoff.ts';
-import { GroupCommits, runDelivery, StartCoalescer, type DeadLetterContext, type DeliveryPort, type DeliveryResult, type RunnerDeps } from './runtime/consume/runner.ts';
+import { FinishCoalescer, GroupCommits, runDelivery, StartCoalescer, type DeadLetterContext, type DeliveryPort, type DeliveryResult, type RunnerDeps } from './runtime/consume/runner.ts';
 import { createDispatcher, targetOfUnit } from './runtime/produce/dispatch.ts';
 import { envelopeBody } from './runtime/produce/envelope.ts';
 import { readRun, type RunRow } from './runtime/store/run-store.ts';
@@ -172,6 +172,7 @@ async function deliverOnce(unit: WorkUnit, message: TestMessage, key: { runId: s
     releaseSignal: options.releaseSignal,
     cancelCheckIntervalMs: options.cancelCheckIntervalMs,
     starts: new StartCoalescer(sql, options.logger ?? silentLogger),
+    finishes: new FinishCoalescer(sql, options.logger ?? silentLogger),
     groups: GroupCommits.forUnits(units.values(), options.releaseSignal ?? never),
   };
   const portCalls: PortCall[] = [];

@@ -20,7 +20,7 @@ import { watchRedis } from '../../kv/redis-health.ts';
 import { startRelay, type Relay } from './produce/relay.ts';
 import type { LoneRoom } from './produce/tenant-inflight.ts';
 import { DEFAULT_RESCUE_MARGIN_MS, queueStartInstant, startRescuer, type Rescuer } from './maintain/rescuer.ts';
-import { GroupCommits, StartCoalescer, type RunnerDeps } from './consume/runner.ts';
+import { FinishCoalescer, GroupCommits, StartCoalescer, type RunnerDeps } from './consume/runner.ts';
 import { startLocalScheduler, type LocalScheduler } from './maintain/scheduler.ts';
 import { schemaHolds } from './schema-gate.ts';
 import { databaseIdentityOf } from '../../kv/database-identity.ts';
@@ -198,6 +198,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
     cancelNotices,
     cancelCheckIntervalMs: o.heartbeatIntervalMs,
     starts: new StartCoalescer(o.sql, log),
+    finishes: new FinishCoalescer(o.sql, log),
     groups: GroupCommits.forUnits(consumed, AbortSignal.any([stopping.signal, release.signal])),
   };
 

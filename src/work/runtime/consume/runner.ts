@@ -27,6 +27,7 @@ import { deliver } from '../execute/executor.ts';
 export { fitDetail, ReleasedOnShutdown } from '../execute/context.ts';
 export type { DeadLetterContext, Delivery, DeliveryPort, DeliveryResult, RunnerDeps } from '../execute/context.ts';
 export { StartCoalescer } from '../execute/start-coalescer.ts';
+export { FinishCoalescer } from '../execute/finish-coalescer.ts';
 export { GroupCommits } from '../execute/group-commit.ts';
 
 /** Processes one delivery end to end. Never throws for a unit's failure; throws only if the database is unreachable. */

@@ -16,6 +16,7 @@ import type { RunScope } from '../store/scope-tables.ts';
 import { appendTrailEvent, type TrailEventName } from '../store/trail.ts';
 import type { WorkUnit } from '../../define/unit.ts';
 import type { StartCoalescer } from './start-coalescer.ts';
+import type { FinishCoalescer } from './finish-coalescer.ts';
 import type { CancelNotices } from './cancel-notices.ts';
 import type { DatabaseRateWindow } from './rate-window.ts';
 
@@ -108,6 +109,8 @@ export interface RunnerDeps {
   runningVisibleAfterMs?: number;
   /** This runtime's registration coalescer (one per worker runtime, shared by its consumers). */
   starts: StartCoalescer;
+  /** This runtime's finish coalescer, for deliveries whose handlers wrote nothing (one per worker runtime). */
+  finishes: FinishCoalescer;
   /** This runtime's forming group commits (units with `groupCommit`). */
   groups: GroupCommitPort;
 }

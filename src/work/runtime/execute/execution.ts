@@ -2,7 +2,8 @@
 // the key's advisory lock, the run's execution lock), registers the delivery, runs the handler and, in
 // the same transaction, claims the key in the ledger and records its success: a key new to the ledger
 // in the finish statement itself, one already there before the handler. Every way out other than
-// success goes to the settlement stage.
+// success goes to the settlement stage. A handler that sent nothing on the effect transaction may have
+// its finish committed with other runs' instead, while this transaction holds the locks (finish-coalescer.ts).
 import { recordRunStarted } from '../../../observe/delivery-metrics.ts';
 import { traceStage } from '../../../observe/work-tracing.ts';
 import type { TxSql } from '../../../db/client.ts';
@@ -75,6 +76,10 @@ export async function deliverAlone(
   let evicted: Promise<void> = Promise.resolve();
   let startedAt: string | null = null;
   let followUpsSince: number | null = null; // run.dispatch/run.publish: their rows commit with the effect
+  // The finish went out with others' (finish-coalescer.ts) and committed: the effect transaction held
+  // only this run's locks, and whatever becomes of it now, the run has succeeded.
+  let finishedTogether: { outcome: Record<string, unknown> } | null = null;
+  let finishing: { shared: boolean; done(): void } | undefined;
   const needsLock = Boolean(c.key) && !early && gate.state !== 'held' && gate.state !== 'completed';
   // Runs in order per key (serial-turn.ts): a delivery that will execute waits for its key's turn.
   const serial = early || registered ? null : serialTurnOf(unit, scope, tenantId, c.envelope.run_id, c.envelope.payload); // the payload as dispatched, as its key was read then
@@ -150,8 +155,36 @@ export async function deliverAlone(
       );
       if (claimed.replay) return { replayed: true, outcome: claimed.replay.replayed };
       startedAt = claimed.startedAt;
-      const { outcome, followUps } = await callHandler(c, tx, { run, attempt, scheduledFor, payload, signal: lifetime.signal, beforeProgress: fresh && writeStarted });
+      let wrote = false; // the handler (or a follow-up) sent a statement on the effect transaction
+      const { outcome, followUps } = await callHandler(c, tx, {
+        run, attempt, scheduledFor, payload, signal: lifetime.signal, beforeProgress: fresh && writeStarted,
+        beforeFirstStatement: () => {
+          wrote = true;
+        },
+      });
       followUpsSince = followUps.writtenSince();
+      finishing = deps.finishes.begin();
+      // Nothing to commit but the finish, while another finish is under way: it goes with the others
+      // (one statement and one flushed commit for all), this transaction still holding the locks.
+      if (fresh && !startedWritten && !wrote && !serial && finishing.shared) {
+        const together = await boundStage(
+          'finish',
+          deps.finishes.finish(scope, settings, { tenantId, workerInstance: deps.workerInstance, retentionMs: deps.retentionMs }, {
+            runId: run.runId,
+            attempt,
+            receiveCount: c.delivery.receiveCount,
+            queue: run.queue,
+            outcome,
+            key: c.key!,
+            fingerprint: fresh.fingerprint,
+            startedAt: fresh.startedAt,
+          }),
+        );
+        if (together) {
+          finishedTogether = { outcome };
+          return { replayed: false, outcome };
+        }
+      }
       // Ledger `completed`, run `succeeded`, trail `succeeded`: one statement, committed with the effect.
       // Sent before COMMIT without waiting (one round trip, not two); if it fails, beginPipelined
       // throws its error, which takes the failure path exactly as a throw in here would (so `void`).
@@ -176,13 +209,21 @@ export async function deliverAlone(
       if (serial) void beforeCommit(serialTurnNotice(tx, serial));
       return { replayed: false, outcome };
     }
+    finishing?.done();
     lifetime.end();
     if (result && registration?.kind === 'execute') {
       const recorded = recordResults(deps, evicted, [gateResultOf(c, result.outcome)]);
       return await settleSuccess(c, registration.run, { outcome: result.outcome, replayed: result.replayed, followUpsSince }, recorded);
     }
   } catch (error) {
+    finishing?.done();
     lifetime.end();
+    const together = finishedTogether as { outcome: Record<string, unknown> } | null; // set inside effect()
+    if (together && registration?.kind === 'execute') {
+      // Only the end of a transaction that held locks failed (its connection lost): the finish committed.
+      const recorded = recordResults(deps, evicted, [gateResultOf(c, together.outcome)]);
+      return await settleSuccess(c, registration.run, { outcome: together.outcome, replayed: false, followUpsSince }, recorded);
+    }
     await evicted;
     if (error instanceof SerialTurnNotYet) {
       // Nothing was written: the gate goes back and the message returns shortly, keeping its receives.

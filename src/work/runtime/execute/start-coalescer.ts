@@ -38,7 +38,7 @@ const STORE_STATEMENTS: StartStatements = { one: startDelivery, shared: startDel
  * A failure that says nothing about the statement: a deadlock or serialization failure, a cancel, a
  * connection lost or refused (SQLSTATE classes 08 and 57P, postgres.js's CONNECTION_* codes).
  */
-function passingFailure(error: unknown): boolean {
+export function passingFailure(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code !== 'string') return false;
   return ['40P01', '40001', '57014', '25P02'].includes(code) || code.startsWith('08') || code.startsWith('57P') || code.startsWith('CONNECTION_');

@@ -620,6 +620,92 @@ export async function finishDeliveries(
   return new Set(left.map((r) => r.run_id));
 }
 
+/** What finishFreshDeliveries says when one of its runs moved on or one of its keys has a row. */
+const FINISHES_REFUSED = 'the finishes are refused';
+
+/** The error of a finishFreshDeliveries that was refused (each delivery then finishes on its own and meets its own refusal). */
+export function isFinishTogetherRefused(error: unknown): boolean {
+  const e = error as { name?: unknown; code?: unknown; message?: unknown } | null;
+  return e?.name === 'PostgresError' && e.code === '22P02' && typeof e.message === 'string' && e.message.includes(FINISHES_REFUSED);
+}
+
+/** One delivery of finishFreshDeliveries: a finish whose key is new to the ledger and whose `started` is not written yet. */
+export interface FreshFinish {
+  runId: string;
+  attempt: number;
+  receiveCount: number;
+  queue: string;
+  outcome: Record<string, unknown>;
+  key: Buffer;
+  fingerprint: Buffer;
+  /** The delivery's `received` instant (text): `started` is written at it. */
+  startedAt: string;
+}
+
+/**
+ * finishDelivery with `fresh`, for several deliveries of one scope, tenant, actor and worker whose
+ * handlers sent nothing on their effect transactions, as ONE autocommitted statement (a commit that
+ * waits for its flush, as an effect's does): each key inserted `completed`, each run `running` →
+ * `succeeded`, each run's `started` (at its `received` instant) and `succeeded`, in that order. Every
+ * run's rows commit together; each caller still holds its key's and its run's locks in its own open
+ * effect transaction, so nothing can claim the key or execute the run meanwhile, as in finishDelivery.
+ * All or nothing: if one key has a row by then or one run is no longer `running`, the statement fails
+ * on purpose and nothing of it commits (each delivery then finishes on its own, and meets its own
+ * refusal). The run ids must be distinct.
+ */
+export async function finishFreshDeliveries(
+  sql: Sql,
+  scope: RunScope,
+  actor: ActorSettings,
+  group: { tenantId: string | null; workerInstance: string; retentionMs: number },
+  members: readonly FreshFinish[],
+): Promise<void> {
+  const tenantId = checkTenant(scope, group.tenantId);
+  const t = scopeTables(scope);
+  const ids = members.map((m) => m.runId);
+  // Read through scalar subqueries, as startDeliveries' arrays: planned as a parameter's size whatever their length.
+  const input = piece`m AS MATERIALIZED (
+        SELECT run_id, key_hex, print_hex, outcome, attempt, receive_count, queue, started_at::timestamptz AS started_at, ord
+          FROM unnest((SELECT ${ids}::uuid[]), (SELECT ${members.map((m) => m.key.toString('hex'))}::text[]), (SELECT ${members.map((m) => m.fingerprint.toString('hex'))}::text[]),
+                      (SELECT ${members.map((m) => JSON.stringify(m.outcome))}::text[]), (SELECT ${members.map((m) => m.attempt)}::int[]), (SELECT ${members.map((m) => m.receiveCount)}::int[]),
+                      (SELECT ${members.map((m) => m.queue)}::text[]), (SELECT ${members.map((m) => m.startedAt)}::text[]))
+               WITH ORDINALITY AS u(run_id, key_hex, print_hex, outcome, attempt, receive_count, queue, started_at, ord))`;
+  // A cast of a non-constant text, as finishDelivery's refusals: the statement fails and nothing commits.
+  const refused = piece`('of ' || ${members.length}::int::text || ' finishes, ' || (SELECT count(*) FROM k)::text || ' keys were new and '
+                          || (SELECT count(*) FROM run)::text || ' runs still running: ' || ${FINISHES_REFUSED})::int`;
+  // The settings come first (an init-plan of each write: EXISTS on ctx), as in startDeliveries.
+  await scoped(sql)`
+      WITH ctx AS MATERIALIZED (
+        SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true),
+               set_config('app.process', ${actor.process}, true)),
+      at AS MATERIALIZED (SELECT clock_timestamp() AS t FROM ctx),
+      ${input},
+      k AS (
+        INSERT INTO ${t.ledger} (${tenantText(scope, 'tenant_id,')} idempotency_key, request_fingerprint, status, outcome, expires_at)
+        SELECT ${tenantOnly(scope, piece`${tenantId}::bigint,`)} decode(m.key_hex, 'hex'), decode(m.print_hex, 'hex'), 'completed', m.outcome::jsonb,
+               clock_timestamp() + make_interval(secs => ${group.retentionMs / 1000})
+          FROM m WHERE EXISTS (SELECT 1 FROM ctx)
+         ORDER BY m.ord
+        ON CONFLICT DO NOTHING RETURNING 1),
+      run AS (
+        UPDATE ${t.runs} r SET status = 'succeeded', progress = 100::smallint, outcome = m.outcome::jsonb,
+               finished_at = (SELECT t FROM at), updated_at = clock_timestamp()
+          FROM m
+         WHERE r.run_id = ANY((SELECT ${ids}::uuid[])::uuid[]) AND r.run_id = m.run_id ${tenantOnly(scope, piece`AND r.tenant_id = ${tenantId}`)} AND r.status = 'running'
+           AND EXISTS (SELECT 1 FROM ctx)
+        RETURNING r.run_id),
+      ev AS (${trailRows(
+        scope,
+        {
+          runId: sqlText('m.run_id'), tenantId, event: sqlText('e.event'), attempt: sqlText('m.attempt'), receiveCount: sqlText('m.receive_count'),
+          queue: sqlText('m.queue'), workerInstance: group.workerInstance,
+          occurredAt: sqlText(`CASE e.event WHEN 'started' THEN m.started_at ELSE (SELECT t FROM at) END`),
+        },
+        piece`FROM run JOIN m USING (run_id) CROSS JOIN (VALUES (1, 'started'), (2, 'succeeded')) AS e(n, event) ORDER BY m.ord, e.n`,
+      )})
+      SELECT CASE WHEN (SELECT count(*) FROM k) = ${members.length} AND (SELECT count(*) FROM run) = ${members.length} THEN 1 ELSE ${refused} END AS done`;
+}
+
 /**
  * Locks a run row of a group member after its handler (FOR NO KEY UPDATE) and tells whether it is still
  * `running` (`seenStatus`: a member whose registration the group's finish writes: whether its run still
