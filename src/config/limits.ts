@@ -105,6 +105,8 @@ export const GROUP_COMMIT_MAX_RUNS = 40;
  * cost PostgreSQL mostly per statement, not per row.
  */
 export const FINISH_BATCH_MAX_RUNS = 40;
+/** Most registrations in one shared statement (src/work/runtime/execute/start-coalescer.ts): as many as a finish's. */
+export const START_BATCH_MAX_RUNS = 40;
 /**
  * A group commit member's registration (`running`, attempts + 1, `received`) goes into the group's
  * finish, one statement and one commit with its effect; a member whose handler runs longer than this,

@@ -6,6 +6,8 @@ import { describe, expect, it } from 'vitest';
 import type { Sql } from '../../src/db/client.ts';
 import { StartCoalescer, type StartStatements } from '../../src/work/runtime/execute/start-coalescer.ts';
 import type { StartedDelivery } from '../../src/work/runtime/store/run-store.ts';
+import { withStageBounds } from '../../src/db/stage-deadline.ts';
+import { waitFor } from '../support/wait-for.ts';
 
 const actor = { tenantId: '1', userId: '', process: 'worker' };
 const sql = {} as Sql;
@@ -96,5 +98,49 @@ describe('registration coalescer fallback', () => {
     expect(started).toEqual(registered('solo'));
     expect(calls.shared).toBe(0);
     expect(warnings).toHaveLength(0);
+  });
+
+  it("while a group's statement is out, its next registrations wait for it and then go together", async () => {
+    const answers: Array<() => void> = [];
+    const shared: Array<string[]> = [];
+    const s: StartStatements = {
+      shared: (_sql, _scope, _actor, _tenant, _worker, deliveries) =>
+        new Promise((resolve) => {
+          shared.push(deliveries.map((d) => d.runId));
+          answers.push(() => resolve(new Map(deliveries.map((d) => [d.runId, registered(d.runId)]))));
+        }),
+      one: async (_sql, _scope, _actor, d) => registered(d.runId),
+    };
+    const c = new StartCoalescer(sql, undefined, s);
+    const first = startThree(c, 'r1');
+    await new Promise((r) => setImmediate(r));
+    const second = [...startThree(c, 'r2'), ...startThree(c, 'r3')];
+    await new Promise((r) => setImmediate(r));
+    expect(shared).toHaveLength(1);
+    answers[0]!();
+    expect((await Promise.all(first)).every((r) => r.ok)).toBe(true);
+    await waitFor(() => shared.length === 2, 2_000);
+    expect(shared[1]).toEqual(['r2-a', 'r2-b', 'r2-c', 'r3-a', 'r3-b', 'r3-c']);
+    answers[1]!();
+    expect((await Promise.all(second)).every((r) => r.ok)).toBe(true);
+  });
+
+  it('a statement the driver never answers holds the next ones no longer than a stage deadline', async () => {
+    const shared: Array<string[]> = [];
+    const s: StartStatements = {
+      shared: (_sql, _scope, _actor, _tenant, _worker, deliveries) => {
+        shared.push(deliveries.map((d) => d.runId));
+        // The first never settles; the next ones answer.
+        return shared.length === 1 ? new Promise(() => {}) : Promise.resolve(new Map(deliveries.map((d) => [d.runId, registered(d.runId)])));
+      },
+      one: async (_sql, _scope, _actor, d) => registered(d.runId),
+    };
+    const c = new StartCoalescer(sql, undefined, s);
+    const bounds = { ms: 50, missed: () => {}, met: () => {} };
+    void withStageBounds(bounds, () => startThree(c, 'hung'));
+    await waitFor(() => shared.length === 1, 2_000);
+    const later = withStageBounds(bounds, () => startThree(c, 'next'));
+    expect((await Promise.all(later)).every((r) => r.ok)).toBe(true);
+    expect(shared[1]).toEqual(['next-a', 'next-b', 'next-c']);
   });
 });

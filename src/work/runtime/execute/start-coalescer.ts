@@ -1,6 +1,10 @@
-// Registrations of one event-loop turn share one statement and one commit. The coalescer is state
+// Registrations of one event-loop turn share one statement and one commit, and while a group's
+// statement is out, its next registrations wait for it and then go together (the messages of one
+// receive reach registration over several turns, as Redis answers their gates). The coalescer is state
 // of one worker runtime (created with its RunnerDeps), never module state shared across runtimes.
 import type { Logger } from 'pino';
+import { START_BATCH_MAX_RUNS } from '../../../config/limits.ts';
+import { settledOrPast, stageBounds } from '../../../db/stage-deadline.ts';
 import type { Sql } from '../../../db/client.ts';
 import { startDeliveries, startDelivery, type ActorSettings, type DeliveryStart, type StartedDelivery } from '../store/run-store.ts';
 import type { RunScope } from '../store/scope-tables.ts';
@@ -23,7 +27,12 @@ interface StartGroup {
   actor: ActorSettings;
   tenantId: string | null;
   workerInstance: string;
+  /** Registrations waiting for the group's next statement. */
   items: PendingStart[];
+  /** A statement of this group is out (its next registrations wait for it). */
+  busy: boolean;
+  /** Its next statement is due at the end of this event-loop turn. */
+  scheduled: boolean;
 }
 
 /** The two registration statements (run-store.ts's by default; a unit test passes its own). */
@@ -45,7 +54,7 @@ export function passingFailure(error: unknown): boolean {
 }
 
 export class StartCoalescer {
-  /** Registrations waiting for the end of the current event-loop turn, per shared actor. */
+  /** Registrations waiting for their group's next statement, per shared actor (a group is dropped once idle). */
   private readonly groups = new Map<string, StartGroup>();
 
   private readonly sql: Sql;
@@ -65,8 +74,9 @@ export class StartCoalescer {
 
   /**
    * Registers a delivery through startDelivery, sharing ONE statement (and one commit) with the other
-   * deliveries of the same scope, tenant and actor that reach this point in the same event-loop turn
-   * (typically the messages of one receive). Each run's transition still commits with its own
+   * deliveries of the same scope, tenant and actor that reach this point in the same event-loop turn,
+   * or while the group's previous statement is out (typically the messages of one receive, or of the
+   * receives of a busy worker). Each run's transition still commits with its own
    * `received` event; only statement and commit overheads are shared. If the shared statement fails,
    * each delivery is retried alone, so one delivery's error never becomes another's.
    */
@@ -79,25 +89,44 @@ export class StartCoalescer {
   ): Promise<Started> {
     const one = () => this.statements.one(this.sql, scope, actor, { ...delivery, tenantId, workerInstance });
     const key = [scope, actor.tenantId, actor.userId, actor.process, tenantId ?? '', workerInstance].join('\u0000');
-    const group = this.groups.get(key);
+    let group = this.groups.get(key);
     // The run ids of one statement must be distinct (the advisory lock already makes a repeat impossible).
     if (group?.items.some((i) => i.runId === delivery.runId)) return one();
+    if (!group) {
+      group = { scope, actor, tenantId, workerInstance, items: [], busy: false, scheduled: false };
+      this.groups.set(key, group);
+    }
+    const found = group;
     return new Promise<Started>((resolve, reject) => {
-      const item: PendingStart = { ...delivery, resolve, reject };
-      if (group) {
-        group.items.push(item);
-        return;
-      }
-      const fresh: StartGroup = { scope, actor, tenantId, workerInstance, items: [item] };
-      this.groups.set(key, fresh);
-      setImmediate(() => {
-        this.groups.delete(key);
-        void this.flush(fresh);
-      });
+      found.items.push({ ...delivery, resolve, reject });
+      this.schedule(key, found);
     });
   }
 
-  private async flush(g: StartGroup): Promise<void> {
+  /** The group's next statement goes at the end of this turn, unless one is out (it goes when that one ends). */
+  private schedule(key: string, g: StartGroup): void {
+    if (g.busy || g.scheduled || g.items.length === 0) return;
+    g.scheduled = true;
+    setImmediate(() => {
+      g.scheduled = false;
+      void this.next(key, g);
+    });
+  }
+
+  /** Sends the group's waiting registrations (at most START_BATCH_MAX_RUNS), then the next ones, or forgets the idle group. */
+  private async next(key: string, g: StartGroup): Promise<void> {
+    if (g.busy || g.items.length === 0) return;
+    const items = g.items.splice(0, START_BATCH_MAX_RUNS);
+    g.busy = true;
+    // The next statement waits for this one at most a stage's deadline (a statement the driver never
+    // answers holds its own deliveries only; they are released by their own deadlines).
+    await settledOrPast(this.flush({ ...g, items }), stageBounds()?.ms);
+    g.busy = false;
+    if (g.items.length > 0) this.schedule(key, g);
+    else if (this.groups.get(key) === g) this.groups.delete(key);
+  }
+
+  private async flush(g: Pick<StartGroup, 'scope' | 'actor' | 'tenantId' | 'workerInstance' | 'items'>): Promise<void> {
     const alone = (i: PendingStart) =>
       this.statements.one(this.sql, g.scope, g.actor, {
         runId: i.runId,
