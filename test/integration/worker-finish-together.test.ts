@@ -34,38 +34,30 @@ function meet(together: number): Promise<void> {
   });
 }
 
-const quiet = defineTask({
-  name: 'fixture.finish_quiet',
-  queue: 'bulk',
-  context: 'tenant',
-  concurrency: 10,
-  timeoutSeconds: 15,
-  payload,
-  async handler(p, run) {
-    await meet(p.together);
-    if (p.failBehind) {
-      await inUnitOfWork(h.sql, actor(), (tx) => transitionRun(tx, 'tenant', { runId: run.runId, tenantId, to: 'failed', from: ['running'] }));
-    }
-    return { key: p.key };
-  },
+/** A unit of the bulk queue whose handler meets the others of its payload's `together`, then does `after`. */
+function meetingUnit(name: string, context: 'tenant' | 'system', after: (p: z.infer<typeof payload>, run: Parameters<WorkUnit['handler']>[1]) => Promise<void>): WorkUnit {
+  return defineTask({
+    name, queue: 'bulk', context, concurrency: 10, timeoutSeconds: 15, payload,
+    async handler(p, run) {
+      await meet(p.together);
+      await after(p, run);
+      return { key: p.key };
+    },
+  });
+}
+
+/** Sends nothing on run.transaction (failBehind: moves its own run to `failed` from another connection). */
+const quiet = meetingUnit('fixture.finish_quiet', 'tenant', async (p, run) => {
+  if (p.failBehind) await inUnitOfWork(h.sql, actor(), (tx) => transitionRun(tx, 'tenant', { runId: run.runId, tenantId, to: 'failed', from: ['running'] }));
 });
 
-const writing = defineTask({
-  name: 'fixture.finish_writing',
-  queue: 'bulk',
-  context: 'tenant',
-  concurrency: 10,
-  timeoutSeconds: 15,
-  payload,
-  async handler(p, run) {
-    await meet(p.together);
-    await run.transaction`INSERT INTO finish_effects (run_id, key) VALUES (${run.runId}, ${p.key})`;
-    return { key: p.key };
-  },
+/** Writes its effect through run.transaction. */
+const writing = meetingUnit('fixture.finish_writing', 'tenant', async (p, run) => {
+  await run.transaction`INSERT INTO finish_effects (run_id, key) VALUES (${run.runId}, ${p.key})`;
 });
 
-/** A platform run's unit (no tenant): the statement's platform form. */
-const system = defineTask({ name: 'fixture.finish_system', queue: 'bulk', context: 'system', concurrency: 10, timeoutSeconds: 15, payload, handler: async (p) => ({ key: p.key }) });
+/** A platform run's unit (no tenant): the statement's platform form (its runs are registered and finished by hand). */
+const system = meetingUnit('fixture.finish_system', 'system', async () => {});
 
 const UNITS: ReadonlyMap<string, WorkUnit> = new Map([quiet, writing, system].map((u) => [u.name, u]));
 

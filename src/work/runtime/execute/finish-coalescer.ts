@@ -10,39 +10,34 @@
 // A finish comes here only while another finish of this runtime is under way: one alone is cheaper in
 // its own effect transaction (the finish and the COMMIT in one round trip), so a quiet worker (one run
 // at a time) pays nothing for this. While a statement of a group is out, the group's next finishes wait
-// for it and then go together: the busier the worker, the more finishes a commit carries; a statement
-// the driver never answers holds them no longer than a stage's deadline.
+// for it and then go together (shared-statements.ts): the busier the worker, the more finishes a commit
+// carries.
 import type { Logger } from 'pino';
 import type { Sql } from '../../../db/client.ts';
 import { FINISH_BATCH_MAX_RUNS } from '../../../config/limits.ts';
 import { finishFreshDeliveries, isFinishTogetherRefused, type ActorSettings, type FreshFinish } from '../store/run-store.ts';
 import type { RunScope } from '../store/scope-tables.ts';
-import { settledOrPast, stageBounds } from '../../../db/stage-deadline.ts';
+import { SharedStatements } from './shared-statements.ts';
 import { passingFailure } from './start-coalescer.ts';
 
 interface PendingFinish extends FreshFinish {
   resolve(committed: boolean): void;
 }
 
+/** What the finishes of one statement share. */
 interface FinishGroup {
   scope: RunScope;
   actor: ActorSettings;
   tenantId: string | null;
   workerInstance: string;
   retentionMs: number;
-  /** Finishes waiting for the next statement. */
-  items: PendingFinish[];
-  /** A statement of this group is out (its next finishes wait for it). */
-  busy: boolean;
-  /** Its next statement is due at the end of this event-loop turn. */
-  scheduled: boolean;
 }
 
 /** The shared statement (run-store.ts's by default; a unit test passes its own). */
 export type FinishStatement = typeof finishFreshDeliveries;
 
 export class FinishCoalescer {
-  private readonly groups = new Map<string, FinishGroup>();
+  private readonly statements: SharedStatements<FinishGroup, PendingFinish>;
 
   private readonly sql: Sql;
 
@@ -60,6 +55,7 @@ export class FinishCoalescer {
     this.sql = sql;
     this.log = log;
     this.statement = statement;
+    this.statements = new SharedStatements(FINISH_BATCH_MAX_RUNS, (g, items) => this.commit(g, items));
   }
 
   /**
@@ -93,40 +89,11 @@ export class FinishCoalescer {
     finish: FreshFinish,
   ): Promise<boolean> {
     const key = [scope, actor.tenantId, actor.userId, actor.process, group.tenantId ?? '', group.workerInstance, group.retentionMs].join('\u0000');
-    let g = this.groups.get(key);
-    if (!g) {
-      g = { scope, actor, tenantId: group.tenantId, workerInstance: group.workerInstance, retentionMs: group.retentionMs, items: [], busy: false, scheduled: false };
-      this.groups.set(key, g);
-    }
     // The run ids of one statement must be distinct (the run's execution lock already makes a repeat impossible).
-    if (g.items.some((i) => i.runId === finish.runId)) return Promise.resolve(false);
-    const found = g;
+    if (this.statements.waiting(key).some((i) => i.runId === finish.runId)) return Promise.resolve(false);
     return new Promise<boolean>((resolve) => {
-      found.items.push({ ...finish, resolve });
-      this.schedule(key, found);
+      this.statements.add(key, () => ({ scope, actor, ...group }), { ...finish, resolve });
     });
-  }
-
-  /** The group's next statement goes at the end of this turn, unless one is out (it goes when that one ends). */
-  private schedule(key: string, g: FinishGroup): void {
-    if (g.busy || g.scheduled || g.items.length === 0) return;
-    g.scheduled = true;
-    setImmediate(() => {
-      g.scheduled = false;
-      void this.flush(key, g);
-    });
-  }
-
-  private async flush(key: string, g: FinishGroup): Promise<void> {
-    if (g.busy || g.items.length === 0) return;
-    const items = g.items.splice(0, FINISH_BATCH_MAX_RUNS);
-    g.busy = true;
-    // The next statement waits for this one at most a stage's deadline (a statement the driver never
-    // answers holds its own deliveries only; they are released by their own deadlines).
-    await settledOrPast(this.commit(g, items), stageBounds()?.ms);
-    g.busy = false;
-    if (g.items.length > 0) this.schedule(key, g);
-    else if (this.groups.get(key) === g) this.groups.delete(key);
   }
 
   /** One shared statement: each of its finishes hears whether it committed. */

@@ -1,10 +1,11 @@
 // Registrations of one event-loop turn share one statement and one commit, and while a group's
-// statement is out, its next registrations wait for it and then go together (the messages of one
-// receive reach registration over several turns, as Redis answers their gates). The coalescer is state
-// of one worker runtime (created with its RunnerDeps), never module state shared across runtimes.
+// statement is out, its next registrations wait for it and then go together (shared-statements.ts: the
+// messages of one receive reach registration over several turns, as Redis answers their gates). The
+// coalescer is state of one worker runtime (created with its RunnerDeps), never module state shared
+// across runtimes.
 import type { Logger } from 'pino';
 import { START_BATCH_MAX_RUNS } from '../../../config/limits.ts';
-import { settledOrPast, stageBounds } from '../../../db/stage-deadline.ts';
+import { SharedStatements } from './shared-statements.ts';
 import type { Sql } from '../../../db/client.ts';
 import { startDeliveries, startDelivery, type ActorSettings, type DeliveryStart, type StartedDelivery } from '../store/run-store.ts';
 import type { RunScope } from '../store/scope-tables.ts';
@@ -22,17 +23,12 @@ interface PendingStart {
   reject(error: unknown): void;
 }
 
+/** What the registrations of one statement share. */
 interface StartGroup {
   scope: RunScope;
   actor: ActorSettings;
   tenantId: string | null;
   workerInstance: string;
-  /** Registrations waiting for the group's next statement. */
-  items: PendingStart[];
-  /** A statement of this group is out (its next registrations wait for it). */
-  busy: boolean;
-  /** Its next statement is due at the end of this event-loop turn. */
-  scheduled: boolean;
 }
 
 /** The two registration statements (run-store.ts's by default; a unit test passes its own). */
@@ -54,8 +50,8 @@ export function passingFailure(error: unknown): boolean {
 }
 
 export class StartCoalescer {
-  /** Registrations waiting for their group's next statement, per shared actor (a group is dropped once idle). */
-  private readonly groups = new Map<string, StartGroup>();
+  /** Registrations waiting for their group's next statement, per shared actor. */
+  private readonly shared: SharedStatements<StartGroup, PendingStart>;
 
   private readonly sql: Sql;
 
@@ -70,6 +66,7 @@ export class StartCoalescer {
     this.sql = sql;
     this.log = log;
     this.statements = statements;
+    this.shared = new SharedStatements(START_BATCH_MAX_RUNS, (g, items) => this.flush(g, items));
   }
 
   /**
@@ -89,44 +86,15 @@ export class StartCoalescer {
   ): Promise<Started> {
     const one = () => this.statements.one(this.sql, scope, actor, { ...delivery, tenantId, workerInstance });
     const key = [scope, actor.tenantId, actor.userId, actor.process, tenantId ?? '', workerInstance].join('\u0000');
-    let group = this.groups.get(key);
     // The run ids of one statement must be distinct (the advisory lock already makes a repeat impossible).
-    if (group?.items.some((i) => i.runId === delivery.runId)) return one();
-    if (!group) {
-      group = { scope, actor, tenantId, workerInstance, items: [], busy: false, scheduled: false };
-      this.groups.set(key, group);
-    }
-    const found = group;
+    if (this.shared.waiting(key).some((i) => i.runId === delivery.runId)) return one();
     return new Promise<Started>((resolve, reject) => {
-      found.items.push({ ...delivery, resolve, reject });
-      this.schedule(key, found);
+      this.shared.add(key, () => ({ scope, actor, tenantId, workerInstance }), { ...delivery, resolve, reject });
     });
   }
 
-  /** The group's next statement goes at the end of this turn, unless one is out (it goes when that one ends). */
-  private schedule(key: string, g: StartGroup): void {
-    if (g.busy || g.scheduled || g.items.length === 0) return;
-    g.scheduled = true;
-    setImmediate(() => {
-      g.scheduled = false;
-      void this.next(key, g);
-    });
-  }
-
-  /** Sends the group's waiting registrations (at most START_BATCH_MAX_RUNS), then the next ones, or forgets the idle group. */
-  private async next(key: string, g: StartGroup): Promise<void> {
-    if (g.busy || g.items.length === 0) return;
-    const items = g.items.splice(0, START_BATCH_MAX_RUNS);
-    g.busy = true;
-    // The next statement waits for this one at most a stage's deadline (a statement the driver never
-    // answers holds its own deliveries only; they are released by their own deadlines).
-    await settledOrPast(this.flush({ ...g, items }), stageBounds()?.ms);
-    g.busy = false;
-    if (g.items.length > 0) this.schedule(key, g);
-    else if (this.groups.get(key) === g) this.groups.delete(key);
-  }
-
-  private async flush(g: Pick<StartGroup, 'scope' | 'actor' | 'tenantId' | 'workerInstance' | 'items'>): Promise<void> {
+  /** One statement for these registrations (shared, or one alone), each of them settled. */
+  private async flush(g: StartGroup, items: PendingStart[]): Promise<void> {
     const alone = (i: PendingStart) =>
       this.statements.one(this.sql, g.scope, g.actor, {
         runId: i.runId,
@@ -146,25 +114,25 @@ export class StartCoalescer {
           return false;
         },
       );
-    if (g.items.length === 1) return void (await alone(g.items[0]!));
+    if (items.length === 1) return void (await alone(items[0]!));
     let started: Map<string, Exclude<Started, null>>;
     try {
-      started = await this.statements.shared(this.sql, g.scope, g.actor, g.tenantId, g.workerInstance, g.items);
+      started = await this.statements.shared(this.sql, g.scope, g.actor, g.tenantId, g.workerInstance, items);
     } catch (error) {
       // Nothing of the shared statement committed: each delivery goes alone and meets its own error.
-      const each = await Promise.all(g.items.map(alone));
+      const each = await Promise.all(items.map(alone));
       // Every delivery registered alone: the failure was the shared statement's own, not one delivery's.
       // A passing one (a deadlock, a lost connection, a cancel) is not said; a broken statement is, once:
       // it otherwise looks like a slower worker and nothing else (each delivery one statement and commit).
       if (each.every(Boolean) && !passingFailure(error) && !this.reported) {
         this.reported = true;
         this.log?.warn(
-          { err: error, code: (error as { code?: unknown } | null)?.code, deliveries: g.items.length },
+          { err: error, code: (error as { code?: unknown } | null)?.code, deliveries: items.length },
           'deliveries received together could not be registered in one statement; each was registered alone (said once per process)',
         );
       }
       return;
     }
-    for (const i of g.items) i.resolve(started.get(i.runId) ?? null);
+    for (const i of items) i.resolve(started.get(i.runId) ?? null);
   }
 }
