@@ -23,6 +23,7 @@ import { dlqUrl, queueUrl, type QueueName } from '../../src/queue/names.ts';
 import { NATIVE_REDRIVE_MAX_RECEIVES } from '../../src/config/limits.ts';
 import { causalProblems } from '../fixtures/trail-causality.ts';
 import { CHAOS_GROUP_UNITS } from '../fixtures/units/runtime-units.ts';
+import { idempotencyKeyOf } from '../../src/work/runtime/store/idempotency.ts';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import type { ChildUnits } from '../fixtures/worker-child.ts';
 import { startWorkerChild } from '../fixtures/worker-child-process.ts';
@@ -114,6 +115,8 @@ interface ChaosScenario {
   signalEvery: number;
   /** The pause after every 10 dispatches: the chaos lasts as long as the burst, so this paces both. */
   pauseMs: number;
+  /** The unit writes one effect row per run (default); false: its handler sends no statement at all. */
+  effects?: boolean;
 }
 
 /** A fault the burst waits for at its point (a fraction of the burst), so that it strikes while runs are still coming. */
@@ -346,7 +349,14 @@ async function chaos(s: ChaosScenario): Promise<{ runIds: string[]; prefix: stri
     expect(duplicated).toEqual([]);
     const [effects] = await sql<{ keys: number; rows: number }[]>`
       SELECT count(DISTINCT key)::int AS keys, count(*)::int AS rows FROM fixture_effects WHERE key LIKE ${prefix + '-%'}`;
-    expect(effects).toEqual({ keys: RUNS, rows: RUNS });
+    expect(effects).toEqual(s.effects === false ? { keys: 0, rows: 0 } : { keys: RUNS, rows: RUNS });
+    // One `succeeded` a run, and its key completed in the ledger (a run's key is its id, R-IDM-10).
+    const [finishes] = await sql<{ runs: number; keys: number }[]>`
+      SELECT count(*) FILTER (WHERE (SELECT count(*) FROM platform_task_run_events e WHERE e.run_id = r.run_id AND e.event = 'succeeded') = 1)::int AS runs,
+             (SELECT count(*) FROM platform_idempotency_keys k WHERE k.status = 'completed'
+                 AND k.idempotency_key IN (SELECT decode(x, 'hex') FROM unnest(${runIds.map((id) => idempotencyKeyOf(s.unit, id).toString('hex'))}::text[]) x))::int AS keys
+        FROM platform_task_runs r WHERE r.run_id = ANY(${runIds}::uuid[])`;
+    expect(finishes).toEqual({ runs: RUNS, keys: RUNS });
     // Every trail causal.
     const broken: Array<{ runId: string; problems: string[]; events: string[]; timed: string }> = [];
     for (const runId of runIds) {
@@ -521,5 +531,15 @@ describe('chaos', () => {
     expect(Math.max(...groups.map((g) => g.runs)), 'no transaction carried more than one run: no group formed').toBeGreaterThan(1);
     // The chaos reached groups in flight (a child, killed about once a second, holds one most of the time).
     expect(receivedAgain, 'no run was received twice: the chaos reached no group in flight').toBeGreaterThan(0);
+  }, TEST_TIMEOUT_MS);
+
+  it('R-WRK-07 R-IDM-09 a default unit whose handler writes nothing under worker and relay SIGKILLs, a database restart, a Redis freeze and lost messages: every run final, succeeded once with its key completed, every trail causal', async () => {
+    const { runIds } = await chaos({ unit: 'fixture.quiet', queue: 'bulk', childUnits: 'group', signalEvery: 10, pauseMs: 50, effects: false });
+    // How many runs each finishing commit carried (a statement shared by finishes that met carries several).
+    const commits = await sql<{ runs: number; transactions: number }[]>`
+      SELECT runs, count(*)::int AS transactions FROM (
+        SELECT count(*)::int AS runs FROM platform_task_run_events WHERE run_id = ANY(${runIds}::uuid[]) AND event = 'succeeded' GROUP BY xmin::text) g
+       GROUP BY runs ORDER BY runs`;
+    console.log(`chaos fixture.quiet: runs per finishing commit ${commits.map((g) => `${g.runs}×${g.transactions}`).join(' ')}`);
   }, TEST_TIMEOUT_MS);
 });
