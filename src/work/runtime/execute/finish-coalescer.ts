@@ -17,8 +17,7 @@ import type { Sql } from '../../../db/client.ts';
 import { FINISH_BATCH_MAX_RUNS } from '../../../config/limits.ts';
 import { finishFreshDeliveries, isFinishTogetherRefused, type ActorSettings, type FreshFinish } from '../store/run-store.ts';
 import type { RunScope } from '../store/scope-tables.ts';
-import { SharedStatements } from './shared-statements.ts';
-import { passingFailure } from './start-coalescer.ts';
+import { passingFailure, SharedStatements } from './shared-statements.ts';
 
 interface PendingFinish extends FreshFinish {
   resolve(committed: boolean): void;

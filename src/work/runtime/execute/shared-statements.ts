@@ -6,6 +6,18 @@
 // holds its own deliveries only, which their own deadlines release.
 import { settledOrPast, stageBounds } from '../../../db/stage-deadline.ts';
 
+/**
+ * A failure that says nothing about the statement: a deadlock or serialization failure, a cancel, a
+ * connection lost or refused (SQLSTATE classes 08 and 57P, postgres.js's CONNECTION_* codes). A
+ * coalescer's shared statement that fails otherwise, while its deliveries go through alone, is broken in
+ * itself, and the coalescer says so once.
+ */
+export function passingFailure(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string') return false;
+  return ['40P01', '40001', '57014', '25P02'].includes(code) || code.startsWith('08') || code.startsWith('57P') || code.startsWith('CONNECTION_');
+}
+
 interface Group<G, T> {
   /** What every delivery of the group shares (its scope, actor, tenant, ...). */
   context: G;

@@ -5,7 +5,7 @@
 // across runtimes.
 import type { Logger } from 'pino';
 import { START_BATCH_MAX_RUNS } from '../../../config/limits.ts';
-import { SharedStatements } from './shared-statements.ts';
+import { passingFailure, SharedStatements } from './shared-statements.ts';
 import type { Sql } from '../../../db/client.ts';
 import { startDeliveries, startDelivery, type ActorSettings, type DeliveryStart, type StartedDelivery } from '../store/run-store.ts';
 import type { RunScope } from '../store/scope-tables.ts';
@@ -38,16 +38,6 @@ export interface StartStatements {
 }
 
 const STORE_STATEMENTS: StartStatements = { one: startDelivery, shared: startDeliveries };
-
-/**
- * A failure that says nothing about the statement: a deadlock or serialization failure, a cancel, a
- * connection lost or refused (SQLSTATE classes 08 and 57P, postgres.js's CONNECTION_* codes).
- */
-export function passingFailure(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  if (typeof code !== 'string') return false;
-  return ['40P01', '40001', '57014', '25P02'].includes(code) || code.startsWith('08') || code.startsWith('57P') || code.startsWith('CONNECTION_');
-}
 
 export class StartCoalescer {
   /** Registrations waiting for their group's next statement, per shared actor. */

@@ -431,10 +431,15 @@ export interface DeliveryFinish extends RunKey {
 /** What the finish of a fresh key says when the key has a row after all (finishDelivery's `fresh`). */
 const KEY_CLAIMED_MEANWHILE = 'was claimed by another execution';
 
+/** A finish refused on purpose (its statement's cast of a non-constant text, SQLSTATE 22P02) for the reason `why` names. */
+function refusedFor(error: unknown, why: string): boolean {
+  const e = error as { name?: unknown; code?: unknown; message?: unknown } | null;
+  return e?.name === 'PostgresError' && e.code === '22P02' && typeof e.message === 'string' && e.message.includes(why);
+}
+
 /** The error of a finish whose fresh key was claimed meanwhile: a retry reads what that execution recorded. */
 export function isKeyClaimedMeanwhile(error: unknown): boolean {
-  const e = error as { name?: unknown; code?: unknown; message?: unknown } | null;
-  return e?.name === 'PostgresError' && e.code === '22P02' && typeof e.message === 'string' && e.message.includes(KEY_CLAIMED_MEANWHILE);
+  return refusedFor(error, KEY_CLAIMED_MEANWHILE);
 }
 
 /**
@@ -625,8 +630,7 @@ const FINISHES_REFUSED = 'the finishes are refused';
 
 /** The error of a finishFreshDeliveries that was refused (each delivery then finishes on its own and meets its own refusal). */
 export function isFinishTogetherRefused(error: unknown): boolean {
-  const e = error as { name?: unknown; code?: unknown; message?: unknown } | null;
-  return e?.name === 'PostgresError' && e.code === '22P02' && typeof e.message === 'string' && e.message.includes(FINISHES_REFUSED);
+  return refusedFor(error, FINISHES_REFUSED);
 }
 
 /** One delivery of finishFreshDeliveries: a finish whose key is new to the ledger and whose `started` is not written yet. */
