@@ -505,6 +505,14 @@ async function boundedBy(runId: string, stages: string[], deletedMessages: numbe
 
 const TEST_TIMEOUT_MS = 200_000 + RUNS * 120;
 
+/** How many of these runs each finishing transaction carried (the xmin of their `succeeded` rows): runs per commit, and how many commits carried that many. */
+async function runsPerCommit(runIds: string[]): Promise<Array<{ runs: number; transactions: number }>> {
+  return sql<{ runs: number; transactions: number }[]>`
+    SELECT runs, count(*)::int AS transactions FROM (
+      SELECT count(*)::int AS runs FROM platform_task_run_events WHERE run_id = ANY(${runIds}::uuid[]) AND event = 'succeeded' GROUP BY xmin::text) g
+     GROUP BY runs ORDER BY runs`;
+}
+
 describe('chaos', () => {
   it('R-OBX-16 R-WRK-07 R-IDM-09 runs under worker and relay SIGKILLs, a database restart, a Redis freeze and lost messages: every run final, one effect each, every trail causal', async () => {
     await chaos({ unit: 'fixture.effect', queue: 'default', childUnits: 'runtime', signalEvery: 1, pauseMs: 50 });
@@ -523,10 +531,7 @@ describe('chaos', () => {
            OR NOT EXISTS (SELECT 1 FROM platform_task_run_events e WHERE e.run_id = f.run_id AND e.event = 'started' AND e.attempt = f.attempt AND e.xmin = s.xmin))`;
     expect(apart).toEqual([]);
     // Groups formed: transactions that carried several runs (the xmin of their succeeded rows).
-    const groups = await sql<{ runs: number; transactions: number }[]>`
-      SELECT runs, count(*)::int AS transactions FROM (
-        SELECT count(*)::int AS runs FROM platform_task_run_events WHERE run_id = ANY(${runIds}::uuid[]) AND event = 'succeeded' GROUP BY xmin::text) g
-       GROUP BY runs ORDER BY runs`;
+    const groups = await runsPerCommit(runIds);
     console.log(`chaos fixture.group_effect: runs per transaction ${groups.map((g) => `${g.runs}×${g.transactions}`).join(' ')}`);
     expect(Math.max(...groups.map((g) => g.runs)), 'no transaction carried more than one run: no group formed').toBeGreaterThan(1);
     // The chaos reached groups in flight (a child, killed about once a second, holds one most of the time).
@@ -536,10 +541,7 @@ describe('chaos', () => {
   it('R-WRK-07 R-IDM-09 a default unit whose handler writes nothing under worker and relay SIGKILLs, a database restart, a Redis freeze and lost messages: every run final, succeeded once with its key completed, every trail causal', async () => {
     const { runIds } = await chaos({ unit: 'fixture.quiet', queue: 'bulk', childUnits: 'group', signalEvery: 10, pauseMs: 50, effects: false });
     // How many runs each finishing commit carried (a statement shared by finishes that met carries several).
-    const commits = await sql<{ runs: number; transactions: number }[]>`
-      SELECT runs, count(*)::int AS transactions FROM (
-        SELECT count(*)::int AS runs FROM platform_task_run_events WHERE run_id = ANY(${runIds}::uuid[]) AND event = 'succeeded' GROUP BY xmin::text) g
-       GROUP BY runs ORDER BY runs`;
+    const commits = await runsPerCommit(runIds);
     console.log(`chaos fixture.quiet: runs per finishing commit ${commits.map((g) => `${g.runs}×${g.transactions}`).join(' ')}`);
   }, TEST_TIMEOUT_MS);
 });
