@@ -141,11 +141,17 @@ describe('the shared finish statement', () => {
   const settings = () => ({ tenantId, userId: '', process: 'worker:fixture.finish_quiet' });
   const group = () => ({ tenantId, workerInstance: 'finish-worker', retentionMs: 60_000 });
 
-  /** Runs dispatched and registered (`running`), each with a fresh key. */
-  async function running(n: number): Promise<FreshFinish[]> {
+  const platform = { tenantId: '', userId: '', process: 'worker:fixture.finish_system' };
+
+  /** Runs dispatched and registered (`running`), each with a fresh key: tenant runs, or platform runs. */
+  async function running(n: number, scope: 'tenant' | 'platform' = 'tenant'): Promise<FreshFinish[]> {
     const ids: string[] = [];
-    for (let i = 0; i < n; i++) ids.push((await h.dispatch('fixture.finish_quiet', { key: `stmt-${i}`, together: 1 }, actor())).runId);
-    const started = await startDeliveries(h.sql, 'tenant', settings(), tenantId, 'finish-worker', ids.map((runId) => ({ runId, receiveCount: 1 })));
+    for (let i = 0; i < n; i++) {
+      const dispatched = scope === 'tenant' ? h.dispatch('fixture.finish_quiet', { key: `stmt-${i}`, together: 1 }, actor()) : h.dispatch('fixture.finish_system', { key: `platform-${i}`, together: 1 });
+      ids.push((await dispatched).runId);
+    }
+    const deliveries = ids.map((runId) => ({ runId, receiveCount: 1 }));
+    const started = scope === 'tenant' ? await startDeliveries(h.sql, 'tenant', settings(), tenantId, 'finish-worker', deliveries) : await startDeliveries(h.sql, 'platform', platform, null, 'finish-worker', deliveries);
     return ids.map((runId) => ({
       runId, attempt: 1, receiveCount: 1, queue: 'bulk', outcome: { done: runId }, key: randomBytes(32), fingerprint: randomBytes(32), startedAt: started.get(runId)!.receivedAt,
     }));
@@ -179,13 +185,7 @@ describe('the shared finish statement', () => {
   });
 
   it('R-WRK-02 platform runs finish the same way: their keys in the platform ledger, no tenant anywhere', async () => {
-    const ids: string[] = [];
-    for (let i = 0; i < 2; i++) ids.push((await h.dispatch('fixture.finish_system', { key: `platform-${i}`, together: 1 })).runId);
-    const platform = { tenantId: '', userId: '', process: 'worker:fixture.finish_system' };
-    const started = await startDeliveries(h.sql, 'platform', platform, null, 'finish-worker', ids.map((runId) => ({ runId, receiveCount: 1 })));
-    const members = ids.map((runId) => ({
-      runId, attempt: 1, receiveCount: 1, queue: 'bulk', outcome: { done: runId }, key: randomBytes(32), fingerprint: randomBytes(32), startedAt: started.get(runId)!.receivedAt,
-    }));
+    const members = await running(2, 'platform');
     await finishFreshDeliveries(h.sql, 'platform', platform, { tenantId: null, workerInstance: 'finish-worker', retentionMs: 60_000 }, members);
     for (const m of members) {
       expect(await h.run(m.runId)).toMatchObject({ status: 'succeeded', outcome: { done: m.runId } });
