@@ -33,7 +33,10 @@ export async function pgStatementsProbe(sql: Sql): Promise<PgStatementsProbe | n
       const calls = rows.reduce((sum, r) => sum + Number(r.calls), 0);
       const planned = rows.reduce((sum, r) => sum + r.plan_ms, 0);
       log(`PG_STATEMENTS ${labels} statements_per_job=${(calls / jobs).toFixed(2)} exec_ms_per_job=${(total / jobs).toFixed(3)} plan_ms_per_job=${(planned / jobs).toFixed(3)}`);
-      for (const r of rows.slice(0, TOP)) {
+      // The largest by execution time, then those of the most calls not among them (cheap statements
+      // that run often: polls, transaction control, per-run round trips).
+      const byCalls = rows.slice(TOP).sort((a, b) => Number(b.calls) - Number(a.calls)).slice(0, TOP);
+      for (const r of [...rows.slice(0, TOP), ...byCalls]) {
         const query = r.query.replace(/\s+/g, ' ').slice(0, 160);
         log(
           `PG_STATEMENT ${labels} calls_per_job=${(Number(r.calls) / jobs).toFixed(2)} exec_ms_per_job=${(r.ms / jobs).toFixed(4)} ` +

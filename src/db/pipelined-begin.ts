@@ -254,12 +254,22 @@ export async function beginPipelined<O, T>(
   work: (tx: TxSql, opened: O & postgres.Row[], beforeCommit: <S>(statement: Promise<S>) => Promise<S>) => Promise<T>,
   options: { markTransaction?: boolean } = {},
 ): Promise<T> {
-  return transact(
-    sql,
-    options.markTransaction ?? false,
-    (tx) => [opening(tx) as unknown as postgres.PendingQuery<postgres.Row[]>],
-    async (tx, ready, beforeCommit) => work(tx, (await ready)[0] as O & postgres.Row[], beforeCommit),
-  );
+  return beginPipelinedAll(sql, (tx) => [opening(tx) as unknown as postgres.PendingQuery<postgres.Row[]>], (tx, [opened], beforeCommit) => work(tx, opened as O & postgres.Row[], beforeCommit), options);
+}
+
+/**
+ * beginPipelined with several openings, in order, all in BEGIN's write; `work` gets the rows of each.
+ * Each must be harmless outside a transaction on its own, as an opening is, and each after the first
+ * may read what the ones before it left for the transaction (a setting, a lock), since it runs after
+ * them: the relay's fair selections read whether the opening took their outbox's lock.
+ */
+export async function beginPipelinedAll<T>(
+  sql: Sql,
+  openings: (tx: TxSql) => ReadonlyArray<postgres.PendingQuery<postgres.Row[]>>,
+  work: (tx: TxSql, opened: postgres.Row[][], beforeCommit: <S>(statement: Promise<S>) => Promise<S>) => Promise<T>,
+  options: { markTransaction?: boolean } = {},
+): Promise<T> {
+  return transact(sql, options.markTransaction ?? false, openings, async (tx, ready, beforeCommit) => work(tx, await ready, beforeCommit));
 }
 
 /**

@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import type { Redis } from 'ioredis';
 import { freshQueuePrefix, freshRedisUrl, type TestDatabase } from '../support/services.ts';
 import { observeCommands } from '../support/sqs-observe.ts';
-import type { Sql } from '../../src/db/client.ts';
+import type { Sql, TxSql } from '../../src/db/client.ts';
 import { actorContextSelect, inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
 import { createRedis } from '../../src/kv/client.ts';
 import { OUTBOX_WAKE_KEY } from '../../src/kv/keys.ts';
@@ -294,6 +294,23 @@ describe('fair share between tenants at the relay', () => {
     // 25 candidates and the 25 rows locked, plus the group walk (measured 51–54, alone or in this file's
     // order): far from the 1,160 sent rows (by index) or the 1,200 rows of the table (by a sequential scan).
     expect(rowsRead).toBeLessThan(200);
+  });
+
+  it('a fair selection selects and locks nothing unless its transaction took the fair pass first: one sent behind another relay\'s, or with no opening at all, finds no rows', async () => {
+    // The relay sends its selections in the write of its opening, before knowing whether the opening
+    // took the outbox's fair pass: a selection without it would pass the cap beside the holder's.
+    const a = await dispatch(tenantA, 3);
+    const select = (tx: TxSql) => selectFairRows(tx, 'tenant', 25, 100, actorContextSelect(tx, system));
+    await sql.begin(async (holder) => {
+      expect((await takeFairPasses(holder, ['tenant'])).fair_tenant).toBe(true);
+      await sql.begin(async (other) => {
+        expect((await takeFairPasses(other, ['tenant'])).fair_tenant).toBe(false);
+        expect(await select(other)).toEqual([]);
+      });
+      await sql.begin(async (unopened) => expect(await select(unopened)).toEqual([]));
+      // Nothing was locked meanwhile: the holder's selection takes every row.
+      expect((await select(holder)).map((r) => r.run_id)).toEqual(a);
+    });
   });
 
   it("a fair pass does not read a tenant's delayed rows: a backlog not yet due ahead of due rows costs nothing", async () => {

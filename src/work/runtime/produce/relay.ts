@@ -28,7 +28,7 @@ import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { Redis } from 'ioredis';
 import type { Sql, TxSql } from '../../../db/client.ts';
 import { COMMIT_WITHOUT_FLUSH } from '../../../db/commit-without-flush.ts';
-import { beginPipelined } from '../../../db/pipelined-begin.ts';
+import { beginPipelinedAll } from '../../../db/pipelined-begin.ts';
 import { passBounds, withStageBounds } from '../../../db/stage-deadline.ts';
 import { CAPPED_REFILL_MS, DEFAULT_PASS_DEADLINE_MS, LONE_REFILL_MS } from '../../../config/limits.ts';
 import { actorContextSelect, type Actor } from '../../../db/unit-of-work.ts';
@@ -47,7 +47,7 @@ import {
   inFlightStamp,
   PLATFORM_MESSAGE_GROUP,
   RecentGroups,
-  selectFairRows,
+  fairRowsQuery,
   type FairPasses,
   type FairRow,
   type LoneRoom,
@@ -194,6 +194,19 @@ function openPass(tx: TxSql, scopes: readonly RunScope[], batchSize: number, fai
     SELECT * FROM a ${second ? tx`UNION ALL SELECT * FROM b` : tx``}`;
 }
 
+/**
+ * With fairness on, each outbox's selection (tenant-inflight.ts: per-tenant room, round robin between
+ * tenants, dispatch order within one), sent in the write of BEGIN and the opening, right behind it: each
+ * runs after the opening took (or failed to take) its outbox's fair pass, with a snapshot taken then,
+ * and selects nothing without it. A pass is then BEGIN with its opening and selections, the sends, and
+ * the marks with COMMIT: two round trips to PostgreSQL, as with fairness off.
+ */
+function fairSelections(tx: TxSql, scopes: readonly RunScope[], batchSize: number, fairness: Fairness) {
+  if (!(fairness.cap > 0)) return [];
+  const lone = { loneMax: fairness.loneMax, recent: fairness.recent?.active(), maxWaitMs: fairness.loneMaxWaitMs };
+  return scopes.map((scope) => fairRowsQuery(tx, scope, fairness.cap, batchSize, actorContextSelect(tx, RELAY_ACTOR), lone));
+}
+
 /** What one outbox of a pass sent, failed and held back. */
 interface ScopeOutcome {
   rows: PendingRow[];
@@ -294,6 +307,7 @@ async function giveUpRefused(tx: TxSql, scope: RunScope, o: ScopeOutcome, maxAtt
 async function passAll(
   tx: TxSql,
   opened: readonly PendingRow[],
+  selected: ReadonlyArray<readonly FairRow[]>,
   sqs: SQSClient,
   queueUrlPrefix: string,
   scopes: readonly RunScope[],
@@ -304,22 +318,12 @@ async function passAll(
   beforeCommit: <S>(statement: Promise<S>) => Promise<S>,
   maxAttempts: number,
 ): Promise<{ total: RelayPassResult; capped: Array<{ scope: RunScope; capped: boolean | Promise<boolean>; lone: boolean }>; failedRuns: RunRow[] }> {
-  // With fairness on (tenantInflightMax > 0) the selection is tenant-inflight.ts's: per-tenant room,
-  // round robin between tenants, dispatch order within one. The outboxes' selections go out together.
-  const lone = { loneMax: fairness.loneMax, recent: fairness.recent?.active(), maxWaitMs: fairness.loneMaxWaitMs };
-  // The opening's row says which outboxes' fair passes this transaction holds (openPass); an outbox
-  // another relay holds is not selected from (null) and looked at again shortly.
+  // With fairness on (tenantInflightMax > 0) the outboxes' selections (fairSelections) went out with the
+  // opening. The opening's row says which outboxes' fair passes this transaction holds (openPass); an
+  // outbox another relay holds was not selected from (null) and is looked at again shortly.
   const held = fairness.cap > 0 ? (opened[0] as unknown as FairPasses | undefined) : undefined;
   const fairRows =
-    fairness.cap > 0
-      ? await Promise.all(
-          scopes.map((scope) =>
-            held?.[scope === 'tenant' ? 'fair_tenant' : 'fair_platform'] === true
-              ? selectFairRows(tx, scope, fairness.cap, batchSize, actorContextSelect(tx, RELAY_ACTOR), lone)
-              : Promise.resolve(null),
-          ),
-        )
-      : undefined;
+    fairness.cap > 0 ? scopes.map((scope, i) => (held?.[scope === 'tenant' ? 'fair_tenant' : 'fair_platform'] === true ? selected[i]! : null)) : undefined;
   const outcomes = new Map<RunScope, ScopeOutcome>();
   scopes.forEach((scope, i) => {
     const fair = fairRows ? (fairRows[i]?.map((row) => ({ ...row, scope })) ?? null) : undefined;
@@ -498,10 +502,11 @@ export async function relayPass(
   };
   const distinct = [...new Set(scopes)];
   const maxAttempts = options.maxAttempts ?? DEFAULT_OUTBOX_MAX_ATTEMPTS;
-  const { total, capped, failedRuns } = await beginPipelined(
+  const { total, capped, failedRuns } = await beginPipelinedAll(
     sql,
-    (tx) => openPass(tx, distinct, batchSize, fairness, options.windowMs),
-    (tx, opened, beforeCommit) => passAll(tx, opened as readonly object[] as PendingRow[], sqs, queueUrlPrefix, distinct, batchSize, instance, log, fairness, beforeCommit, maxAttempts),
+    (tx) => [openPass(tx, distinct, batchSize, fairness, options.windowMs), ...fairSelections(tx, distinct, batchSize, fairness)],
+    (tx, [opened, ...selected], beforeCommit) =>
+      passAll(tx, opened as readonly object[] as PendingRow[], selected as readonly object[][] as FairRow[][], sqs, queueUrlPrefix, distinct, batchSize, instance, log, fairness, beforeCommit, maxAttempts),
   );
   for (const c of capped) {
     // Answered before the COMMIT was.

@@ -138,7 +138,10 @@ export class RecentGroups {
  * that outbox's fair pass), and the planner settings of the selections, for the rest of the transaction.
  * The selections must be statements of their own, after this one: each then reads with a snapshot taken
  * once the lock is held, so after the previous holder committed what it sent (taken in the selection
- * itself, the snapshot could predate that commit, and two relays together could pass the cap).
+ * itself, the snapshot could predate that commit, and two relays together could pass the cap). They may
+ * go out in the same write as this one, before its answer: each reads whether this statement took its
+ * outbox's lock from a transaction-local setting it leaves (fairPassSetting) and selects nothing when it
+ * did not, so the relay's pass spends no round trip of its own on taking its locks.
  *
  * The settings: the in-flight count must walk its partial index with a plain index scan: every run leaves
  * dead entries there (its status updates cannot be HOT), a plain scan marks them dead as it passes so the
@@ -151,13 +154,27 @@ export class RecentGroups {
  * cap and rooms are parameters, so each custom plan looked cheaper than the generic one and the
  * statement was planned anew on every pass (0.10-0.17 ms, against its execution of about as much); with
  * sequential and bitmap scans off, the generic plan walks the same indexes a custom one does.
- * Harmless outside a transaction (an opening whose BEGIN failed): the locks and settings end with it.
+ * Harmless outside a transaction (an opening whose BEGIN failed): the locks and settings end with it, so
+ * a selection behind it finds its setting unset and selects nothing.
  */
 export function fairPassColumns(tx: TxSql, scopes: readonly RunScope[]) {
-  const lock = (scope: RunScope) => (scopes.includes(scope) ? tx`pg_try_advisory_xact_lock(hashtextextended(${`svc.relay.fair.${scope}`}, 0))` : tx`false`);
+  const lock = (scope: RunScope) =>
+    scopes.includes(scope)
+      ? tx`set_config(${fairPassSetting(scope)}, pg_try_advisory_xact_lock(hashtextextended(${`svc.relay.fair.${scope}`}, 0))::text, true) = 'true'`
+      : tx`false`;
   return tx`${lock('tenant')} AS fair_tenant, ${lock('platform')} AS fair_platform,
             set_config('enable_bitmapscan', 'off', true) AS fair_bitmapscan, set_config('enable_seqscan', 'off', true) AS fair_seqscan,
             set_config('plan_cache_mode', 'force_generic_plan', true) AS fair_plans`;
+}
+
+/** The transaction-local setting in which fairPassColumns leaves whether it took the outbox's fair pass ('true' or 'false'). */
+function fairPassSetting(scope: RunScope): string {
+  return `svc.relay_fair_${scope}`;
+}
+
+/** The fair selection's gate: this transaction took the outbox's fair pass in an earlier statement (fairPassColumns). */
+function fairPassHeld(scope: RunScope): string {
+  return `current_setting('${fairPassSetting(scope)}', true) = 'true'`;
 }
 
 /** What fairPassColumns answered: per outbox, whether this transaction holds its fair pass. */
@@ -172,21 +189,42 @@ export async function takeFairPasses(tx: TxSql, scopes: readonly RunScope[]): Pr
   return held!;
 }
 
-/**
- * The relay's row selection with fairness on: locks at most `batchSize` due pending rows of `scope`,
- * no group beyond `cap` in flight, or beyond its queue's `loneMax` when nothing contends with it there
- * (`recent`: the groups the relay sent for lately; see the header). `context` is the relay's
- * actor-context select, applied first. The transaction must hold the outbox's fair pass already
- * (fairPassColumns, in an earlier statement).
- */
+/** What a fair selection needs to know of the lone room (see the header). */
+export interface LoneOptions {
+  loneMax: LoneRoom;
+  /** The groups the relay sent for lately (RecentGroups.active). */
+  recent?: { queues: string[]; groups: string[] } | undefined;
+  maxWaitMs?: number | undefined;
+}
+
+/** selectFairRows, answered. */
 export async function selectFairRows(
   tx: TxSql,
   scope: RunScope,
   cap: number,
   batchSize: number,
   context: ReturnType<typeof actorContextSelect>,
-  lone: { loneMax: LoneRoom; recent?: { queues: string[]; groups: string[] } | undefined; maxWaitMs?: number | undefined } = { loneMax: 0 },
+  lone: LoneOptions = { loneMax: 0 },
 ): Promise<FairRow[]> {
+  return (await fairRowsQuery(tx, scope, cap, batchSize, context, lone)) as unknown as FairRow[];
+}
+
+/**
+ * The relay's row selection with fairness on, as a statement not yet sent (the relay's pass sends it in
+ * the write of its BEGIN and opening): locks at most `batchSize` due pending rows of `scope`, no group
+ * beyond `cap` in flight, or beyond its queue's `loneMax` when nothing contends with it there (`recent`:
+ * the groups the relay sent for lately; see the header). `context` is the relay's actor-context select,
+ * applied first. It selects nothing unless an earlier statement of the transaction took the outbox's
+ * fair pass (fairPassColumns).
+ */
+export function fairRowsQuery(
+  tx: TxSql,
+  scope: RunScope,
+  cap: number,
+  batchSize: number,
+  context: ReturnType<typeof actorContextSelect>,
+  lone: LoneOptions = { loneMax: 0 },
+) {
   const rooms = loneArguments(lone.loneMax, cap);
   // The group's lone room (lr.lone_max), by its queue.
   const loneRoom = tx`CROSS JOIN LATERAL (SELECT COALESCE((SELECT u.room FROM unnest((SELECT ${rooms.queues}::text[]), (SELECT ${rooms.rooms}::int[])) AS u(queue, room)
@@ -194,11 +232,13 @@ export async function selectFairRows(
   const recent = lone.recent ?? { queues: [], groups: [] };
   // A sent run still queued past this instant waits for the workers: the lone room stops there.
   const freshSince = tx`clock_timestamp() - ${lone.maxWaitMs ?? LONE_ROOM_MAX_WAIT_MS}::int * interval '1 millisecond'`;
+  const held = tx.unsafe(fairPassHeld(scope));
   if (scope === 'tenant') {
-    return (await tx`
+    return tx`
       WITH RECURSIVE ctx AS MATERIALIZED (${context}),
+      -- No group at all unless this transaction holds the outbox's fair pass (fairPassColumns).
       grp AS (
-        (SELECT o.tenant_id, o.queue FROM outbox_messages o WHERE o.sent_at IS NULL ORDER BY o.tenant_id, o.queue LIMIT 1)
+        (SELECT o.tenant_id, o.queue FROM outbox_messages o WHERE o.sent_at IS NULL AND ${held} ORDER BY o.tenant_id, o.queue LIMIT 1)
         UNION ALL
         SELECT n.tenant_id, n.queue FROM grp g CROSS JOIN LATERAL (
           SELECT o.tenant_id, o.queue FROM outbox_messages o
@@ -255,12 +295,12 @@ export async function selectFairRows(
         FROM outbox_messages o
        WHERE o.id = ANY ((SELECT ids FROM chosen)::bigint[]) AND o.sent_at IS NULL AND EXISTS (SELECT 1 FROM ctx)
        ORDER BY array_position((SELECT ids FROM chosen), o.id)
-         FOR UPDATE OF o SKIP LOCKED`) as unknown as FairRow[];
+         FOR UPDATE OF o SKIP LOCKED`;
   }
-  return (await tx`
+  return tx`
     WITH RECURSIVE ctx AS MATERIALIZED (${context}),
     grp AS (
-      (SELECT o.queue FROM platform_outbox_messages o WHERE o.sent_at IS NULL ORDER BY o.queue LIMIT 1)
+      (SELECT o.queue FROM platform_outbox_messages o WHERE o.sent_at IS NULL AND ${held} ORDER BY o.queue LIMIT 1)
       UNION ALL
       SELECT n.queue FROM grp g CROSS JOIN LATERAL (
         SELECT o.queue FROM platform_outbox_messages o WHERE o.sent_at IS NULL AND o.queue > g.queue ORDER BY o.queue LIMIT 1) n),
@@ -294,7 +334,7 @@ export async function selectFairRows(
       FROM platform_outbox_messages o
      WHERE o.id = ANY ((SELECT ids FROM chosen)::bigint[]) AND o.sent_at IS NULL AND EXISTS (SELECT 1 FROM ctx)
      ORDER BY array_position((SELECT ids FROM chosen), o.id)
-       FOR UPDATE OF o SKIP LOCKED`) as unknown as FairRow[];
+       FOR UPDATE OF o SKIP LOCKED`;
 }
 
 /**
