@@ -39,7 +39,7 @@ import { CpuMeter } from './peers/cpu.ts';
 import { num, percentile } from './peers/stats.ts';
 import { createBenchTenant, dispatchJobs, prepareOurs, spawnOurs, type OursStack } from './peers/systems/ours.ts';
 import type { BenchJob } from './peers/system.ts';
-import { nowMs } from './peers/tally.ts';
+import { anchorWallClock, nowMs } from './peers/tally.ts';
 import { applyNumericFlags } from './numeric-flags.ts';
 import { pgStatementsProbe } from './peers/pg-statements.ts';
 
@@ -157,6 +157,8 @@ async function runMode(
   try {
     const a = await createBenchTenant(sql, `${mode}-${round}-a`);
     const b = await createBenchTenant(sql, `${mode}-${round}-b`);
+    // The mode's instants on the wall clock as it is now: the runs' starts come from the database's clock.
+    anchorWallClock();
     const dumpAt = nowMs();
     const burst: BenchJob[] = Array.from({ length: o.runs }, (_, s) => ({ r: round, s, t: dumpAt }));
     await dispatchJobs(stack, a, burst);

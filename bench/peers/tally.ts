@@ -23,9 +23,37 @@ export interface Verdict {
   unexpected: number;
 }
 
-/** Sub-millisecond wall clock shared by every process on the machine (epoch based). */
+/**
+ * The machine's wall clock (CLOCK_REALTIME, which PostgreSQL's clock_timestamp() reads too) in epoch
+ * milliseconds, with a fraction: the monotonic clock plus its offset to the wall clock, taken again at
+ * the start of every round (anchorWallClock). performance.timeOrigin alone is the wall clock as it was
+ * at process start, and a VM's wall clock is slewed and stepped after that: in one full peers run the
+ * database's instants of ours' steady round were 9 ms behind the harness's (a p50 of -2 ms), where a
+ * system timed in-process (both instants from this clock) saw nothing.
+ */
 export function nowMs(): number {
-  return performance.timeOrigin + performance.now();
+  return performance.timeOrigin + performance.now() + wallOffsetMs;
+}
+
+let wallOffsetMs = 0;
+
+/** Sets nowMs's offset to the wall clock as it is now (within a few microseconds; spins up to a millisecond). */
+export function anchorWallClock(): void {
+  wallOffsetMs = wallOffset(Date.now, () => performance.timeOrigin + performance.now());
+}
+
+/**
+ * wall - mono at the instant the integer wall clock ticks (its reading is then exact to the spin's
+ * step): reads mono, then wall, until wall has moved from its first reading.
+ */
+export function wallOffset(readWall: () => number, readMono: () => number, maxReads = 10_000_000): number {
+  const first = readWall();
+  for (let i = 0; i < maxReads; i++) {
+    const mono = readMono();
+    const wall = readWall();
+    if (wall !== first) return wall - mono;
+  }
+  return readWall() - readMono();
 }
 
 export class RoundTally {

@@ -3,7 +3,7 @@
 import { CpuMeter } from './cpu.ts';
 import { intervalLine, latencyPercentiles, type RoundResult } from './report.ts';
 import type { BenchJob, SystemAdapter, SystemContext, Workload } from './system.ts';
-import { nowMs, type RoundTally } from './tally.ts';
+import { anchorWallClock, nowMs, type RoundTally } from './tally.ts';
 import { pgStatementsProbe } from './pg-statements.ts';
 
 export interface RoundOptions {
@@ -122,6 +122,8 @@ export async function burnDown(
   options: RoundOptions,
 ): Promise<RoundResult> {
   await adapter.reset();
+  // The round's instants on the wall clock as it is now: some systems' come from their database's clock.
+  anchorWallClock();
   const tally = ctx.book.open(jobs);
   const t = nowMs();
   const batch: BenchJob[] = Array.from({ length: jobs }, (_, s) =>
@@ -190,6 +192,8 @@ export async function steady(
   await statements?.begin();
   const cpu = new CpuMeter(() => [...options.serverPids(), ...(adapter.externalPids?.() ?? [])]);
   cpu.begin();
+  // The round's instants on the wall clock as it is now: some systems' come from their database's clock.
+  anchorWallClock();
   const ticker = intervals({ system: adapter.name, workload: 'steady', round }, () => doneCount(adapter, tally), options);
   const inFlight = new Set<Promise<void>>();
   let enqueueErrors = 0;

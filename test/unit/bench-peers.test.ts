@@ -5,7 +5,7 @@ import { parseProcStat } from '../../bench/peers/cpu.ts';
 import { OptionsError, parsePeersOptions, scaleForCeiling } from '../../bench/peers/options.ts';
 import { countMismatchLine, intervalLine, niceMax, renderMarkdown, renderSvg, summarize, summaryLine, type RoundResult } from '../../bench/peers/report.ts';
 import { num, percentile, ratio, spread } from '../../bench/peers/stats.ts';
-import { RoundTally, TallyBook } from '../../bench/peers/tally.ts';
+import { RoundTally, TallyBook, wallOffset } from '../../bench/peers/tally.ts';
 
 const round = (over: Partial<RoundResult>): RoundResult => ({
   system: 'ours',
@@ -52,6 +52,18 @@ describe('bench stats', () => {
     expect(niceMax(7)).toBe(10);
     expect(niceMax(1234)).toBe(2000);
     expect(niceMax(0)).toBe(1);
+  });
+});
+
+describe('bench wall clock', () => {
+  it('the harness clock follows a wall clock stepped since the process started: its offset is taken where the integer wall clock ticks', () => {
+    for (const skew of [-9.3, 4.7, 0.25]) {
+      // A monotonic clock read every 3 µs, and an integer wall clock `skew` ms off it (a VM clock stepped or slewed).
+      let mono = 1_000_000.0004;
+      const readMono = () => (mono += 0.003);
+      const readWall = () => Math.floor(mono + skew);
+      expect(Math.abs(wallOffset(readWall, readMono) - skew)).toBeLessThan(0.01);
+    }
   });
 });
 
