@@ -197,16 +197,9 @@ export interface LoneOptions {
   maxWaitMs?: number | undefined;
 }
 
-/** selectFairRows, answered. */
-export async function selectFairRows(
-  tx: TxSql,
-  scope: RunScope,
-  cap: number,
-  batchSize: number,
-  context: ReturnType<typeof actorContextSelect>,
-  lone: LoneOptions = { loneMax: 0 },
-): Promise<FairRow[]> {
-  return (await fairRowsQuery(tx, scope, cap, batchSize, context, lone)) as unknown as FairRow[];
+/** fairRowsQuery, sent and answered. */
+export async function selectFairRows(...args: Parameters<typeof fairRowsQuery>): Promise<FairRow[]> {
+  return (await fairRowsQuery(...args)) as unknown as FairRow[];
 }
 
 /**
