@@ -188,12 +188,13 @@ export async function steady(
   const warmup = Math.min(total - 1, Math.round(rate * warmupSeconds));
   const tally = ctx.book.open(total);
   await adapter.startWorkers('steady');
+  // The round's instants on the wall clock as it is now: some systems' come from their database's clock.
+  // Before the CPU meter starts: the anchor spins up to a millisecond.
+  anchorWallClock();
   const statements = await pgStatementsProbe(ctx.sql);
   await statements?.begin();
   const cpu = new CpuMeter(() => [...options.serverPids(), ...(adapter.externalPids?.() ?? [])]);
   cpu.begin();
-  // The round's instants on the wall clock as it is now: some systems' come from their database's clock.
-  anchorWallClock();
   const ticker = intervals({ system: adapter.name, workload: 'steady', round }, () => doneCount(adapter, tally), options);
   const inFlight = new Set<Promise<void>>();
   let enqueueErrors = 0;
