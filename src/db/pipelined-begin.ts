@@ -96,6 +96,101 @@ interface PoolConnection {
 }
 
 /**
+ * How long a transaction marked endWithNextBegin stays open waiting for the pool's next BEGIN to carry
+ * its COMMIT, ms. Past it the COMMIT goes out alone. Long enough for a busy worker's next delivery to
+ * come by (at 2 ms only a fifth of them rode; at 10 ms four in five), short enough that the locks it
+ * holds are let go of soon on a quiet one (bench/results/deferred-commit-2026-11-29.md).
+ */
+export const DEFERRED_END_MS = 10;
+/** Bound of a deferred COMMIT sent alone: past it the session is ended, which lets go of its locks as surely. */
+const DEFERRED_END_ALONE_MS = 10_000;
+
+/** Transactions whose end may ride with the next BEGIN on their pool (endWithNextBegin), and how long it may wait. */
+const endingWithNextBegin = new WeakMap<object, number>();
+
+/**
+ * The transaction `tx` holds nothing that must commit (a delivery whose finish committed with others'
+ * in another transaction, finish-coalescer.ts, keeps only its locks), and the statements it sent have
+ * answered: its COMMIT need not cost a round trip of its own. Once its work returns, the connection stays
+ * reserved, the transaction open, and the next transaction begun on the same pool within DEFERRED_END_MS
+ * takes that connection and sends `COMMIT; BEGIN …` in its first write; with none, the COMMIT goes out
+ * alone. The locks are held that much longer, never less. A session that dies meanwhile is forgotten
+ * (postgres.js reconnects it for its next user), and the server has rolled it back.
+ */
+export function endWithNextBegin(tx: TxSql, waitMs = DEFERRED_END_MS): void {
+  endingWithNextBegin.set(tx, waitMs);
+}
+
+/** How many connections of `sql` owe a COMMIT to its next BEGIN now. */
+export function deferredEndsOf(sql: Sql): number {
+  return deferredEnds.get(sql)?.length ?? 0;
+}
+
+/** A connection left in a transaction that only its COMMIT is owed (endWithNextBegin). */
+interface Deferred {
+  reserved: postgres.ReservedSql;
+  connection: PoolConnection;
+  timer: NodeJS.Timeout | undefined;
+}
+
+/** Per pool, the connections whose COMMIT waits for the next BEGIN, newest last. */
+const deferredEnds = new WeakMap<Sql, Deferred[]>();
+
+function forget(sql: Sql, d: Deferred): boolean {
+  const list = deferredEnds.get(sql);
+  const at = list?.indexOf(d) ?? -1;
+  if (at < 0) return false;
+  list!.splice(at, 1);
+  clearTimeout(d.timer);
+  d.connection.onclose = null;
+  return true;
+}
+
+/** The connection whose COMMIT waits longest is not taken first: the newest, whose backend is warmest (as postgres.js's patched pool). */
+function takeDeferred(sql: Sql): Deferred | undefined {
+  const d = deferredEnds.get(sql)?.at(-1);
+  if (d) forget(sql, d);
+  return d;
+}
+
+/** The COMMIT alone, bounded; a session that does not answer in time is ended and not given back. */
+async function endAlone(d: Deferred): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), DEFERRED_END_ALONE_MS)));
+  let lost = false;
+  d.connection.onclose = () => {
+    lost = true;
+  };
+  try {
+    const ended = await Promise.race([d.reserved`COMMIT`.execute(), late]);
+    if (ended === 'late') {
+      lost = true;
+      d.connection.terminate?.();
+    }
+  } catch {
+    // Lost, or a session that refused COMMIT: in a state nobody should inherit, so it is ended.
+    if (!lost) d.connection.terminate?.();
+    lost = true;
+  } finally {
+    clearTimeout(timer);
+    d.connection.onclose = null;
+    if (!lost) d.reserved.release();
+  }
+}
+
+function deferEnd(sql: Sql, reserved: postgres.ReservedSql, connection: PoolConnection, waitMs: number): void {
+  const d: Deferred = { reserved, connection, timer: undefined };
+  let list = deferredEnds.get(sql);
+  if (!list) deferredEnds.set(sql, (list = []));
+  list.push(d);
+  // Closed meanwhile: the server rolled it back, and postgres.js has the connection again.
+  connection.onclose = () => void forget(sql, d);
+  d.timer = setTimeout(() => {
+    if (forget(sql, d)) void endAlone(d);
+  }, waitMs);
+}
+
+/**
  * The statement a transaction whose work goes out before BEGIN's answer sends right behind BEGIN (and
  * its mark, markTransaction). With BEGIN begun, it does nothing. If BEGIN failed and the session is not
  * in a transaction block (a stray cancel that hit BEGIN itself), it ends its own session: the statements
@@ -131,7 +226,9 @@ async function transact<T>(
   // Inside a delivery every wait below has the delivery's stage deadline (src/db/stage-deadline.ts):
   // a connection that arrives after it goes straight back to the pool.
   const bounds = stageBounds();
-  const reserved = await boundStage('reserve', sql.reserve(), (late) => late.release(), bounds);
+  // A connection whose COMMIT is owed (endWithNextBegin) carries it in this transaction's first write.
+  const owed = takeDeferred(sql);
+  const reserved = owed?.reserved ?? (await boundStage('reserve', sql.reserve(), (late) => late.release(), bounds));
   const { tx, atTopLevel } = asTransaction(reserved);
   let connection: PoolConnection | undefined;
   let lost = false;
@@ -139,6 +236,8 @@ async function transact<T>(
   // (a BEGIN answered late, a transaction open behind a stalled socket) is rolled back by the server
   // and can never commit later; the pool reconnects it for its next user. Nothing more is awaited on it.
   let abandoned = false;
+  // Its COMMIT is owed to the next BEGIN on the pool (endWithNextBegin): the connection is not released here.
+  let deferred = false;
   const bounded = <W>(stage: string, wait: Promise<W>): Promise<W> => {
     if (!bounds) return wait;
     return boundStage(stage, wait, undefined, bounds).catch((error: unknown) => {
@@ -174,7 +273,9 @@ async function transact<T>(
     // BEGIN's `onexecute` is how postgres.js's own sql.begin learns its connection and watches it
     // close; returning true lets the next statement follow on the same write.
     // The mark rides in BEGIN's own simple query: if BEGIN fails, it is skipped with it.
-    const begin = mark ? `BEGIN; SET LOCAL ${IN_TRANSACTION_SETTING} = 'on'` : 'BEGIN';
+    // The owed COMMIT goes first in the same simple query: if it fails, BEGIN is skipped and this
+    // transaction fails as after any failed BEGIN (nothing of it runs inside a transaction it thinks it has).
+    const begin = `${owed ? 'COMMIT; ' : ''}${mark ? `BEGIN; SET LOCAL ${IN_TRANSACTION_SETTING} = 'on'` : 'BEGIN'}`;
     const begun = reserved
       .unsafe(begin, [], {
         onexecute: (c: PoolConnection) => {
@@ -199,6 +300,14 @@ async function transact<T>(
     const working = body(tx, readyInTime, beforeCommit);
     const result = await Promise.race([boundBody && bounds ? bounded('transaction', working) : working, closing]);
     deferrals.delete(tx);
+    const endWait = endingWithNextBegin.get(tx);
+    // Only once BEGIN and the opening have answered (the body read them; a failure takes the rollback path).
+    if (endWait !== undefined && sentBeforeCommit.length === 0) await readyInTime;
+    if (endWait !== undefined && sentBeforeCommit.length === 0 && connection && !lost) {
+      deferEnd(sql, reserved, connection, endWait);
+      deferred = true;
+      return result;
+    }
     // COMMIT goes out now, whether or not BEGIN and the statements ahead have answered (a body that
     // deferred all it sent, deferToCommit, waited for none of them): if BEGIN failed, the guard ends the
     // session before COMMIT runs; if a statement ahead failed, COMMIT only rolls back. Either way their
@@ -236,9 +345,14 @@ async function transact<T>(
       (statementError: unknown) => statementError,
     );
   } finally {
-    if (connection) connection.onclose = null;
-    // A closed connection is already back in postgres.js's hands (it reconnects it for its next user).
-    if (!lost) reserved.release();
+    // The mark is this transaction's: a later one on the same connection (the same reserved object) starts without it.
+    endingWithNextBegin.delete(tx);
+    // A connection whose COMMIT is owed stays reserved, watched by deferEnd.
+    if (!deferred) {
+      if (connection) connection.onclose = null;
+      // A closed connection is already back in postgres.js's hands (it reconnects it for its next user).
+      if (!lost) reserved.release();
+    }
   }
 }
 

@@ -4,7 +4,8 @@
 // savepoints, a connection back in the pool, and a connection that died never handed out again.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSql, type Sql } from '../../src/db/client.ts';
-import { beginPipelined, IN_TRANSACTION_SETTING } from '../../src/db/pipelined-begin.ts';
+import { beginPipelined, deferredEndsOf, endWithNextBegin, IN_TRANSACTION_SETTING } from '../../src/db/pipelined-begin.ts';
+import { waitFor } from '../support/wait-for.ts';
 import { freshDatabase, type TestDatabase } from '../support/services.ts';
 import { recordingProxy as proxyTo } from '../support/recording-proxy.ts';
 
@@ -238,5 +239,72 @@ describe('beginPipelined', () => {
       expect(row!.ok).toBe(1);
     });
     expect(await notes()).not.toContain('lost-with-its-connection');
+  });
+});
+
+describe('endWithNextBegin: a transaction that owes only its COMMIT', () => {
+  const LOCK = 7_301_245;
+  const lockHeld = async () =>
+    (await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND objid = ${LOCK} AND granted`)[0]!.n === 1;
+  /** A transaction that takes LOCK and owes its COMMIT for `waitMs`; its backend's pid. */
+  const owing = (sql: Sql, waitMs: number) =>
+    beginPipelined(
+      sql,
+      (tx) => tx<{ pid: number; locked: boolean }[]>`SELECT pg_backend_pid() AS pid, pg_try_advisory_xact_lock(${LOCK}) AS locked`,
+      async (tx, [opened]) => {
+        expect(opened!.locked).toBe(true);
+        endWithNextBegin(tx, waitMs);
+        return opened!.pid;
+      },
+    );
+
+  it('holds its locks until the next BEGIN on the pool, which carries its COMMIT in the same write: no round trip of its own', async () => {
+    const proxy = await recordingProxy();
+    try {
+      await withOneConnection(async (sql) => {
+        const pid = await owing(sql, 60_000);
+        expect(deferredEndsOf(sql)).toBe(1);
+        expect(await lockHeld()).toBe(true);
+        const next = await beginPipelined(sql, (tx) => tx<{ pid: number; m: string }[]>`SELECT pg_backend_pid() AS pid, 'next-opening-marker'::text AS m`, async (_tx, [o]) => o!);
+        expect(next).toEqual({ pid, m: 'next-opening-marker' });
+        expect(deferredEndsOf(sql)).toBe(0);
+        expect(await lockHeld()).toBe(false);
+      }, proxy.url);
+      // The owed COMMIT never went out alone: it is the first thing in the next BEGIN's write.
+      const commits = proxy.chunks.filter((c) => c.includes('COMMIT'));
+      expect(commits.length).toBeGreaterThanOrEqual(2); // the carried one, then the next transaction's own
+      expect(commits[0]).toContain('COMMIT; BEGIN');
+      expect(commits[0]).toContain('next-opening-marker');
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('with no BEGIN within its wait, the COMMIT goes out alone: the locks are let go of and the connection is back in the pool', async () => {
+    const proxy = await recordingProxy();
+    try {
+      await withOneConnection(async (sql) => {
+        await owing(sql, 30);
+        await waitFor(async () => !(await lockHeld()), 10_000, { what: 'the owed COMMIT to go out alone' });
+        expect(deferredEndsOf(sql)).toBe(0);
+        // The pool's only connection serves the next user, outside any transaction.
+        const [state] = await sql<{ xid: string | null }[]>`SELECT pg_current_xact_id_if_assigned()::text AS xid`;
+        expect(state!.xid).toBeNull();
+      }, proxy.url);
+      expect(proxy.chunks.some((c) => c.includes('COMMIT') && !c.includes('BEGIN'))).toBe(true);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('a session that dies while it owes its COMMIT is forgotten, never handed to the next transaction', async () => {
+    await withOneConnection(async (sql) => {
+      const pid = await owing(sql, 60_000);
+      await db.sql`SELECT pg_terminate_backend(${pid})`;
+      await waitFor(() => deferredEndsOf(sql) === 0, 10_000, { what: 'the closed session to be forgotten' });
+      expect(await lockHeld()).toBe(false);
+      const next = await beginPipelined(sql, (tx) => tx<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`, async (_tx, [o]) => o!.pid);
+      expect(next).not.toBe(pid);
+    });
   });
 });

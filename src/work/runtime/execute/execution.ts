@@ -7,7 +7,7 @@
 import { recordRunStarted } from '../../../observe/delivery-metrics.ts';
 import { traceStage } from '../../../observe/work-tracing.ts';
 import type { TxSql } from '../../../db/client.ts';
-import { beginPipelined } from '../../../db/pipelined-begin.ts';
+import { beginPipelined, endWithNextBegin } from '../../../db/pipelined-begin.ts';
 import { boundStage, isStageTimeout } from '../../../db/stage-deadline.ts';
 import { advisoryKeyOf, claimKeyAndStart, tryLockRunExecution, type GateState } from '../store/idempotency.ts';
 import { finishDelivery, isKeyClaimedMeanwhile } from '../store/run-store.ts';
@@ -182,6 +182,8 @@ export async function deliverAlone(
         );
         if (together) {
           finishedTogether = { outcome };
+          // Only the locks are left to let go of: the COMMIT rides with the pool's next BEGIN (pipelined-begin.ts).
+          endWithNextBegin(tx);
           return { replayed: false, outcome };
         }
       }
