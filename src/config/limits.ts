@@ -108,6 +108,12 @@ export const FINISH_BATCH_MAX_RUNS = 40;
 /** Most registrations in one shared statement (src/work/runtime/execute/start-coalescer.ts): as many as a finish's. */
 export const START_BATCH_MAX_RUNS = 40;
 /**
+ * How long a worker's next shared registration or finish statement waits for more deliveries once its
+ * last one carried several (a busy worker), ms: fewer, larger statements and commits. A quiet worker's
+ * statements carry one delivery each and never wait (bench/results/deferred-commit-and-linger-2026-11-29.md).
+ */
+export const SHARED_STATEMENT_LINGER_MS = 2;
+/**
  * A group commit member's registration (`running`, attempts + 1, `received`) goes into the group's
  * finish, one statement and one commit with its effect; a member whose handler runs longer than this,
  * or reports progress, is registered on its own first, so a poller sees its run `running` meanwhile

@@ -14,7 +14,7 @@
 // carries.
 import type { Logger } from 'pino';
 import type { Sql } from '../../../db/client.ts';
-import { FINISH_BATCH_MAX_RUNS } from '../../../config/limits.ts';
+import { FINISH_BATCH_MAX_RUNS, SHARED_STATEMENT_LINGER_MS } from '../../../config/limits.ts';
 import { finishFreshDeliveries, isFinishTogetherRefused, type ActorSettings, type FreshFinish } from '../store/run-store.ts';
 import type { RunScope } from '../store/scope-tables.ts';
 import { passingFailure, SharedStatements } from './shared-statements.ts';
@@ -54,7 +54,7 @@ export class FinishCoalescer {
     this.sql = sql;
     this.log = log;
     this.statement = statement;
-    this.statements = new SharedStatements(FINISH_BATCH_MAX_RUNS, (g, items) => this.commit(g, items));
+    this.statements = new SharedStatements(FINISH_BATCH_MAX_RUNS, (g, items) => this.commit(g, items), SHARED_STATEMENT_LINGER_MS);
   }
 
   /**

@@ -1,7 +1,10 @@
 // When the coalescers (start-coalescer.ts, finish-coalescer.ts) send a group's shared statement: at
 // the end of the event-loop turn its first delivery came in, or, while the group's previous statement
 // is out, once that one has come back, with everything that came meanwhile (up to `max`). So a quiet
-// worker sends each delivery's statement at once, and a busy one sends fewer, larger statements. A
+// worker sends each delivery's statement at once, and a busy one sends fewer, larger statements. Busy
+// means the coalescer's last statement carried more than one delivery: then the next one waits up to
+// `lingerMs` for more (going at once when `max` are waiting), since on a busy worker a statement and its
+// commit cost PostgreSQL more than the wait costs the runs (bench/results/deferred-commit-and-linger-2026-11-29.md). A
 // statement the driver never answers holds the group's next one no longer than a stage's deadline: it
 // holds its own deliveries only, which their own deadlines release.
 import { settledOrPast, stageBounds } from '../../../db/stage-deadline.ts';
@@ -25,8 +28,10 @@ interface Group<G, T> {
   items: T[];
   /** A statement of this group is out. */
   busy: boolean;
-  /** Its next statement is due at the end of this event-loop turn. */
+  /** Its next statement is due (at the end of this event-loop turn, or after the linger). */
   scheduled: boolean;
+  /** The linger's timer, while the next statement waits for more deliveries. */
+  lingering: NodeJS.Timeout | undefined;
 }
 
 export class SharedStatements<G, T> {
@@ -38,9 +43,15 @@ export class SharedStatements<G, T> {
   /** Sends one statement for `items` and settles each of them; its rejection is ignored. */
   private readonly send: (context: G, items: T[]) => Promise<void>;
 
-  constructor(max: number, send: (context: G, items: T[]) => Promise<void>) {
+  private readonly lingerMs: number;
+
+  /** Deliveries the last statement carried: more than one, and the next statement lingers. */
+  private lastSize = 0;
+
+  constructor(max: number, send: (context: G, items: T[]) => Promise<void>, lingerMs = 0) {
     this.max = max;
     this.send = send;
+    this.lingerMs = lingerMs;
   }
 
   /** The deliveries waiting for the group's next statement (none when the group is idle). */
@@ -51,24 +62,37 @@ export class SharedStatements<G, T> {
   /** Adds a delivery to the group `key` (created with `context()` when idle). */
   add(key: string, context: () => G, item: T): void {
     let g = this.groups.get(key);
-    if (!g) this.groups.set(key, (g = { context: context(), items: [], busy: false, scheduled: false }));
+    if (!g) this.groups.set(key, (g = { context: context(), items: [], busy: false, scheduled: false, lingering: undefined }));
     g.items.push(item);
+    if (g.lingering !== undefined && g.items.length >= this.max) {
+      // A full statement's worth is waiting: the linger is over.
+      clearTimeout(g.lingering);
+      g.lingering = undefined;
+      g.scheduled = false;
+    }
     this.schedule(key, g);
   }
 
-  /** The group's next statement goes at the end of this turn, unless one is out (it goes when that one is back). */
+  /**
+   * The group's next statement goes at the end of this turn, or after the linger when the last statement
+   * carried several deliveries, unless one is out (it is scheduled again when that one is back).
+   */
   private schedule(key: string, g: Group<G, T>): void {
     if (g.busy || g.scheduled || g.items.length === 0) return;
     g.scheduled = true;
-    setImmediate(() => {
+    const go = () => {
       g.scheduled = false;
+      g.lingering = undefined;
       void this.next(key, g);
-    });
+    };
+    if (this.lingerMs > 0 && this.lastSize > 1 && g.items.length < this.max) g.lingering = setTimeout(go, this.lingerMs);
+    else setImmediate(go);
   }
 
   private async next(key: string, g: Group<G, T>): Promise<void> {
     if (g.busy || g.items.length === 0) return;
     const items = g.items.splice(0, this.max);
+    this.lastSize = items.length;
     g.busy = true;
     await settledOrPast(this.send(g.context, items), stageBounds()?.ms);
     g.busy = false;

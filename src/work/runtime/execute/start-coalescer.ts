@@ -4,7 +4,7 @@
 // coalescer is state of one worker runtime (created with its RunnerDeps), never module state shared
 // across runtimes.
 import type { Logger } from 'pino';
-import { START_BATCH_MAX_RUNS } from '../../../config/limits.ts';
+import { START_BATCH_MAX_RUNS, SHARED_STATEMENT_LINGER_MS } from '../../../config/limits.ts';
 import { passingFailure, SharedStatements } from './shared-statements.ts';
 import type { Sql } from '../../../db/client.ts';
 import { startDeliveries, startDelivery, type ActorSettings, type DeliveryStart, type StartedDelivery } from '../store/run-store.ts';
@@ -56,7 +56,7 @@ export class StartCoalescer {
     this.sql = sql;
     this.log = log;
     this.statements = statements;
-    this.shared = new SharedStatements(START_BATCH_MAX_RUNS, (g, items) => this.flush(g, items));
+    this.shared = new SharedStatements(START_BATCH_MAX_RUNS, (g, items) => this.flush(g, items), SHARED_STATEMENT_LINGER_MS);
   }
 
   /**
