@@ -99,7 +99,7 @@ interface PoolConnection {
  * How long a transaction marked endWithNextBegin stays open waiting for the pool's next BEGIN to carry
  * its COMMIT, ms. Past it the COMMIT goes out alone. Long enough for a busy worker's next delivery to
  * come by (at 2 ms only a fifth of them rode; at 10 ms four in five), short enough that the locks it
- * holds are let go of soon on a quiet one (bench/results/deferred-commit-2026-11-29.md).
+ * holds are let go of soon on a quiet one (bench/results/deferred-commit-and-linger-2026-11-29.md).
  */
 export const DEFERRED_END_MS = 10;
 /** Bound of a deferred COMMIT sent alone: past it the session is ended, which lets go of its locks as surely. */
