@@ -16,7 +16,7 @@
 import type postgres from 'postgres';
 import { CodedError } from '../errors/coded-error.ts';
 import type { Sql, TxSql } from './client.ts';
-import { boundStage, isStageTimeout, stageBounds } from './stage-deadline.ts';
+import { boundStage, isStageTimeout, passBounds, stageBounds } from './stage-deadline.ts';
 
 /** COMMIT found the transaction aborted (a statement failed that nobody awaited) and rolled it back. */
 export class TransactionRolledBack extends CodedError<'TRANSACTION_ROLLED_BACK'> {
@@ -155,24 +155,17 @@ function takeDeferred(sql: Sql): Deferred | undefined {
 
 /** The COMMIT alone, bounded; a session that does not answer in time is ended and not given back. */
 async function endAlone(d: Deferred): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), DEFERRED_END_ALONE_MS)));
   let lost = false;
   d.connection.onclose = () => {
     lost = true;
   };
   try {
-    const ended = await Promise.race([d.reserved`COMMIT`.execute(), late]);
-    if (ended === 'late') {
-      lost = true;
-      d.connection.terminate?.();
-    }
+    await boundStage('deferred commit', d.reserved`COMMIT`.execute(), undefined, passBounds(DEFERRED_END_ALONE_MS, () => {}));
   } catch {
-    // Lost, or a session that refused COMMIT: in a state nobody should inherit, so it is ended.
+    // Lost, late, or a session that refused COMMIT: in a state nobody should inherit, so it is ended.
     if (!lost) d.connection.terminate?.();
     lost = true;
   } finally {
-    clearTimeout(timer);
     d.connection.onclose = null;
     if (!lost) d.reserved.release();
   }
@@ -301,12 +294,14 @@ async function transact<T>(
     const result = await Promise.race([boundBody && bounds ? bounded('transaction', working) : working, closing]);
     deferrals.delete(tx);
     const endWait = endingWithNextBegin.get(tx);
-    // Only once BEGIN and the opening have answered (the body read them; a failure takes the rollback path).
-    if (endWait !== undefined && sentBeforeCommit.length === 0) await readyInTime;
-    if (endWait !== undefined && sentBeforeCommit.length === 0 && connection && !lost) {
-      deferEnd(sql, reserved, connection, endWait);
-      deferred = true;
-      return result;
+    if (endWait !== undefined && sentBeforeCommit.length === 0) {
+      // Only once BEGIN and the opening have answered (the body read them; a failure takes the rollback path).
+      await readyInTime;
+      if (connection && !lost) {
+        deferEnd(sql, reserved, connection, endWait);
+        deferred = true;
+        return result;
+      }
     }
     // COMMIT goes out now, whether or not BEGIN and the statements ahead have answered (a body that
     // deferred all it sent, deferToCommit, waited for none of them): if BEGIN failed, the guard ends the
