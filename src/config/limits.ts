@@ -45,6 +45,11 @@ export const DEFAULT_SQS_WAIT_SECONDS = 20;
 export const DEFAULT_STOP_TIMEOUT_MS = 30_000;
 /** Part of the stop budget kept back to return unfinished messages and close pools after the drain. */
 export const STOP_BUDGET_RESERVE_MS = 5_000;
+/**
+ * Last part of the stop budget, kept for closing the pools: the workers' parts (relay, rescuer,
+ * listeners) that have not stopped by then are left to the closing of their connections.
+ */
+export const STOP_CLOSE_RESERVE_MS = 1_500;
 
 /** Ports. */
 export const DEFAULT_API_PORT = 3000;

@@ -5,6 +5,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import { checkPoolSize, workersConfig } from '../config/workers.ts';
+import { STOP_CLOSE_RESERVE_MS } from '../config/limits.ts';
 import { readSchemaVersion } from '../config/schema-version.ts';
 import { resolveDatabase } from '../db/connect.ts';
 import { createSql } from '../db/client.ts';
@@ -59,9 +60,11 @@ export async function run(args: string[]): Promise<number> {
   const sqsConfig = sqsSettings(config);
   const sqs = createSqsClient(sqsConfig);
 
-  const closeConnections = async () => {
+  // After a stop what is still waiting on the database was abandoned (the runtime's stop is bounded):
+  // the pool ends within the close reserve of the stop budget, not the 5 s a failed boot allows.
+  const closeConnections = async (endTimeoutSeconds = 5) => {
     sqs.destroy();
-    await sql.end({ timeout: 5 });
+    await sql.end({ timeout: endTimeoutSeconds });
     redis.disconnect();
     await database.stop();
     await tracing.shutdown();
@@ -86,6 +89,7 @@ export async function run(args: string[]): Promise<number> {
     receiveLingerMs: config.SVC_RECEIVE_LINGER_MS,
     ackLingerMs: config.SVC_ACK_LINGER_MS,
     drainMs: config.drainMs,
+    stopTimeoutMs: config.SVC_STOP_TIMEOUT_MS,
     leaseMarginMs: config.SVC_IDEMPOTENCY_LEASE_MARGIN_MS,
     retentionMs: config.SVC_IDEMPOTENCY_RETENTION_MS,
     cacheTtlMs: config.SVC_IDEMPOTENCY_CACHE_TTL_MS,
@@ -125,7 +129,7 @@ export async function run(args: string[]): Promise<number> {
     logger.info({ signal, drainMs: config.drainMs }, 'stopping: no new messages, draining work in flight');
     await runtime.stop();
   } finally {
-    await closeConnections();
+    await closeConnections(STOP_CLOSE_RESERVE_MS / 1000 / 3);
   }
   return 0;
 }

@@ -28,7 +28,8 @@ import { SlotLimit } from './consume/slot-limit.ts';
 import { listenForCancels } from './execute/cancel-notices.ts';
 import { listenForSerialTurns } from './execute/serial-turn.ts';
 import { StageWatch } from './consume/stage-watch.ts';
-import { DEFAULT_STAGE_TIMEOUT_MS } from '../../config/limits.ts';
+import { DEFAULT_STAGE_TIMEOUT_MS, STOP_BUDGET_RESERVE_MS, STOP_CLOSE_RESERVE_MS } from '../../config/limits.ts';
+import { settledOrPast } from '../../db/stage-deadline.ts';
 import { TenantSlots } from './consume/tenant-slots.ts';
 import { RateLimits } from './consume/rate-limit.ts';
 import { messagesPerUnit, type WorkUnit } from '../define/unit.ts';
@@ -61,6 +62,8 @@ export interface WorkerRuntimeOptions {
   ackLingerMs?: number;
   /** Drain window of a shutdown, ms (SVC_STOP_TIMEOUT_MS minus 5000). Default 25000. */
   drainMs?: number;
+  /** The whole stop budget, ms (SVC_STOP_TIMEOUT_MS). Default the drain window plus 5000. */
+  stopTimeoutMs?: number;
   /** Idempotency lease margin over the unit timeout, ms. Default 30000. */
   leaseMarginMs?: number;
   /** Retention of finished idempotency keys, ms. Default 7 days. */
@@ -373,7 +376,17 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
       reason = 'draining: the process is shutting down';
       const drainMs = o.drainMs ?? 25_000;
       const deadline = Date.now() + drainMs;
-      await scheduler?.stop();
+      // Every step after the drain ends by this instant, whatever the database or Redis do: a relay pass
+      // waiting on a database that stopped answering would otherwise hold the stop for its own deadline
+      // (a minute), past the budget, and the process would be killed instead of closing its pools.
+      const stopBy = Date.now() + (o.stopTimeoutMs ?? drainMs + STOP_BUDGET_RESERVE_MS) - STOP_CLOSE_RESERVE_MS;
+      const stopWithinBudget = async (part: string, stopping: Promise<unknown> | undefined) => {
+        if (!stopping) return;
+        let done = false;
+        await settledOrPast(stopping.finally(() => (done = true)), Math.max(0, stopBy - Date.now()));
+        if (!done) log.warn({ part }, 'did not stop within the stop budget: what it waits on ends with the connections');
+      };
+      await stopWithinBudget('scheduler', scheduler?.stop());
       stopping.abort();
       for (const c of consumers) c.stopFetching();
       log.info({ drainMs, inFlight: inFlight() }, 'draining');
@@ -382,16 +395,16 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
         log.warn({ inFlight: inFlight() }, 'drain window over: releasing unfinished work to the queue');
         release.abort();
         // The release itself is quick (one transaction and a visibility change per message).
-        const hardDeadline = Date.now() + 4_500;
+        const hardDeadline = Math.min(Date.now() + 4_500, stopBy);
         while (inFlight() > 0 && Date.now() < hardDeadline) await sleep(25);
       }
-      await consuming.catch(() => {});
-      await rescuer?.stop();
-      await relay?.stop();
-      await health?.close();
+      await stopWithinBudget('boot', consuming);
+      await stopWithinBudget('rescuer', rescuer?.stop());
+      await stopWithinBudget('relay', relay?.stop());
+      await stopWithinBudget('health server', health?.close());
       redisHealth?.stop();
-      await cancelNotices?.stop();
-      await serialTurns?.stop();
+      await stopWithinBudget('cancel listener', cancelNotices?.stop());
+      await stopWithinBudget('serial turn listener', serialTurns?.stop());
       log.info('workers stopped');
     },
   };
