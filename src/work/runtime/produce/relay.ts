@@ -44,6 +44,7 @@ import {
   DEFAULT_CAPPED_POLL_MS,
   dueRowsWaiting,
   fairPassColumns,
+  selectionPlanSettings,
   inFlightStamp,
   PLATFORM_MESSAGE_GROUP,
   RecentGroups,
@@ -150,10 +151,12 @@ type PendingRow = FairRow & { scope: RunScope };
 /**
  * The relay's actor context, and a commit that does not wait for its WAL flush: the marks of a pass are
  * made durable by the effect transaction of the runs it sent, which commits later and waits for the disk
- * (src/db/commit-without-flush.ts says what a database crash can then take back).
+ * (src/db/commit-without-flush.ts says what a database crash can then take back). With fairness on, the
+ * fair pass's hold on each outbox of the pass (its locks and the selections' planner settings); off, the
+ * selection's planner settings alone.
  */
 function relayContextSelect(tx: TxSql, fairPasses?: readonly RunScope[]) {
-  return tx`SELECT a.*, ${tx.unsafe(COMMIT_WITHOUT_FLUSH)} AS c ${fairPasses ? tx`, ${fairPassColumns(tx, fairPasses)}` : tx``}
+  return tx`SELECT a.*, ${tx.unsafe(COMMIT_WITHOUT_FLUSH)} AS c, ${fairPasses ? fairPassColumns(tx, fairPasses) : selectionPlanSettings(tx)}
               FROM (${actorContextSelect(tx, RELAY_ACTOR)}) a`;
 }
 
@@ -170,7 +173,7 @@ function dueRows(tx: TxSql, scope: RunScope, batchSize: number, groups: boolean,
   return tx`
     SELECT ${scope}::text AS scope, id::text AS id, run_id, ${tenantColumns}, queue, envelope, attempts
       FROM ${tx(OUTBOX_TABLE[scope])}
-     WHERE sent_at IS NULL AND available_at <= clock_timestamp() AND EXISTS (SELECT 1 FROM ctx)
+     WHERE sent_at IS NULL AND available_at <= clock_timestamp()
        ${windowMs === undefined ? tx`` : tx`AND (attempts, available_at, id) >= (0, now() - ${Math.ceil(windowMs)}::int * interval '1 millisecond', 0::bigint)`}
      ORDER BY attempts, available_at, id
      LIMIT ${batchSize}
@@ -178,31 +181,37 @@ function dueRows(tx: TxSql, scope: RunScope, batchSize: number, groups: boolean,
 }
 
 /**
- * The pass's first statement, which goes out with its BEGIN (src/db/pipelined-begin.ts): with fairness
- * off, the due rows of every outbox of the pass, locked FOR UPDATE SKIP LOCKED (harmless if BEGIN
- * failed: the locks end with the statement, and the pass then stops); with fairness on, the relay's
- * actor context and the fair pass's hold on each outbox of the pass (tenant-inflight.ts
- * fairPassColumns: its locks and the selections' planner settings, no round trip of their own). Either
- * applies the actor context (app.process = relay) for the sent_at updates and `sent` trail rows that follow.
+ * The pass's first statement, which goes out with its BEGIN (src/db/pipelined-begin.ts): the relay's
+ * actor context (app.process = relay) for the sent_at updates and `sent` trail rows that follow, and
+ * the planner settings of the selections behind it in the same write; with fairness on, also the fair
+ * pass's hold on each outbox of the pass (tenant-inflight.ts fairPassColumns: its locks, no round trip
+ * of their own). Harmless if BEGIN failed: its settings and locks end with the statement, and the pass
+ * then stops before it reads a selection.
  */
-function openPass(tx: TxSql, scopes: readonly RunScope[], batchSize: number, fairness: { cap: number; groups: boolean }, windowMs: number | undefined) {
-  if (fairness.cap > 0) return relayContextSelect(tx, scopes);
-  const [first, second] = scopes.map((scope) => dueRows(tx, scope, batchSize, fairness.groups, windowMs));
-  return tx`
-    WITH ctx AS MATERIALIZED (${relayContextSelect(tx)}),
-    a AS (${first!}) ${second ? tx`, b AS (${second})` : tx``}
+function openPass(tx: TxSql, scopes: readonly RunScope[], fairness: { cap: number }) {
+  return relayContextSelect(tx, fairness.cap > 0 ? scopes : undefined);
+}
+
+/**
+ * With fairness off, the due rows of every outbox of the pass, locked FOR UPDATE SKIP LOCKED, in one
+ * statement behind the opening (whose settings it is planned under: one generic plan per connection).
+ */
+function dueSelection(tx: TxSql, scopes: readonly RunScope[], batchSize: number, groups: boolean, windowMs: number | undefined) {
+  const [first, second] = scopes.map((scope) => dueRows(tx, scope, batchSize, groups, windowMs));
+  return tx`WITH a AS (${first!}) ${second ? tx`, b AS (${second})` : tx``}
     SELECT * FROM a ${second ? tx`UNION ALL SELECT * FROM b` : tx``}`;
 }
 
 /**
- * With fairness on, each outbox's selection (tenant-inflight.ts: per-tenant room, round robin between
- * tenants, dispatch order within one), sent in the write of BEGIN and the opening, right behind it: each
- * runs after the opening took (or failed to take) its outbox's fair pass, with a snapshot taken then,
- * and selects nothing without it. A pass is then BEGIN with its opening and selections, the sends, and
- * the marks with COMMIT: two round trips to PostgreSQL, as with fairness off.
+ * The pass's selections, sent in the write of BEGIN and the opening, right behind it. With fairness on,
+ * each outbox's (tenant-inflight.ts: per-tenant room, round robin between tenants, dispatch order within
+ * one): each runs after the opening took (or failed to take) its outbox's fair pass, with a snapshot
+ * taken then, and selects nothing without it. Off, one for every outbox of the pass (dueSelection). A
+ * pass is then BEGIN with its opening and selections, the sends, and the marks with COMMIT: two round
+ * trips to PostgreSQL.
  */
-function fairSelections(tx: TxSql, scopes: readonly RunScope[], batchSize: number, fairness: Fairness) {
-  if (!(fairness.cap > 0)) return [];
+function selections(tx: TxSql, scopes: readonly RunScope[], batchSize: number, fairness: Fairness, windowMs: number | undefined) {
+  if (!(fairness.cap > 0)) return [dueSelection(tx, scopes, batchSize, fairness.groups, windowMs)];
   const lone = { loneMax: fairness.loneMax, recent: fairness.recent?.active(), maxWaitMs: fairness.loneMaxWaitMs };
   return scopes.map((scope) => fairRowsQuery(tx, scope, fairness.cap, batchSize, actorContextSelect(tx, RELAY_ACTOR), lone));
 }
@@ -306,8 +315,8 @@ async function giveUpRefused(tx: TxSql, scope: RunScope, o: ScopeOutcome, maxAtt
 
 async function passAll(
   tx: TxSql,
-  opened: readonly PendingRow[],
-  selected: ReadonlyArray<readonly FairRow[]>,
+  opened: readonly object[],
+  selected: ReadonlyArray<readonly object[]>,
   sqs: SQSClient,
   queueUrlPrefix: string,
   scopes: readonly RunScope[],
@@ -321,13 +330,17 @@ async function passAll(
   // With fairness on (tenantInflightMax > 0) the outboxes' selections (fairSelections) went out with the
   // opening. The opening's row says which outboxes' fair passes this transaction holds (openPass); an
   // outbox another relay holds was not selected from (null) and is looked at again shortly.
-  const held = fairness.cap > 0 ? (opened[0] as unknown as FairPasses | undefined) : undefined;
+  const held = fairness.cap > 0 ? (opened[0] as FairPasses | undefined) : undefined;
   const fairRows =
-    fairness.cap > 0 ? scopes.map((scope, i) => (held?.[scope === 'tenant' ? 'fair_tenant' : 'fair_platform'] === true ? selected[i]! : null)) : undefined;
+    fairness.cap > 0
+      ? scopes.map((scope, i) => (held?.[scope === 'tenant' ? 'fair_tenant' : 'fair_platform'] === true ? (selected[i] as FairRow[]) : null))
+      : undefined;
+  // With fairness off, one selection for every outbox of the pass.
+  const due = fairness.cap > 0 ? [] : (selected[0] as PendingRow[]);
   const outcomes = new Map<RunScope, ScopeOutcome>();
   scopes.forEach((scope, i) => {
     const fair = fairRows ? (fairRows[i]?.map((row) => ({ ...row, scope })) ?? null) : undefined;
-    const rows = fair === undefined ? opened.filter((row) => row.scope === scope) : (fair ?? []);
+    const rows = fair === undefined ? due.filter((row) => row.scope === scope) : (fair ?? []);
     outcomes.set(scope, { rows, ...(fair === undefined ? {} : { fair }), sentIds: [], sentRunIds: [], sentTrail: [], failedIds: [], refused: [] });
   });
 
@@ -504,9 +517,9 @@ export async function relayPass(
   const maxAttempts = options.maxAttempts ?? DEFAULT_OUTBOX_MAX_ATTEMPTS;
   const { total, capped, failedRuns } = await beginPipelinedAll(
     sql,
-    (tx) => [openPass(tx, distinct, batchSize, fairness, options.windowMs), ...fairSelections(tx, distinct, batchSize, fairness)],
+    (tx) => [openPass(tx, distinct, fairness), ...selections(tx, distinct, batchSize, fairness, options.windowMs)],
     (tx, [opened, ...selected], beforeCommit) =>
-      passAll(tx, opened as readonly object[] as PendingRow[], selected as readonly object[][] as FairRow[][], sqs, queueUrlPrefix, distinct, batchSize, instance, log, fairness, beforeCommit, maxAttempts),
+      passAll(tx, opened as readonly object[], selected as readonly object[][], sqs, queueUrlPrefix, distinct, batchSize, instance, log, fairness, beforeCommit, maxAttempts),
   );
   for (const c of capped) {
     // Answered before the COMMIT was.
