@@ -105,8 +105,8 @@ export const DEFERRED_END_MS = 10;
 /** Bound of a deferred COMMIT sent alone: past it the session is ended, which lets go of its locks as surely. */
 const DEFERRED_END_ALONE_MS = 10_000;
 
-/** Transactions whose end may ride with the next BEGIN on their pool (endWithNextBegin), and how long it may wait. */
-const endingWithNextBegin = new WeakMap<object, number>();
+/** Transactions whose end may ride with the next BEGIN on their pool (endWithNextBegin): how long it may wait, and the bound of a COMMIT then sent alone. */
+const endingWithNextBegin = new WeakMap<object, { waitMs: number; aloneMs: number }>();
 
 /**
  * The transaction `tx` holds nothing that must commit (a delivery whose finish committed with others'
@@ -117,8 +117,8 @@ const endingWithNextBegin = new WeakMap<object, number>();
  * alone. The locks are held that much longer, never less. A session that dies meanwhile is forgotten
  * (postgres.js reconnects it for its next user), and the server has rolled it back.
  */
-export function endWithNextBegin(tx: TxSql, waitMs = DEFERRED_END_MS): void {
-  endingWithNextBegin.set(tx, waitMs);
+export function endWithNextBegin(tx: TxSql, waitMs = DEFERRED_END_MS, aloneMs = DEFERRED_END_ALONE_MS): void {
+  endingWithNextBegin.set(tx, { waitMs, aloneMs });
 }
 
 /** How many connections of `sql` owe a COMMIT to its next BEGIN now. */
@@ -131,6 +131,8 @@ interface Deferred {
   reserved: postgres.ReservedSql;
   connection: PoolConnection;
   timer: NodeJS.Timeout | undefined;
+  /** Bound of its COMMIT sent alone, ms. */
+  aloneMs: number;
 }
 
 /** Per pool, the connections whose COMMIT waits for the next BEGIN, newest last. */
@@ -160,7 +162,7 @@ async function endAlone(d: Deferred): Promise<void> {
     lost = true;
   };
   try {
-    await boundStage('deferred commit', d.reserved`COMMIT`.execute(), undefined, passBounds(DEFERRED_END_ALONE_MS, () => {}));
+    await boundStage('deferred commit', d.reserved`COMMIT`.execute(), undefined, passBounds(d.aloneMs, () => {}));
   } catch {
     // Lost, late, or a session that refused COMMIT: in a state nobody should inherit, so it is ended.
     if (!lost) d.connection.terminate?.();
@@ -171,8 +173,8 @@ async function endAlone(d: Deferred): Promise<void> {
   }
 }
 
-function deferEnd(sql: Sql, reserved: postgres.ReservedSql, connection: PoolConnection, waitMs: number): void {
-  const d: Deferred = { reserved, connection, timer: undefined };
+function deferEnd(sql: Sql, reserved: postgres.ReservedSql, connection: PoolConnection, waitMs: number, aloneMs: number): void {
+  const d: Deferred = { reserved, connection, timer: undefined, aloneMs };
   let list = deferredEnds.get(sql);
   if (!list) deferredEnds.set(sql, (list = []));
   list.push(d);
@@ -298,7 +300,7 @@ async function transact<T>(
       // Only once BEGIN and the opening have answered (the body read them; a failure takes the rollback path).
       await readyInTime;
       if (connection && !lost) {
-        deferEnd(sql, reserved, connection, endWait);
+        deferEnd(sql, reserved, connection, endWait.waitMs, endWait.aloneMs);
         deferred = true;
         return result;
       }

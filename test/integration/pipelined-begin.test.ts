@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSql, type Sql } from '../../src/db/client.ts';
 import { beginPipelined, deferredEndsOf, endWithNextBegin, IN_TRANSACTION_SETTING } from '../../src/db/pipelined-begin.ts';
+import { passBounds, StageTimedOut, withStageBounds } from '../../src/db/stage-deadline.ts';
 import { waitFor } from '../support/wait-for.ts';
 import { freshDatabase, type TestDatabase } from '../support/services.ts';
 import { recordingProxy as proxyTo } from '../support/recording-proxy.ts';
@@ -246,14 +247,14 @@ describe('endWithNextBegin: a transaction that owes only its COMMIT', () => {
   const LOCK = 7_301_245;
   const lockHeld = async () =>
     (await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND objid = ${LOCK} AND granted`)[0]!.n === 1;
-  /** A transaction that takes LOCK and owes its COMMIT for `waitMs`; its backend's pid. */
-  const owing = (sql: Sql, waitMs: number) =>
+  /** A transaction that takes LOCK and owes its COMMIT for `waitMs` (sent alone, bounded by `aloneMs`); its backend's pid. */
+  const owing = (sql: Sql, waitMs: number, aloneMs?: number) =>
     beginPipelined(
       sql,
       (tx) => tx<{ pid: number; locked: boolean }[]>`SELECT pg_backend_pid() AS pid, pg_try_advisory_xact_lock(${LOCK}) AS locked`,
       async (tx, [opened]) => {
         expect(opened!.locked).toBe(true);
-        endWithNextBegin(tx, waitMs);
+        endWithNextBegin(tx, waitMs, aloneMs);
         return opened!.pid;
       },
     );
@@ -305,6 +306,48 @@ describe('endWithNextBegin: a transaction that owes only its COMMIT', () => {
       expect(await lockHeld()).toBe(false);
       const next = await beginPipelined(sql, (tx) => tx<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`, async (_tx, [o]) => o!.pid);
       expect(next).not.toBe(pid);
+    });
+  });
+  /** `pid` frozen (SIGSTOP) while `during` runs, resumed whatever happens (after 20 s at the latest: a hang must not leave a backend of the shared cluster frozen). */
+  const frozen = async <T>(pid: number, during: () => Promise<T>): Promise<T> => {
+    process.kill(pid, 'SIGSTOP');
+    const resume = () => process.kill(pid, 'SIGCONT');
+    const latest = setTimeout(resume, 20_000);
+    try {
+      return await during();
+    } finally {
+      clearTimeout(latest);
+      resume();
+    }
+  };
+
+  it('a delivery that takes a connection owing its COMMIT whose backend is frozen fails at its stage deadline; the pool serves the next transaction on a new backend, and the locks go when the backend wakes', async () => {
+    await withOneConnection(async (sql) => {
+      const pid = await owing(sql, 60_000);
+      const next = await frozen(pid, async () => {
+        // The next BEGIN on the pool takes the owing connection, and its `COMMIT; BEGIN` meets a backend that does not answer.
+        const bounds = passBounds(300, () => {});
+        const taken = withStageBounds(bounds, () => beginPipelined(sql, (tx) => tx`SELECT 1 AS one`, async () => 'never'));
+        await expect(taken).rejects.toBeInstanceOf(StageTimedOut);
+        expect(deferredEndsOf(sql)).toBe(0);
+        // The pool's only connection was ended, not handed on: the next transaction runs, on another backend, while that one is still frozen.
+        return beginPipelined(sql, (tx) => tx<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`, async (_tx, [o]) => o!.pid);
+      });
+      expect(next).not.toBe(pid);
+      await waitFor(async () => !(await lockHeld()), 10_000, { what: 'the woken backend to see its session ended and let go of the lock' });
+    });
+  });
+
+  it('a COMMIT sent alone to a frozen backend is bounded: past the bound the session is ended and the pool serves the next user on a new backend', async () => {
+    await withOneConnection(async (sql) => {
+      const pid = await owing(sql, 200, 500);
+      const next = await frozen(pid, async () => {
+        // The owed COMMIT goes out alone after 200 ms and gets no answer; 500 ms later the session is ended.
+        await waitFor(() => deferredEndsOf(sql) === 0, 10_000, { what: 'the owed COMMIT to go out alone' });
+        return sql<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`.then((rows) => rows[0]!.pid);
+      });
+      expect(next).not.toBe(pid);
+      await waitFor(async () => !(await lockHeld()), 10_000, { what: 'the woken backend to let go of the lock' });
     });
   });
 });
