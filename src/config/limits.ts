@@ -49,7 +49,7 @@ export const STOP_BUDGET_RESERVE_MS = 5_000;
  * Last part of the stop budget, kept for closing the pools: the workers' parts (relay, rescuer,
  * listeners) that have not stopped by then are left to the closing of their connections.
  */
-export const STOP_CLOSE_RESERVE_MS = 1_500;
+export const STOP_CLOSE_RESERVE_MS = 2_000;
 
 /** Ports. */
 export const DEFAULT_API_PORT = 3000;

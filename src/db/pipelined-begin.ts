@@ -228,8 +228,10 @@ async function transact<T>(
   let connection: PoolConnection | undefined;
   let lost = false;
   // A wait on the connection outlived the deadline: its session is ended, so whatever it still holds
-  // (a BEGIN answered late, a transaction open behind a stalled socket) is rolled back by the server
-  // and can never commit later; the pool reconnects it for its next user. Nothing more is awaited on it.
+  // (a BEGIN answered late, a transaction open behind a stalled socket) is rolled back by the server,
+  // unless the COMMIT itself had reached it (a wait on COMMIT): then it may still commit, and the next
+  // delivery's ledger replays it, never redoes it. The pool reconnects it for its next user. Nothing
+  // more is awaited on it.
   let abandoned = false;
   // Its COMMIT is owed to the next BEGIN on the pool (endWithNextBegin): the connection is not released here.
   let deferred = false;

@@ -129,7 +129,7 @@ export async function run(args: string[]): Promise<number> {
     logger.info({ signal, drainMs: config.drainMs }, 'stopping: no new messages, draining work in flight');
     await runtime.stop();
   } finally {
-    await closeConnections(STOP_CLOSE_RESERVE_MS / 1000 / 3);
+    await closeConnections(STOP_CLOSE_RESERVE_MS / 1000 / 4);
   }
   return 0;
 }

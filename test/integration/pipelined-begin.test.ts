@@ -2,6 +2,8 @@
 // the transaction's opening statement, and the transaction keeps every property of postgres.js's
 // sql.begin that the delivery path relies on: one transaction, COMMIT, ROLLBACK on a throw,
 // savepoints, a connection back in the pool, and a connection that died never handed out again.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSql, type Sql } from '../../src/db/client.ts';
 import { beginPipelined, deferredEndsOf, endWithNextBegin, IN_TRANSACTION_SETTING } from '../../src/db/pipelined-begin.ts';
@@ -308,30 +310,36 @@ describe('endWithNextBegin: a transaction that owes only its COMMIT', () => {
       expect(next).not.toBe(pid);
     });
   });
-  /** `pid` frozen (SIGSTOP) while `during` runs, resumed whatever happens (after 20 s at the latest: a hang must not leave a backend of the shared cluster frozen). */
-  const frozen = async <T>(pid: number, during: () => Promise<T>): Promise<T> => {
+  /** Whether the process `pid` is stopped by a signal now (its state in /proc). */
+  const stoppedNow = (pid: number) => / T /.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^\d+ \(.*\)/, ''));
+  /**
+   * `pid` frozen (SIGSTOP) while `during` runs, then resumed; `during` is told whether it is still frozen.
+   * A hang must not leave a backend of the shared cluster frozen: a detached shell resumes it after 30 s
+   * even if this test process dies.
+   */
+  const frozen = async <T>(pid: number, during: (stillFrozen: () => boolean) => Promise<T>): Promise<T> => {
+    spawn('sh', ['-c', `sleep 30; kill -CONT ${pid} 2>/dev/null`], { detached: true, stdio: 'ignore' }).unref();
     process.kill(pid, 'SIGSTOP');
-    const resume = () => process.kill(pid, 'SIGCONT');
-    const latest = setTimeout(resume, 20_000);
     try {
-      return await during();
+      return await during(() => stoppedNow(pid));
     } finally {
-      clearTimeout(latest);
-      resume();
+      process.kill(pid, 'SIGCONT');
     }
   };
 
   it('a delivery that takes a connection owing its COMMIT whose backend is frozen fails at its stage deadline; the pool serves the next transaction on a new backend, and the locks go when the backend wakes', async () => {
     await withOneConnection(async (sql) => {
       const pid = await owing(sql, 60_000);
-      const next = await frozen(pid, async () => {
+      const next = await frozen(pid, async (stillFrozen) => {
         // The next BEGIN on the pool takes the owing connection, and its `COMMIT; BEGIN` meets a backend that does not answer.
         const bounds = passBounds(300, () => {});
         const taken = withStageBounds(bounds, () => beginPipelined(sql, (tx) => tx`SELECT 1 AS one`, async () => 'never'));
         await expect(taken).rejects.toBeInstanceOf(StageTimedOut);
         expect(deferredEndsOf(sql)).toBe(0);
         // The pool's only connection was ended, not handed on: the next transaction runs, on another backend, while that one is still frozen.
-        return beginPipelined(sql, (tx) => tx<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`, async (_tx, [o]) => o!.pid);
+        const nextPid = await beginPipelined(sql, (tx) => tx<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`, async (_tx, [o]) => o!.pid);
+        expect(stillFrozen()).toBe(true);
+        return nextPid;
       });
       expect(next).not.toBe(pid);
       await waitFor(async () => !(await lockHeld()), 10_000, { what: 'the woken backend to see its session ended and let go of the lock' });
@@ -341,10 +349,12 @@ describe('endWithNextBegin: a transaction that owes only its COMMIT', () => {
   it('a COMMIT sent alone to a frozen backend is bounded: past the bound the session is ended and the pool serves the next user on a new backend', async () => {
     await withOneConnection(async (sql) => {
       const pid = await owing(sql, 200, 500);
-      const next = await frozen(pid, async () => {
+      const next = await frozen(pid, async (stillFrozen) => {
         // The owed COMMIT goes out alone after 200 ms and gets no answer; 500 ms later the session is ended.
         await waitFor(() => deferredEndsOf(sql) === 0, 10_000, { what: 'the owed COMMIT to go out alone' });
-        return sql<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`.then((rows) => rows[0]!.pid);
+        const nextPid = (await sql<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`)[0]!.pid;
+        expect(stillFrozen()).toBe(true);
+        return nextPid;
       });
       expect(next).not.toBe(pid);
       await waitFor(async () => !(await lockHeld()), 10_000, { what: 'the woken backend to let go of the lock' });

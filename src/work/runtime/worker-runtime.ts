@@ -318,6 +318,9 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
             return null;
           })
         : null;
+      // A stop that came while the clock was read (a database that stopped answering) must not find
+      // the rescuer and the relay started after it looked for them: they would outlive the stop.
+      if (stopped) return;
       rescuer = startRescuer({
         sql: o.sql,
         sqs: o.sqs,
@@ -380,13 +383,14 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
       // waiting on a database that stopped answering would otherwise hold the stop for its own deadline
       // (a minute), past the budget, and the process would be killed instead of closing its pools.
       const stopBy = Date.now() + (o.stopTimeoutMs ?? drainMs + STOP_BUDGET_RESERVE_MS) - STOP_CLOSE_RESERVE_MS;
-      const stopWithinBudget = async (part: string, stopping: Promise<unknown> | undefined) => {
+      const stopWithinBudget = async (part: string, stopping: Promise<unknown> | undefined, by = stopBy) => {
         if (!stopping) return;
         let done = false;
-        await settledOrPast(stopping.finally(() => (done = true)), Math.max(0, stopBy - Date.now()));
+        await settledOrPast(stopping.finally(() => (done = true)), Math.max(0, by - Date.now()));
         if (!done) log.warn({ part }, 'did not stop within the stop budget: what it waits on ends with the connections');
       };
-      await stopWithinBudget('scheduler', scheduler?.stop());
+      // Within the drain window: the receives stop only after it, and the drain must keep its time.
+      await stopWithinBudget('scheduler', scheduler?.stop(), deadline);
       stopping.abort();
       for (const c of consumers) c.stopFetching();
       log.info({ drainMs, inFlight: inFlight() }, 'draining');

@@ -153,7 +153,7 @@ type PendingRow = FairRow & { scope: RunScope };
  * made durable by the effect transaction of the runs it sent, which commits later and waits for the disk
  * (src/db/commit-without-flush.ts says what a database crash can then take back). With fairness on, the
  * fair pass's hold on each outbox of the pass (its locks and the selections' planner settings); off, the
- * selection's planner settings alone.
+ * selection's planner settings. Either way those settings hold for the rest of the pass's transaction.
  */
 function relayContextSelect(tx: TxSql, fairPasses?: readonly RunScope[]) {
   return tx`SELECT a.*, ${tx.unsafe(COMMIT_WITHOUT_FLUSH)} AS c, ${fairPasses ? fairPassColumns(tx, fairPasses) : selectionPlanSettings(tx)}
