@@ -184,4 +184,39 @@ describe('svc workers', () => {
       await proxy.close();
     }
   }, 120_000);
+  it('R-WRK-09 a SIGTERM while the boot waits on a database that stopped answering (the clock read of a queue that started empty) ends the workers within SVC_STOP_TIMEOUT_MS: nothing the boot starts afterwards outlives the stop', async () => {
+    // The database stops answering just as the boot reads its clock, before the relay and the rescuer start.
+    const proxy = await stallingProxy(h.db.url, { stallOn: 'clock_timestamp()::text AS at' });
+    const stopBudgetMs = 7_000;
+    const child = spawn(process.execPath, [CLI, 'workers'], {
+      env: await baseEnv({
+        DATABASE_URL: proxy.url,
+        QUEUES: 'critical,maintenance',
+        DATABASE_POOL_SIZE: '12',
+        SVC_HEALTH_PORT: String(await freePort()),
+        SVC_RELAY: 'true',
+        SVC_RESCUE_QUEUE_STARTED_EMPTY: 'true',
+        SVC_STOP_TIMEOUT_MS: String(stopBudgetMs),
+      }),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+    child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+    try {
+      await waitFor(() => proxy.stalled, 60_000, { what: 'the boot reading the database clock' });
+      const stopAt = Date.now();
+      child.kill('SIGTERM');
+      const result = await Promise.race([exited, new Promise<'still running'>((r) => setTimeout(() => r('still running'), stopBudgetMs + 20_000))]);
+      const tookMs = Date.now() - stopAt;
+      expect(result, output).toEqual({ code: 0, signal: null });
+      expect(tookMs, `stopped in ${tookMs} ms\n${output}`).toBeLessThanOrEqual(stopBudgetMs);
+      expect(output).toMatch(/"part":"boot".*did not stop within the stop budget/);
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      proxy.resume();
+      await proxy.close();
+    }
+  }, 120_000);
 });

@@ -9,12 +9,15 @@ export interface StallingProxy {
   url: string;
   stall(): void;
   resume(): void;
+  /** Whether it holds back what either side writes now. */
+  readonly stalled: boolean;
   /** Connections the proxy holds now. */
   readonly connections: number;
   close(): Promise<void>;
 }
 
-export async function stallingProxy(databaseUrl: string): Promise<StallingProxy> {
+/** `stallOn`: stall by itself as soon as a client writes this text (a statement of its, say), holding that write back too. */
+export async function stallingProxy(databaseUrl: string, options: { stallOn?: string } = {}): Promise<StallingProxy> {
   const target = new URL(databaseUrl);
   let stalled = false;
   const held: Array<() => void> = [];
@@ -24,7 +27,10 @@ export async function stallingProxy(databaseUrl: string): Promise<StallingProxy>
     const upstream = net.connect(Number(target.port), target.hostname);
     const pair = { client, upstream };
     pairs.add(pair);
-    client.on('data', (data: Buffer) => pass(() => upstream.write(data)));
+    client.on('data', (data: Buffer) => {
+      if (options.stallOn !== undefined && data.includes(options.stallOn)) stalled = true;
+      pass(() => upstream.write(data));
+    });
     upstream.on('data', (data: Buffer) => pass(() => client.write(data)));
     const end = () => {
       pairs.delete(pair);
@@ -47,6 +53,9 @@ export async function stallingProxy(databaseUrl: string): Promise<StallingProxy>
     resume() {
       stalled = false;
       for (const write of held.splice(0)) write();
+    },
+    get stalled() {
+      return stalled;
     },
     get connections() {
       return pairs.size;
