@@ -7,7 +7,7 @@ import { startDeliveries, startDelivery, transitionRun } from '../../src/work/ru
 import { inUnitOfWork } from '../../src/db/unit-of-work.ts';
 import { createTenant } from './work-tables-support.ts';
 import { events, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
-import { createSql } from '../../src/db/client.ts';
+import { createSql, type Sql } from '../../src/db/client.ts';
 
 let h: WorkHarness;
 
@@ -95,6 +95,49 @@ describe('worker registration statements', () => {
       expect(plans).toEqual({ generic: 3, custom: 5 });
     } finally {
       await session.end({ timeout: 5 });
+    }
+  });
+  it('a registration\'s ledger check probes the key\'s index however the ledger grew since its plan was made: it never reads the whole ledger', async () => {
+    // Found with auto_explain in a burn-down: on the generic plan made while the ledger was small, the
+    // check hashed the whole ledger once per statement (2-4 ms, growing with every run's key).
+    const tenantId = await createTenant(h.sql);
+    const actor = { kind: 'system' as const, tenantId, label: 'test' };
+    const settings = { tenantId, userId: '', process: 'worker:fixture.tenant_effect' };
+    const ledgerRows = (n: number) => h.sql`INSERT INTO idempotency_keys (tenant_id, idempotency_key, request_fingerprint, status, expires_at)
+      SELECT ${tenantId}, sha256(gen_random_uuid()::text::bytea), sha256(gen_random_uuid()::text::bytea), 'completed', now() + interval '1 day' FROM generate_series(1, ${n})`;
+    // A tenant's runs queued under a burst and a ledger of 700 keys, both analysed; no autovacuum
+    // analyse after that, so the plan made now stays, as between two of its passes.
+    await h.sql`ALTER TABLE idempotency_keys SET (autovacuum_enabled = false)`;
+    await h.sql`INSERT INTO task_runs (run_id, tenant_id, name, queue, trigger, actor_kind, actor_label, correlation_id, causation_id)
+                SELECT gen_random_uuid(), ${tenantId}, 'fixture.tenant_effect', 'default', 'dispatch', 'system', 'test', gen_random_uuid(), gen_random_uuid()
+                  FROM generate_series(1, 3000)`;
+    await ledgerRows(700);
+    await h.sql`ANALYZE task_runs`;
+    await h.sql`ANALYZE idempotency_keys`;
+    const session = createSql(h.db.url, { max: 1 });
+    const key = () => Buffer.from(randomUUID().replaceAll('-', '').repeat(2), 'hex');
+    const register = async (label: string, n: number) => {
+      const runs: Array<{ runId: string }> = [];
+      for (let i = 0; i < n; i++) runs.push(await h.dispatch('fixture.tenant_effect', { key: `reg-ledger-${label}-${i}` }, actor));
+      return (on: Sql) => startDeliveries(on, 'tenant', settings, tenantId, 'reg-worker', runs.map((r) => ({ runId: r.runId, receiveCount: 1, key: key() })));
+    };
+    try {
+      // Past the sixth call: the statement runs on its generic plan, made on the small ledger.
+      for (let call = 0; call < 8; call++) expect((await (await register(`warm-${call}`, 3))(session)).size).toBe(3);
+      await ledgerRows(30_000);
+      const next = await register('measured', 5);
+      // The registration, and what this transaction's sequential scans of the ledger read.
+      const read = await session.begin(async (tx) => {
+        const started = await next(tx as unknown as Sql);
+        const [counts] = await tx<{ tuples: number }[]>`SELECT pg_stat_get_xact_tuples_returned('idempotency_keys'::regclass)::int AS tuples`;
+        return { started, tuples: counts!.tuples };
+      });
+      expect([...read.started.values()].map((s) => s.keyed)).toEqual([false, false, false, false, false]);
+      // Five probes of the key's unique index read nothing by a sequential scan; a hashed check reads the whole ledger.
+      expect(read.tuples).toBeLessThan(100);
+    } finally {
+      await session.end({ timeout: 5 });
+      await h.sql`ALTER TABLE idempotency_keys RESET (autovacuum_enabled)`;
     }
   });
 });
