@@ -327,9 +327,9 @@ async function passAll(
   beforeCommit: <S>(statement: Promise<S>) => Promise<S>,
   maxAttempts: number,
 ): Promise<{ total: RelayPassResult; capped: Array<{ scope: RunScope; capped: boolean | Promise<boolean>; lone: boolean }>; failedRuns: RunRow[] }> {
-  // With fairness on (tenantInflightMax > 0) the outboxes' selections (fairSelections) went out with the
-  // opening. The opening's row says which outboxes' fair passes this transaction holds (openPass); an
-  // outbox another relay holds was not selected from (null) and is looked at again shortly.
+  // The selections went out with the opening (selections). With fairness on (tenantInflightMax > 0), one
+  // per outbox, and the opening's row says which outboxes' fair passes this transaction holds (openPass);
+  // an outbox another relay holds was not selected from (null) and is looked at again shortly.
   const held = fairness.cap > 0 ? (opened[0] as FairPasses | undefined) : undefined;
   const fairRows =
     fairness.cap > 0
