@@ -1,6 +1,6 @@
 // When a coalescer's shared statement goes out (shared-statements.ts): at the end of the turn on a quiet
-// worker; after the linger once the last statement carried several deliveries; at once when a full
-// statement's worth is waiting. The statement is a stub here (pure logic).
+// worker; once the last statement carried several deliveries, when as many wait again or after the
+// linger, whichever comes first. The statement is a stub here (pure logic).
 import { describe, expect, it } from 'vitest';
 import { SharedStatements } from '../../src/work/runtime/execute/shared-statements.ts';
 import { waitFor } from '../support/wait-for.ts';
@@ -32,32 +32,57 @@ describe('shared statements: when the next one goes', () => {
     expect(calls.map((c) => c.items)).toEqual([['a'], ['b']]);
   });
 
-  it('once a statement carried several deliveries, the next waits the linger and takes every delivery that came meanwhile', async () => {
+  it('once a statement carried several deliveries, the next waits the linger while fewer wait, and takes every delivery that came meanwhile', async () => {
     const { calls, add } = manual(40, 300);
-    add('a', 'b');
+    add('a', 'b', 'c');
     await turns(1);
-    expect(calls.map((c) => c.items)).toEqual([['a', 'b']]);
+    expect(calls.map((c) => c.items)).toEqual([['a', 'b', 'c']]);
     calls[0]!.answer();
     await turns(1);
-    add('c');
-    await turns(3);
-    expect(calls).toHaveLength(1); // lingering
     add('d');
+    await turns(3);
+    expect(calls).toHaveLength(1); // lingering: one waits, the last statement carried three
+    add('e');
     await waitFor(() => calls.length === 2, 5_000, { what: 'the statement after the linger' });
-    expect(calls[1]!.items).toEqual(['c', 'd']);
+    expect(calls[1]!.items).toEqual(['d', 'e']);
   });
 
-  it('a linger ends at once when a full statement’s worth is waiting', async () => {
-    const { calls, add } = manual(3, 60_000);
-    add('a', 'b');
+  it('the linger ends at once when as many deliveries wait as the last statement carried', async () => {
+    const { calls, add } = manual(40, 60_000);
+    add('a', 'b', 'c');
     await turns(1);
     calls[0]!.answer();
     await turns(1);
-    add('c', 'd');
+    add('d', 'e');
     await turns(3);
     expect(calls).toHaveLength(1);
-    add('e');
+    add('f');
     await turns(2);
+    expect(calls.map((c) => c.items)).toEqual([['a', 'b', 'c'], ['d', 'e', 'f']]);
+  });
+
+  it('deliveries that came while the statement was out go as soon as it is back when they are as many as it carried: no linger', async () => {
+    const { calls, add } = manual(40, 60_000);
+    add('a', 'b');
+    await turns(1);
+    add('c', 'd', 'e'); // while the first statement is out
+    await turns(2);
+    expect(calls).toHaveLength(1);
+    calls[0]!.answer();
+    await turns(3);
     expect(calls.map((c) => c.items)).toEqual([['a', 'b'], ['c', 'd', 'e']]);
+  });
+
+  it('a full statement’s worth ends the linger: no statement carries more than the maximum', async () => {
+    const { calls, add } = manual(3, 60_000);
+    add('a', 'b', 'c', 'd');
+    await turns(1);
+    expect(calls.map((c) => c.items)).toEqual([['a', 'b', 'c']]);
+    calls[0]!.answer();
+    await turns(3);
+    expect(calls).toHaveLength(1); // 'd' alone lingers: the last statement carried three
+    add('e', 'f', 'g');
+    await turns(2);
+    expect(calls.map((c) => c.items)).toEqual([['a', 'b', 'c'], ['d', 'e', 'f']]);
   });
 });

@@ -3,8 +3,11 @@
 // is out, once that one has come back, with everything that came meanwhile (up to `max`). So a quiet
 // worker sends each delivery's statement at once, and a busy one sends fewer, larger statements. Busy
 // means the coalescer's last statement carried more than one delivery: then the next one waits up to
-// `lingerMs` for more (going at once when `max` are waiting), since on a busy worker a statement and its
-// commit cost PostgreSQL more than the wait costs the runs (bench/results/deferred-commit-and-linger-2026-11-29.md). A
+// `lingerMs` for more, since on a busy worker a statement and its commit cost PostgreSQL more than the
+// wait costs the runs (bench/results/deferred-commit-and-linger-2026-11-29.md). It waits only while
+// fewer deliveries wait than the last statement carried: once as many have come (most often they came
+// while that statement was out), the next goes at once, as large as the last, and the wait would only
+// have lengthened every run's chain (bench/results/linger-until-last-size-2026-11-29.md). A
 // statement the driver never answers holds the group's next one no longer than a stage's deadline: it
 // holds its own deliveries only, which their own deadlines release.
 import { settledOrPast, stageBounds } from '../../../db/stage-deadline.ts';
@@ -45,7 +48,7 @@ export class SharedStatements<G, T> {
 
   private readonly lingerMs: number;
 
-  /** Deliveries the last statement carried: more than one, and the next statement lingers. */
+  /** Deliveries the last statement carried: more than one, and the next statement lingers until as many wait. */
   private lastSize = 0;
 
   constructor(max: number, send: (context: G, items: T[]) => Promise<void>, lingerMs = 0) {
@@ -64,8 +67,8 @@ export class SharedStatements<G, T> {
     let g = this.groups.get(key);
     if (!g) this.groups.set(key, (g = { context: context(), items: [], busy: false, scheduled: false, lingering: undefined }));
     g.items.push(item);
-    if (g.lingering !== undefined && g.items.length >= this.max) {
-      // A full statement's worth is waiting: the linger is over.
+    if (g.lingering !== undefined && g.items.length >= this.lastSize) {
+      // As many are waiting as the last statement carried (never more than `max`): the linger is over.
       clearTimeout(g.lingering);
       g.lingering = undefined;
       g.scheduled = false;
@@ -74,8 +77,9 @@ export class SharedStatements<G, T> {
   }
 
   /**
-   * The group's next statement goes at the end of this turn, or after the linger when the last statement
-   * carried several deliveries, unless one is out (it is scheduled again when that one is back).
+   * The group's next statement goes at the end of this turn, or, when the last statement carried several
+   * deliveries and fewer than that wait, after the linger (or once that many wait), unless one is out
+   * (it is scheduled again when that one is back).
    */
   private schedule(key: string, g: Group<G, T>): void {
     if (g.busy || g.scheduled || g.items.length === 0) return;
@@ -85,7 +89,7 @@ export class SharedStatements<G, T> {
       g.lingering = undefined;
       void this.next(key, g);
     };
-    if (this.lingerMs > 0 && this.lastSize > 1 && g.items.length < this.max) g.lingering = setTimeout(go, this.lingerMs);
+    if (this.lingerMs > 0 && this.lastSize > 1 && g.items.length < this.lastSize) g.lingering = setTimeout(go, this.lingerMs);
     else setImmediate(go);
   }
 
