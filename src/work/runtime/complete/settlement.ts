@@ -36,9 +36,10 @@ import { rateLimitDelaySeconds } from '../execute/rate-window.ts';
 import { finalDeliveryNote } from './final-delivery.ts';
 
 /**
- * After the effect committed: the relay is woken once if the handler wrote follow-ups, the result is
- * in Redis with the status cache evicted (`recorded`: recordResults of this delivery, or of its whole
- * group commit), and the message is deleted.
+ * After the effect committed: its place in the consumer is given back at once (nothing left of the
+ * delivery runs unit code, and its effect connection is the pool's again or about to be), the relay is woken once if the handler wrote
+ * follow-ups, the result is in Redis with the status cache evicted (`recorded`: recordResults of this
+ * delivery, or of its whole group commit), and the message is deleted.
  */
 export async function settleSuccess(
   c: DeliveryContext,
@@ -46,6 +47,7 @@ export async function settleSuccess(
   done: { outcome: UnitOutcome; replayed: boolean; followUpsSince: number | null },
   recorded: Promise<void>,
 ): Promise<DeliveryResult> {
+  c.port.handlerReturned?.();
   if (!done.replayed && done.followUpsSince !== null) await signalOutbox(c.deps.redis, { since: done.followUpsSince }); // after commit, once per attempt
   await recorded;
   await c.port.ack();

@@ -41,7 +41,8 @@
 //   more), so the linger never holds a slot; the delivery still counts as in flight (a drain waits for
 //   it) until its own entry is deleted, and its ack rejects when that entry failed. A crash inside the
 //   linger only brings the message back after its visibility timeout, where the ledger replays it.
-// - a group commit gives its members' slots back earlier, once their handlers have returned
+// - a success gives its slot back once its effect has committed, before its result is copied to Redis;
+//   a group commit gives its members' slots back earlier, once their handlers have returned
 //   (`handlerReturned`, docs/group-commit.md); they stay in flight until deleted, as above.
 // - a failed receive (the queue server down, refusing or throttling) makes the queue's next receives
 //   wait a backoff growing with the failures in a row (receiveRetryMs): sqs-consumer polls again at

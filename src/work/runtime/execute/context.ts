@@ -67,8 +67,9 @@ export interface DeliveryPort {
   waitTurn(seconds: number, turn?: { id: string; ahead: number }): Promise<void>;
   /**
    * The delivery's handler has returned and what is left of it runs no unit code (a group's finish
-   * and COMMIT, group-execution.ts): its place in the consumer may take the next message meanwhile.
-   * Optional; without it the place is held until the delivery settles.
+   * and COMMIT, group-execution.ts; a success's Redis copy and delete, settlement.ts settleSuccess): its
+   * place in the consumer may take the next message meanwhile. Optional; without it the place is held
+   * until the delivery settles.
    */
   handlerReturned?(): void;
   /**
