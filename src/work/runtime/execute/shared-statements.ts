@@ -7,7 +7,7 @@
 // wait costs the runs (bench/results/deferred-commit-and-linger-2026-11-29.md). It waits only while
 // fewer deliveries wait than the last statement carried: once as many have come (most often they came
 // while that statement was out), the next goes at once, as large as the last, and the wait would only
-// have lengthened every run's chain (bench/results/linger-until-last-size-2026-11-29.md). A
+// have lengthened every run's chain (bench/results/delivery-chain-waits-2026-11-29.md). A
 // statement the driver never answers holds the group's next one no longer than a stage's deadline: it
 // holds its own deliveries only, which their own deadlines release.
 import { settledOrPast, stageBounds } from '../../../db/stage-deadline.ts';
