@@ -1,6 +1,6 @@
 // A success's settlement (settlement.ts settleSuccess): its place in the consumer is given back as soon
 // as it starts, before the result's copy to Redis and the message's delete, which run no unit code and
-// hold no connection; the delete still waits for the copy. The port and the copy are stubs (pure order).
+// need no connection; the delete still waits for the copy. The port and the copy are stubs (pure order).
 import { describe, expect, it } from 'vitest';
 import { settleSuccess } from '../../src/work/runtime/complete/settlement.ts';
 import type { DeliveryContext, DeliveryPort } from '../../src/work/runtime/execute/context.ts';

@@ -37,9 +37,9 @@ import { finalDeliveryNote } from './final-delivery.ts';
 
 /**
  * After the effect committed: its place in the consumer is given back at once (nothing left of the
- * delivery runs unit code, and its effect connection is the pool's again or about to be), the relay is woken once if the handler wrote
- * follow-ups, the result is in Redis with the status cache evicted (`recorded`: recordResults of this
- * delivery, or of its whole group commit), and the message is deleted.
+ * delivery runs unit code, and its effect connection is the pool's again or about to be), the relay
+ * is woken once if the handler wrote follow-ups, the result is in Redis with the status cache evicted
+ * (`recorded`: recordResults of this delivery, or of its whole group commit), and the message is deleted.
  */
 export async function settleSuccess(
   c: DeliveryContext,

@@ -89,7 +89,8 @@ export class SharedStatements<G, T> {
       g.lingering = undefined;
       void this.next(key, g);
     };
-    if (this.lingerMs > 0 && this.lastSize > 1 && g.items.length < this.lastSize) g.lingering = setTimeout(go, this.lingerMs);
+    // At least one waits here, so fewer than the last statement carried means it carried several.
+    if (this.lingerMs > 0 && g.items.length < this.lastSize) g.lingering = setTimeout(go, this.lingerMs);
     else setImmediate(go);
   }
 
