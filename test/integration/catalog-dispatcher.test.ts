@@ -9,14 +9,13 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/http/app.ts';
 import { inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
-import { createRedis } from '../../src/kv/client.ts';
 import { loadCatalog, writeCatalog, type Catalog } from '../../src/work/catalog.ts';
 import { DispatchError } from '../../src/work/runtime/produce/dispatch.ts';
 import { payloadJsonSchema } from '../../src/work/define/payload-schema.ts';
 import { loginNotificationEmail } from '../../units/identity/login-notification-email.handler.ts';
 import { FakeSessionResolver } from '../support/fake-session-resolver.ts';
 import { refusal } from '../support/refusal.ts';
-import { freshDatabase, freshRedisUrl, type TestDatabase } from '../support/services.ts';
+import { connectedRedis, freshDatabase, freshRedisUrl, type TestDatabase } from '../support/services.ts';
 import { createTenantMember, memberActor } from './work-tables-support.ts';
 
 const entry = { concurrency: 1, timeoutSeconds: 30 };
@@ -43,7 +42,7 @@ const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'catalog-dispatcher-'));
 
 beforeAll(async () => {
   db = await freshDatabase();
-  redis = createRedis(await freshRedisUrl(), { name: 'catalog-dispatcher-test' });
+  redis = await connectedRedis(await freshRedisUrl(), { name: 'catalog-dispatcher-test' });
   const member = await createTenantMember(db.sql);
   actor = memberActor(member);
   const file = path.join(tmp, 'tasks.json');

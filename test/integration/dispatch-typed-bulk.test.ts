@@ -6,13 +6,12 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sql } from '../../src/db/client.ts';
 import { inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
-import { createRedis } from '../../src/kv/client.ts';
 import { OUTBOX_WAKE_KEY } from '../../src/kv/keys.ts';
 import { afterCommit } from '../../src/kv/wake.ts';
 import { dispatchMany, dispatchTask, DispatchError, MAX_BULK_RUNS } from '../../src/work/runtime/produce/dispatch.ts';
 import { defineTask } from '../../src/work/define/unit.ts';
 import { refusal } from '../support/refusal.ts';
-import { freshRedisUrl, type TestDatabase } from '../support/services.ts';
+import { connectedRedis, freshRedisUrl, type TestDatabase } from '../support/services.ts';
 import { createTenantMember, memberActor, workDatabase, type TenantMember } from './work-tables-support.ts';
 import { testDispatcher } from './work-test-units.ts';
 
@@ -33,8 +32,7 @@ let user: Actor;
 beforeAll(async () => {
   db = await workDatabase();
   sql = db.sql;
-  redis = createRedis(await freshRedisUrl(), { name: 'dispatch-typed-bulk-test' });
-  await new Promise((resolve) => redis.once('ready', resolve));
+  redis = await connectedRedis(await freshRedisUrl(), { name: 'dispatch-typed-bulk-test' });
   member = await createTenantMember(sql);
   user = memberActor(member);
 });

@@ -8,9 +8,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { emptyDatabase, freshQueuePrefix, freshRedisUrl, type TestDatabase } from '../support/services.ts';
+import { connectedRedis, emptyDatabase, freshQueuePrefix, freshRedisUrl, type TestDatabase } from '../support/services.ts';
 import { freePort } from '../../src/kv/redis-server.ts';
-import { createRedis } from '../../src/kv/client.ts';
 import { signalOutbox } from '../../src/kv/wake.ts';
 import { createSqsClient } from '../../src/queue/client.ts';
 import { provisionQueues } from '../../src/queue/provision.ts';
@@ -154,7 +153,7 @@ describe('a new user runs the service end to end', () => {
     });
     const actor = { kind: 'user' as const, tenantId: member.tenantId, userId: member.userId, membershipId: member.membershipId, label: 'e2e user' };
     const dispatched = await inUnitOfWork(db.sql, actor, (tx) => dispatcher.dispatchTask(tx, 'demo.greet', { who: 'world' }, { actor }));
-    const redis = createRedis(redisUrl);
+    const redis = await connectedRedis(redisUrl, { name: 'e2e-signal' });
     await signalOutbox(redis);
     redis.disconnect();
 

@@ -4,11 +4,10 @@
 import { DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { freshQueuePrefix, freshRedisUrl, type TestDatabase } from '../support/services.ts';
+import { connectedRedis, freshQueuePrefix, freshRedisUrl, type TestDatabase } from '../support/services.ts';
 import { observeCommands } from '../support/sqs-observe.ts';
 import type { Sql, TxSql } from '../../src/db/client.ts';
 import { actorContextSelect, inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
-import { createRedis } from '../../src/kv/client.ts';
 import { OUTBOX_WAKE_KEY } from '../../src/kv/keys.ts';
 import { afterCommit } from '../../src/kv/wake.ts';
 import { createSqsClient } from '../../src/queue/client.ts';
@@ -39,8 +38,7 @@ const sentEntries: Array<{ queueUrl: string; groupId: string | undefined }> = []
 beforeAll(async () => {
   db = await workDatabase({ max: 16 });
   sql = db.sql;
-  redis = createRedis(await freshRedisUrl(), { name: 'fairness-test' });
-  await new Promise((resolve) => redis.once('ready', resolve));
+  redis = await connectedRedis(await freshRedisUrl(), { name: 'fairness-test' });
   tenantA = await createTenant(sql);
   tenantB = await createTenant(sql);
   sqs = createSqsClient({ region: 'us-east-1', endpoint: freshQueuePrefix().endpoint, localCredentials: true }, { maxAttempts: 1 });

@@ -5,10 +5,9 @@
 import { DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { freshQueuePrefix, freshRedisUrl, type TestDatabase } from '../support/services.ts';
+import { connectedRedis, freshQueuePrefix, freshRedisUrl, type TestDatabase } from '../support/services.ts';
 import type { Sql } from '../../src/db/client.ts';
 import { inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
-import { createRedis } from '../../src/kv/client.ts';
 import { afterCommit } from '../../src/kv/wake.ts';
 import { createSqsClient } from '../../src/queue/client.ts';
 import { queueUrl } from '../../src/queue/names.ts';
@@ -31,8 +30,7 @@ const actorOf = (tenantId: string): Actor => ({ kind: 'system', tenantId, label:
 beforeAll(async () => {
   db = await workDatabase({ max: 12 });
   sql = db.sql;
-  redis = createRedis(await freshRedisUrl(), { name: 'work-conserving-test' });
-  await new Promise((resolve) => redis.once('ready', resolve));
+  redis = await connectedRedis(await freshRedisUrl(), { name: 'work-conserving-test' });
   sqs = createSqsClient({ region: 'us-east-1', endpoint: freshQueuePrefix().endpoint, localCredentials: true }, { maxAttempts: 1 });
 });
 

@@ -5,10 +5,9 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
 import { buildApp, type AppDeps, type HttpSettings } from '../../src/http/app.ts';
-import { createRedis } from '../../src/kv/client.ts';
 import { captureLogger } from '../../src/logging/logger.ts';
 import type { Sql } from '../../src/db/client.ts';
-import { freshDatabase, freshRedisUrl, type TestDatabase } from '../support/services.ts';
+import { connectedRedis, freshDatabase, freshRedisUrl, type TestDatabase } from '../support/services.ts';
 import { FakeSessionResolver } from '../support/fake-session-resolver.ts';
 import { createTenantMember } from './work-tables-support.ts';
 
@@ -37,7 +36,7 @@ export async function httpFixture(
   };
   try {
     const redisUrl = await freshRedisUrl();
-    const redis = createRedis(redisUrl, { name: 'http-test', autoPipelining: true });
+    const redis = await connectedRedis(redisUrl, { name: 'http-test', autoPipelining: true });
     closers.push(async () => redis.disconnect());
     const memberA = await createTenantMember(db.sql);
     const memberB = await createTenantMember(db.sql);

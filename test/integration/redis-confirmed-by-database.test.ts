@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSql, type Sql } from '../../src/db/client.ts';
 import { inUnitOfWork } from '../../src/db/unit-of-work.ts';
 import { buildApp } from '../../src/http/app.ts';
-import { createRedis, type Redis } from '../../src/kv/client.ts';
+import type { Redis } from '../../src/kv/client.ts';
 import { databaseIdentityOf, readDatabaseIdentity } from '../../src/kv/database-identity.ts';
 import { runStatusKey } from '../../src/kv/keys.ts';
 import { createDispatcher } from '../../src/work/runtime/produce/dispatch.ts';
@@ -18,7 +18,7 @@ import { defineTask, type WorkUnit } from '../../src/work/define/unit.ts';
 import { effectPayload, RUNTIME_UNITS } from '../fixtures/units/runtime-units.ts';
 import { events, workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import { FakeSessionResolver } from '../support/fake-session-resolver.ts';
-import { freshDatabase, freshRedisUrl, services, type TestDatabase } from '../support/services.ts';
+import { connectedRedis, freshDatabase, freshRedisUrl, services, type TestDatabase } from '../support/services.ts';
 import { createTenant, createTenantMember, workDatabase } from './work-tables-support.ts';
 
 /** A tenant unit keyed by its business key, as a credit would be (`credit:<creditId>`). */
@@ -186,7 +186,7 @@ describe('the run-status cache of the HTTP API', () => {
     // The copy moves on: its run is running; the source's is still queued.
     await inUnitOfWork(clone.sql, actor, (tx) => transitionRun(tx, 'tenant', { runId, tenantId: member.tenantId, to: 'running', from: ['queued'] }));
 
-    redis = createRedis(await freshRedisUrl(), { name: 'run-status-test' });
+    redis = await connectedRedis(await freshRedisUrl(), { name: 'run-status-test' });
     const resolver = new FakeSessionResolver().add('token', member);
     for (const sql of [sqlSource, clone.sql]) {
       const app = await buildApp({

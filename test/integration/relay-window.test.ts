@@ -3,11 +3,10 @@
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { freshQueuePrefix, freshRedisUrl, type TestDatabase } from '../support/services.ts';
+import { connectedRedis, freshQueuePrefix, freshRedisUrl, type TestDatabase } from '../support/services.ts';
 import { waitFor } from '../support/wait-for.ts';
 import { createSql, type Sql } from '../../src/db/client.ts';
 import { inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
-import { createRedis } from '../../src/kv/client.ts';
 import { afterCommit } from '../../src/kv/wake.ts';
 import { createSqsClient } from '../../src/queue/client.ts';
 import { provisionQueues } from '../../src/queue/provision.ts';
@@ -24,8 +23,7 @@ let relaySql: Sql;
 
 beforeAll(async () => {
   db = await workDatabase({ max: 1 });
-  redis = createRedis(await freshRedisUrl(), { name: 'relay-window-test' });
-  await new Promise((resolve) => redis.once('ready', resolve));
+  redis = await connectedRedis(await freshRedisUrl(), { name: 'relay-window-test' });
   sqs = createSqsClient({ region: 'us-east-1', endpoint: freshQueuePrefix().endpoint, localCredentials: true }, { maxAttempts: 1 });
   setupSql = createSql(db.url, { max: 1 });
   relaySql = createSql(db.url, { max: 1 });

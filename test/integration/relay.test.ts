@@ -2,12 +2,11 @@
 import { DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { freshQueuePrefix, freshRedisUrl, type TestDatabase } from '../support/services.ts';
+import { connectedRedis, freshQueuePrefix, freshRedisUrl, type TestDatabase } from '../support/services.ts';
 import { observeCommands } from '../support/sqs-observe.ts';
 import { stoppableRedis } from '../support/stoppable-redis.ts';
 import { createSql, type Sql } from '../../src/db/client.ts';
 import { inUnitOfWork, type Actor } from '../../src/db/unit-of-work.ts';
-import { createRedis } from '../../src/kv/client.ts';
 import { freePort } from '../../src/kv/redis-server.ts';
 import { afterCommit, signalOutbox, waitForWake, WAKE_LIST_MAX } from '../../src/kv/wake.ts';
 import { OUTBOX_WAKE_KEY } from '../../src/kv/keys.ts';
@@ -43,8 +42,7 @@ const batchCalls: number[] = [];
 beforeAll(async () => {
   db = await workDatabase({ max: 12 });
   sql = db.sql;
-  redis = createRedis(await freshRedisUrl(), { name: 'relay-test' });
-  await new Promise((resolve) => redis.once('ready', resolve));
+  redis = await connectedRedis(await freshRedisUrl(), { name: 'relay-test' });
   const member = await createTenantMember(sql);
   actor = { kind: 'system', tenantId: member.tenantId, label: 'relay-test' };
   bulkActor = { kind: 'system', tenantId: (await createTenantMember(sql)).tenantId, label: 'relay-test' };

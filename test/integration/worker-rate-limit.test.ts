@@ -9,7 +9,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { Redis } from 'ioredis';
 import type { Actor } from '../../src/db/unit-of-work.ts';
-import { createRedis } from '../../src/kv/client.ts';
 import { startRedisServer, type RedisServer } from '../../src/kv/redis-server.ts';
 import { defineTask, type WorkUnit } from '../../src/work/define/unit.ts';
 import { startWorkerChild } from '../fixtures/worker-child-process.ts';
@@ -17,6 +16,7 @@ import { rateLimitedTask } from '../fixtures/units/runtime-units.ts';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
 import { waitFor } from '../support/wait-for.ts';
 import { createTenant } from './work-tables-support.ts';
+import { connectedRedis } from '../support/services.ts';
 
 /** Executions per run id, over both runtimes (they share this test process). */
 const executions = new Map<string, number>();
@@ -55,9 +55,7 @@ beforeAll(async () => {
   // A Redis of this file's own, so one test can stop it.
   h = await workHarness({ redis: false, units });
   server = await startRedisServer();
-  redis = createRedis(server.url, { name: 'rate-limit-test', autoPipelining: true });
-  redis.on('error', () => {});
-  await new Promise((resolve) => redis.once('ready', resolve));
+  redis = await connectedRedis(server.url, { name: 'rate-limit-test', autoPipelining: true });
 });
 afterAll(async () => {
   redis?.disconnect();

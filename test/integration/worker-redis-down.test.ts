@@ -2,10 +2,10 @@
 // sweep and the database ledger, and a concurrent duplicate still has one effect (the advisory lock of
 // the key stands in for the gate).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRedis } from '../../src/kv/client.ts';
 import { startRedisServer, type RedisServer } from '../../src/kv/redis-server.ts';
 import type { Redis } from 'ioredis';
 import { workHarness, type WorkHarness } from '../fixtures/work-harness.ts';
+import { connectedRedis } from '../support/services.ts';
 
 let h: WorkHarness;
 let server: RedisServer;
@@ -14,9 +14,7 @@ let redis: Redis;
 beforeAll(async () => {
   h = await workHarness({ redis: false });
   server = await startRedisServer();
-  redis = createRedis(server.url, { name: 'redis-down-test' });
-  redis.on('error', () => {});
-  await new Promise((resolve) => redis.once('ready', resolve));
+  redis = await connectedRedis(server.url, { name: 'redis-down-test' });
 });
 afterAll(async () => {
   redis?.disconnect();

@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { inject } from 'vitest';
 import { Redis } from 'ioredis';
 import { createSql, type Sql } from '../../src/db/client.ts';
+import { createRedis, type RedisClientOptions } from '../../src/kv/client.ts';
 
 export function services() {
   return inject('services');
@@ -66,6 +67,32 @@ export async function freshRedisUrl(): Promise<string> {
   } finally {
     counter.disconnect();
   }
+}
+
+/**
+ * The project's Redis client, returned once it is ready: the client refuses commands while it connects
+ * (no offline queue), so a test that uses it straight away fails on a loaded machine. Bounded: a Redis
+ * that never becomes ready fails the test with its name instead of hanging it.
+ */
+export async function connectedRedis(url: string, options: RedisClientOptions = {}): Promise<Redis> {
+  const redis = createRedis(url, options);
+  redis.on('error', () => {});
+  const timeoutMs = 10_000;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      new Promise((resolve) => redis.once('ready', resolve)),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`Redis client ${options.name ?? ''} not ready after ${timeoutMs} ms`)), timeoutMs);
+      }),
+    ]);
+  } catch (error) {
+    redis.disconnect();
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
+  return redis;
 }
 
 /** SQS endpoint and a queue URL prefix unique to the caller, so queues never cross between files. */
