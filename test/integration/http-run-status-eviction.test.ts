@@ -107,7 +107,9 @@ describe('run-status cache eviction by the worker', () => {
     await h.relay();
     await entered.opened;
 
-    // Cached while running, progress 0.
+    // `running` once the handler has run 100 ms (its registration, deferred to its finish, written on
+    // its own then, which evicts a `queued` copy cached meanwhile); cached while running, progress 0.
+    expect(await untilApi(runId, (r) => r.status === 'running', SPEC_IN_PROGRESS_TTL_MS - 1_000)).toBeLessThan(1_000);
     expect(await apiRunCached(runId)).toMatchObject({ status: 'running', progress: 0 });
     const entry = (await h.redis!.get(runStatusKey(runId)))!; // `<tenantId>|<data JSON>`
     expect(JSON.parse(entry.slice(entry.indexOf('|') + 1))).toMatchObject({ status: 'running', progress: 0 });

@@ -49,10 +49,14 @@ beforeAll(async () => {
 });
 afterAll(async () => h?.close());
 
-/** Dispatches a blocked run and waits until its handler is waiting. */
+/**
+ * Dispatches a blocked run and waits until its handler is waiting and its run is `running` (registered
+ * on its own once the handler has run 100 ms: src/work/runtime/execute/deferred-registration.ts).
+ */
 async function blockedRun(unit: string, key: string): Promise<string> {
   const { runId } = await h.dispatch(unit, { key });
   await waitFor(() => blockedAt.has(key), 20_000, { what: `the handler of ${key} blocked` });
+  await waitFor(async () => (await h.run(runId))?.status === 'running', 20_000, { stepMs: 20, what: `the run of ${key} running` });
   return runId;
 }
 

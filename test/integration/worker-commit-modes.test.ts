@@ -1,6 +1,7 @@
 // Which commits on the delivery path wait for the disk (src/db/commit-without-flush.ts), on real
-// PostgreSQL: the relay's pass and a worker's usual registration commit without waiting for their WAL
-// flush; a dispatch, a run's effect transaction (alone or in a group), every settlement (retry, failure,
+// PostgreSQL: the relay's pass and a worker's registration written on its own (a late one, after a
+// failure or past 100 ms of its handler) commit without waiting for their WAL flush; the usual
+// registration commits with its effect (deferred to its finish); a dispatch, a run's effect transaction (alone or in a group), every settlement (retry, failure,
 // dead letter) and the general registration path keep the server's setting (`on`, as in production), so
 // what they commit is never taken back by a crash. A constraint trigger of this test, deferred to the
 // commit, records for every trail row the synchronous_commit in force when its transaction commits.
@@ -61,7 +62,7 @@ async function modesByEvent(runIds: readonly string[]): Promise<Record<string, s
 }
 
 describe('commits that wait for the disk', () => {
-  it('the relay and the usual registration commit without a flush; dispatches, effects (alone and grouped), settlements and the general registration wait for it', async () => {
+  it('the relay and a registration written on its own commit without a flush; dispatches, effects (alone and grouped) with their usual registrations, settlements and the general registration wait for it', async () => {
     expect((await h.sql`SHOW synchronous_commit`)[0]!.synchronous_commit).toBe('on');
     const tenantId = await createTenant(h.sql);
     const actor = { kind: 'system' as const, tenantId, label: 'commit-modes' };
@@ -99,11 +100,14 @@ describe('commits that wait for the disk', () => {
 
     const all = [...alone, ...grouped, retried, failed, duplicated.runId];
     // A group member's `received` commits with its effect (its registration deferred to the group's
-    // finish), the others' on their own without a flush.
+    // finish), and so does a run's alone (deferred to its own finish); a failed attempt's is written on
+    // its own after the failure, and a retry's before its handler (its key has a ledger row), both
+    // without a flush.
     const [deferred] = await h.sql<{ n: number }[]>`
       SELECT count(*)::int AS n FROM test_commit_modes WHERE run_id = ANY(${grouped}::uuid[]) AND event = 'received' AND mode = 'on'`;
     expect(deferred!.n).toBeGreaterThan(1);
-    expect(await modesByEvent(all.filter((id) => !grouped.includes(id)))).toMatchObject({ received: ['off'] });
+    expect(await modesByEvent(alone)).toMatchObject({ received: ['on'] });
+    expect(await modesByEvent([failed, retried])).toMatchObject({ received: ['off'] });
     expect(await modesByEvent(all)).toEqual({
       queued: ['on'],
       sent: ['off'],

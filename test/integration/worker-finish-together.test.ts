@@ -48,7 +48,8 @@ function meetingUnit(name: string, context: 'tenant' | 'system', after: (p: z.in
 
 /** Sends nothing on run.transaction (failBehind: moves its own run to `failed` from another connection). */
 const quiet = meetingUnit('fixture.finish_quiet', 'tenant', async (p, run) => {
-  if (p.failBehind) await inUnitOfWork(h.sql, actor(), (tx) => transitionRun(tx, 'tenant', { runId: run.runId, tenantId, to: 'failed', from: ['running'] }));
+  // `queued` while its registration waits for its finish (src/work/runtime/execute/deferred-registration.ts).
+  if (p.failBehind) await inUnitOfWork(h.sql, actor(), (tx) => transitionRun(tx, 'tenant', { runId: run.runId, tenantId, to: 'failed', from: ['queued', 'running'] }));
 });
 
 /** Writes its effect through run.transaction. */

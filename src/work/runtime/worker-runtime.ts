@@ -66,6 +66,8 @@ export interface WorkerRuntimeOptions {
   stopTimeoutMs?: number;
   /** Idempotency lease margin over the unit timeout, ms. Default 30000. */
   leaseMarginMs?: number;
+  /** How long a handler runs before a registration deferred to its finish is written on its own, ms (tests). Default 100. */
+  runningVisibleAfterMs?: number;
   /** Retention of finished idempotency keys, ms. Default 7 days. */
   retentionMs?: number;
   /** TTL of the Redis copy of a finished result, ms. Default 1 hour. */
@@ -191,6 +193,7 @@ export async function startWorkerRuntime(o: WorkerRuntimeOptions): Promise<Worke
     workerInstance,
     logger: log,
     leaseMarginMs: o.leaseMarginMs ?? 30_000,
+    runningVisibleAfterMs: o.runningVisibleAfterMs,
     retentionMs: o.retentionMs ?? 7 * 86_400_000,
     cacheTtlMs: o.cacheTtlMs,
     roomSignals: o.roomSignals ?? (o.relay?.tenantInflightMax ?? 0) > 0,

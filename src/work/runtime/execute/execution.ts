@@ -1,16 +1,21 @@
 // Stage 3 of a delivery: execution. Opens the effect transaction (actor context, statement deadline,
 // the key's advisory lock, the run's execution lock), registers the delivery, runs the handler and, in
 // the same transaction, claims the key in the ledger and records its success: a key new to the ledger
-// in the finish statement itself, one already there before the handler. Every way out other than
+// in the finish statement itself, one already there before the handler. The usual delivery's
+// registration is deferred to that finish (deferred-registration.ts). Every way out other than
 // success goes to the settlement stage. A handler that sent nothing on the effect transaction may have
 // its finish committed with other runs' instead, while this transaction holds the locks (finish-coalescer.ts).
 import { recordRunStarted } from '../../../observe/delivery-metrics.ts';
 import { traceStage } from '../../../observe/work-tracing.ts';
 import type { TxSql } from '../../../db/client.ts';
-import { beginPipelined, endWithNextBegin } from '../../../db/pipelined-begin.ts';
+import { beginPipelinedAll, endWithNextBegin } from '../../../db/pipelined-begin.ts';
+import type postgres from 'postgres';
+
+type PendingRows = postgres.PendingQuery<postgres.Row[]>;
 import { boundStage, isStageTimeout } from '../../../db/stage-deadline.ts';
 import { advisoryKeyOf, claimKeyAndStart, tryLockRunExecution, type GateState } from '../store/idempotency.ts';
-import { finishDelivery, isKeyClaimedMeanwhile } from '../store/run-store.ts';
+import { finishDelivery, isKeyClaimedMeanwhile, isRunMovedOnRefusal } from '../store/run-store.ts';
+import { RUNNING_VISIBLE_AFTER_MS } from '../../../config/limits.ts';
 import { TransientFailure } from '../../define/unit-errors.ts';
 import { EffectStatement } from './cancel-statement.ts';
 import { openAttempt } from './attempt.ts';
@@ -20,15 +25,18 @@ import {
   ledgerScope,
   trail,
   releaseOwnGate,
+  ReleasedOnShutdown,
+  RunMovedOn,
   type DeliveryContext,
   type DeliveryResult,
   type Failure,
 } from './context.ts';
 import { register, type Registration } from './registration.ts';
+import { deferralRead, deferredRegistrationOf, lateRegistration, type DeferralRow, type Deferred } from './deferred-registration.ts';
 import { actOnClaim, startNow } from './claim.ts';
 import { callHandler } from './handler-call.ts';
 import { SERIAL_WAIT_HERE_AHEAD, SerialTurnNotYet, serialTurnColumn, serialTurnId, serialTurnNotice, serialTurnOf } from './serial-turn.ts';
-import { gateResultOf, recordResults, settleExecuted, settleRegistration, settleSuccess } from '../complete/settlement.ts';
+import { gateResultOf, giveBackUnstarted, recordMovedOnAttempt, recordResults, settleExecuted, settleMovedOn, settleRegistration, settleSuccess } from '../complete/settlement.ts';
 
 function keyClaimedMeanwhile(): TransientFailure {
   return new TransientFailure(
@@ -83,35 +91,55 @@ export async function deliverAlone(
   const needsLock = Boolean(c.key) && !early && gate.state !== 'held' && gate.state !== 'completed';
   // Runs in order per key (serial-turn.ts): a delivery that will execute waits for its key's turn.
   const serial = early || registered ? null : serialTurnOf(unit, scope, tenantId, c.envelope.run_id, c.envelope.payload); // the payload as dispatched, as its key was read then
+  // The usual delivery may leave its registration to its finish (deferred-registration.ts); a delivery
+  // whose rate window the database holds takes its place at registration, one in a serial line
+  // registers as its turn comes.
+  const deferrable = needsLock && !serial && !registered && c.fingerprint !== undefined && !c.delivery.rateWindow && (gate.state === 'acquired' || gate.state === 'unavailable');
+  let deferred: Deferred | null = null;
+  let registerLate: (() => ReturnType<ReturnType<typeof lateRegistration>>) | undefined;
+  // The deferred registration was written on its own (a long handler, progress): the finish finds the run `running`.
+  let registeredLate = false;
   try {
     // The opening statement goes out with BEGIN (src/db/pipelined-begin.ts). It is harmless outside a
     // transaction: settings local to the transaction, and a lock held for the transaction. It applies
     // the actor context (as inUnitOfWork), the deadline of every statement of this transaction (a
     // handler statement cannot outlive the unit's timeout even if the handler ignores the signal) and
-    // takes the key's advisory lock.
+    // takes the key's advisory lock. Behind it, in the same write, the read that decides whether the
+    // registration is deferred to the finish (deferred-registration.ts: after the locks, in a snapshot of its own).
     const settings = actorSettingsOf(c.actor);
-    const result = await beginPipelined(
-      deps.sql,
-      (tx) => tx<Opened[]>`
+    const opening = (tx: TxSql) =>
+      tx<Opened[]>`
         SELECT set_config('app.tenant_id', ${settings.tenantId}, true), set_config('app.user_id', ${settings.userId}, true),
                set_config('app.process', ${settings.process}, true), set_config('statement_timeout', ${String(timeoutMs)}, true),
                ${needsLock ? tx`pg_try_advisory_xact_lock(${advisoryKeyOf(c.key!)}::bigint)` : tx`true`} AS locked,
                ${needsLock ? tryLockRunExecution(tx, c.envelope.run_id) : tx`false`} AS run_locked,
                ${serial ? serialTurnColumn(tx, serial) : tx`0 AS serial_wait`},
-               pg_backend_pid() AS pid, (extract(epoch FROM now()) * 1000000)::int8::text AS xact_start`,
-      (tx, [opened], beforeCommit) => effect(tx, opened!, beforeCommit),
+               pg_backend_pid() AS pid, (extract(epoch FROM now()) * 1000000)::int8::text AS xact_start` as unknown as PendingRows;
+    const result = await beginPipelinedAll(
+      deps.sql,
+      (tx) => (deferrable ? [opening(tx), deferralRead(tx, c) as unknown as PendingRows] : [opening(tx)]),
+      (tx, [opened, read], beforeCommit) => effect(tx, opened![0] as unknown as Opened, read?.[0] as DeferralRow | undefined, beforeCommit),
     );
-    async function effect(tx: TxSql, opened: Opened, beforeCommit: <S>(statement: Promise<S>) => Promise<S>) {
+    async function effect(tx: TxSql, opened: Opened, read: DeferralRow | undefined, beforeCommit: <S>(statement: Promise<S>) => Promise<S>) {
       // Not its turn: rolled back before anything is registered; the message waits (below).
       if (opened.serial_wait > 0) throw new SerialTurnNotYet(opened.serial_wait);
       statement.open({ pid: opened.pid, xactStart: opened.xact_start });
       // Bounded (SVC_STAGE_TIMEOUT_MS): a registration that answers after its deadline may have committed
       // `received` and `running`; the message comes back and the next delivery registers again.
-      registration = registered ?? (await traceStage('registration', c.envelope.name, () => boundStage('registration', register(c, early, gate, opened.locked, leaseMs)))); // span (src/observe)
+      const deferral = deferrable ? deferredRegistrationOf(opened, read) : null;
+      if (deferral) {
+        deferred = deferral.deferred;
+        registerLate = lateRegistration(c, deferral.deferred);
+      }
+      registration =
+        deferral?.registration ??
+        registered ??
+        (await traceStage('registration', c.envelope.name, () => boundStage('registration', register(c, early, gate, opened.locked, leaseMs)))); // span (src/observe)
       if (registration.kind !== 'execute') return null;
       recordRunStarted(registration.run, registration.attempt); // svc_run_pickup_seconds (src/observe)
-      // Not awaited: later Redis commands of this delivery go down the same connection after it.
-      evicted = evict(c);
+      // Not awaited: later Redis commands of this delivery go down the same connection after it. A
+      // deferred registration changes the run's status only at the commit, which evicts it then.
+      if (!deferred) evicted = evict(c);
       const { run, attempt, scheduledFor } = registration;
       // The deadline starts with the execution, as the cancel watch and the release do.
       lifetime.start({ unit: unit!, scope, run: { runId: run.runId, tenantId } });
@@ -156,12 +184,31 @@ export async function deliverAlone(
       if (claimed.replay) return { replayed: true, outcome: claimed.replay.replayed };
       startedAt = claimed.startedAt;
       let wrote = false; // the handler (or a follow-up) sent a statement on the effect transaction
-      const { outcome, followUps } = await callHandler(c, tx, {
-        run, attempt, scheduledFor, payload, signal: lifetime.signal, beforeProgress: fresh && writeStarted,
-        beforeFirstStatement: () => {
-          wrote = true;
-        },
-      });
+      // A deferred registration is written on its own once the handler outlives RUNNING_VISIBLE_AFTER_MS
+      // (a poller then sees the run `running` while it runs) or before its first progress report.
+      let registering: Promise<void> | undefined;
+      const registerNow = () =>
+        (registering ??= (async () => {
+          if (!(await traceStage('registration', c.envelope.name, () => boundStage('registration', registerLate!())))) throw new RunMovedOn(); // span (src/observe)
+          registeredLate = true;
+        })());
+      const visible = deferred ? setTimeout(() => void registerNow().catch(() => {}), deps.runningVisibleAfterMs ?? RUNNING_VISIBLE_AFTER_MS) : undefined;
+      let outcome: Record<string, unknown>;
+      let followUps: Awaited<ReturnType<typeof callHandler>>['followUps'];
+      try {
+        ({ outcome, followUps } = await callHandler(c, tx, {
+          run, attempt, scheduledFor, payload, signal: lifetime.signal,
+          beforeProgress: fresh && (deferred ? async () => { await registerNow(); await writeStarted(); } : writeStarted),
+          beforeFirstStatement: () => {
+            wrote = true;
+          },
+        }));
+      } finally {
+        clearTimeout(visible);
+      }
+      // Registered on its own meanwhile: the finish then finds the run `running`, as for any delivery.
+      if (registering) await registering;
+      const finishRegisters = deferred && !registeredLate ? deferred : null;
       followUpsSince = followUps.writtenSince();
       finishing = deps.finishes.begin();
       // Nothing to commit but the finish, while another finish is under way: it goes with the others
@@ -178,6 +225,7 @@ export async function deliverAlone(
             key: c.key!,
             fingerprint: fresh.fingerprint,
             startedAt: fresh.startedAt,
+            deferred: finishRegisters,
           }),
         );
         if (together) {
@@ -200,7 +248,7 @@ export async function deliverAlone(
           workerInstance: deps.workerInstance,
           outcome,
           ledger: { key: c.key!, retentionMs: deps.retentionMs },
-          fresh: fresh && { fingerprint: fresh.fingerprint, startedAt: startedWritten ? null : fresh.startedAt },
+          fresh: fresh && { fingerprint: fresh.fingerprint, startedAt: startedWritten ? null : fresh.startedAt, deferred: finishRegisters },
         }).catch((error: unknown) => {
           // A fresh key claimed meanwhile: nothing committed, and the next delivery claims the key as it
           // is (a replay, a hold or a takeover). Only this statement's refusal, never a handler's error.
@@ -240,6 +288,29 @@ export async function deliverAlone(
       // and the ledger decides on the next delivery (an effect that did commit is replayed, not redone).
       void releaseOwnGate(c).catch(() => {});
       throw error;
+    }
+    const deferredHere = deferred as Deferred | null; // set inside effect()
+    if (deferredHere && !registeredLate && startedAt === null && error instanceof ReleasedOnShutdown) {
+      // Released before its handler started, its registration still to be written: nothing of it was
+      // written, so its message goes back untouched, its receive not spent (as a group's waiting members).
+      return giveBackUnstarted(c);
+    }
+    if (deferredHere) {
+      // The run moved on while a registration still to be written executed it (an operator's cancel,
+      // another delivery's settlement): its attempt is recorded, and it settles as moved on, never as a
+      // failure of its own.
+      if (!registeredLate && (error instanceof RunMovedOn || isRunMovedOnRefusal(error))) {
+        await recordMovedOnAttempt(c, deferredHere.receivedAt, startedAt);
+        return settleMovedOn(c, 0);
+      }
+      // A deferred registration whose effect rolled back is written now (once: the same as a late one),
+      // at the instant of its read, and the attempt settles as any rolled-back attempt.
+      const started = await traceStage('registration', c.envelope.name, () => boundStage('registration', registerLate!())); // span (src/observe)
+      if (!started) {
+        await recordMovedOnAttempt(c, deferredHere.receivedAt, startedAt);
+        return settleMovedOn(c, 0);
+      }
+      return settleExecuted(c, started.run, started.run.attempts, error, lifetime.abortReason, startedAt, leaseMs);
     }
     return settleExecuted(c, registration.run, registration.attempt, error, lifetime.abortReason, startedAt, leaseMs);
   }

@@ -4,6 +4,7 @@
 // trail's one writer (trail.ts), as a CTE of the transition's statement where they are one.
 // Evicting the cached run status after commit is the caller's job (src/kv/run-status-cache.ts).
 import type { Sql, TxSql } from '../../../db/client.ts';
+import { inPipelinedTransaction } from '../../../db/pipelined-begin.ts';
 import { COMMIT_WITHOUT_FLUSH } from '../../../db/commit-without-flush.ts';
 import type { QueueName } from '../../../queue/names.ts';
 import { checkTenant, OUTBOX_TABLE, piece, RUN_TABLE, scoped, scopeTables, sqlText, SqlPiece, SqlText, tenantOnly, tenantText, type RunScope } from './scope-tables.ts';
@@ -428,7 +429,58 @@ export interface DeliveryFinish extends RunKey {
    * by then (written without the key's lock, as a failed attempt's settlement writes it), the statement
    * fails on purpose and nothing of the effect commits.
    */
-  fresh?: { fingerprint: Buffer; startedAt: string | null };
+  fresh?: { fingerprint: Buffer; startedAt: string | null; deferred?: DeferredRegistration | null };
+}
+
+/**
+ * A registration left to the finish (src/work/runtime/execute/deferred-registration.ts): the instant of
+ * its `received`, and the run as the delivery's read saw it, which it must still be (its status and its
+ * `updated_at`, which every change of a run stamps: a cancel, another delivery's settlement, a rescue).
+ */
+export interface DeferredRegistration {
+  receivedAt: string;
+  seenStatus: RunStatus;
+  seenUpdatedAt: string;
+}
+
+/**
+ * The registration of deliveries that left it to their finish, as ONE statement sent in the finish's
+ * transaction, right before it and in its write: each run `running` (attempts + 1, started at its
+ * `received` instant if never before) and its `received` row, so the run still goes through the spec's
+ * `queued` → `running` → `succeeded`. A run no longer as its delivery's read saw it is left as it is: the
+ * finish behind finds it not `running` and is refused.
+ */
+function registerDeferred(
+  db: Sql | TxSql,
+  scope: RunScope,
+  tenantId: string | null,
+  workerInstance: string,
+  members: ReadonlyArray<{ runId: string; receiveCount: number; deferred: DeferredRegistration }>,
+) {
+  const tenant = checkTenant(scope, tenantId);
+  const ids = members.map((m) => m.runId);
+  return scoped(db)`
+      WITH m AS MATERIALIZED (
+        SELECT run_id, receive_count, received_at::timestamptz AS received_at, seen_status, seen_updated_at::timestamptz AS seen_updated_at, ord
+          FROM unnest((SELECT ${ids}::uuid[]), (SELECT ${members.map((m) => m.receiveCount)}::int[]), (SELECT ${members.map((m) => m.deferred.receivedAt)}::text[]),
+                      (SELECT ${members.map((m) => m.deferred.seenStatus)}::text[]), (SELECT ${members.map((m) => m.deferred.seenUpdatedAt)}::text[]))
+               WITH ORDINALITY AS u(run_id, receive_count, received_at, seen_status, seen_updated_at, ord)),
+      run AS (
+        UPDATE ${scopeTables(scope).runs} r SET status = 'running', attempts = r.attempts + 1, started_at = COALESCE(r.started_at, m.received_at),
+               finished_at = NULL, updated_at = clock_timestamp()
+          FROM m
+         WHERE r.run_id = ANY((SELECT ${ids}::uuid[])::uuid[]) AND r.run_id = m.run_id ${tenantOnly(scope, piece`AND r.tenant_id = ${tenant}`)}
+           AND r.status = m.seen_status AND r.updated_at = m.seen_updated_at
+        RETURNING r.run_id, r.attempts, r.queue),
+      ev AS (${trailRows(
+        scope,
+        {
+          runId: sqlText('m.run_id'), tenantId: tenant, event: sqlText(`'received'`), attempt: sqlText('run.attempts'), receiveCount: sqlText('m.receive_count'),
+          queue: sqlText('run.queue'), workerInstance, occurredAt: sqlText('m.received_at'),
+        },
+        piece`FROM run JOIN m USING (run_id) ORDER BY m.ord`,
+      )})
+      SELECT run_id FROM run`;
 }
 
 /** What the finish of a fresh key says when the key has a row after all (finishDelivery's `fresh`). */
@@ -438,6 +490,11 @@ const KEY_CLAIMED_MEANWHILE = 'was claimed by another execution';
 function refusedFor(error: unknown, why: string): boolean {
   const e = error as { name?: unknown; code?: unknown; message?: unknown } | null;
   return e?.name === 'PostgresError' && e.code === '22P02' && typeof e.message === 'string' && e.message.includes(why);
+}
+
+/** The error of a finish refused because its run left the status it expected (a cancel, another delivery's settlement, a rescue). */
+export function isRunMovedOnRefusal(error: unknown): boolean {
+  return refusedFor(error, 'is no longer running');
 }
 
 /** The error of a finish whose fresh key was claimed meanwhile: a retry reads what that execution recorded. */
@@ -484,7 +541,11 @@ export async function finishDelivery(tx: TxSql, scope: RunScope, f: DeliveryFini
     ? piece`UNION ALL SELECT ('the key of run ' || ${f.runId}::text || ' ' || ${KEY_CLAIMED_MEANWHILE} || ' before ' || at.t::text || ': its finish is refused')::int
               FROM at WHERE NOT EXISTS (SELECT 1 FROM k)`
     : sqlText('');
-  const rows = await scoped(tx)`
+  // A registration left to this finish goes first, in the same write (its failure aborts the transaction).
+  const deferred = fresh?.deferred;
+  const registered = deferred ? registerDeferred(tx, scope, tenantId, f.workerInstance, [{ runId: f.runId, receiveCount: f.receiveCount, deferred }]) : null;
+  registered?.catch(() => {}); // awaited below
+  const finished = scoped(tx)`
       WITH at AS MATERIALIZED (SELECT clock_timestamp() AS t),
       k AS (${key}),
       run AS (
@@ -504,6 +565,7 @@ export async function finishDelivery(tx: TxSql, scope: RunScope, f: DeliveryFini
       UNION ALL
       SELECT ${notRunning} FROM ${t.runs} r WHERE r.run_id = ${f.runId} ${tenantOnly(scope, piece`AND r.tenant_id = ${tenantId}`)} AND NOT EXISTS (SELECT 1 FROM run)
       ${keyTaken}`;
+  const [, rows] = await Promise.all([registered, finished]);
   return rows.length === 1;
 }
 
@@ -647,6 +709,8 @@ export interface FreshFinish {
   fingerprint: Buffer;
   /** The delivery's `received` instant (text): `started` is written at it. */
   startedAt: string;
+  /** Its registration was left to this finish: written right before it, in one transaction with it. */
+  deferred?: DeferredRegistration | null;
 }
 
 /**
@@ -681,7 +745,7 @@ export async function finishFreshDeliveries(
   const refused = piece`('of ' || ${members.length}::int::text || ' finishes, ' || (SELECT count(*) FROM k)::text || ' keys were new and '
                           || (SELECT count(*) FROM run)::text || ' runs still running: ' || ${FINISHES_REFUSED})::int`;
   // The settings come first (an init-plan of each write: EXISTS on ctx), as in startDeliveries.
-  await scoped(sql)`
+  const finish = (db: Sql | TxSql) => scoped(db)`
       WITH ctx AS MATERIALIZED (
         SELECT set_config('app.tenant_id', ${actor.tenantId}, true) AS t, set_config('app.user_id', ${actor.userId}, true),
                set_config('app.process', ${actor.process}, true)),
@@ -711,6 +775,21 @@ export async function finishFreshDeliveries(
         piece`FROM run JOIN m USING (run_id) CROSS JOIN (VALUES (1, 'started'), (2, 'succeeded')) AS e(n, event) ORDER BY m.ord, e.n`,
       )})
       SELECT CASE WHEN (SELECT count(*) FROM k) = ${members.length} AND (SELECT count(*) FROM run) = ${members.length} THEN 1 ELSE ${refused} END AS done`;
+  const deferred = members.flatMap((m) => (m.deferred ? [{ runId: m.runId, receiveCount: m.receiveCount, deferred: m.deferred }] : []));
+  if (deferred.length === 0) {
+    await finish(sql);
+    return;
+  }
+  // Registrations left to these finishes go first, in one transaction with them: all or nothing.
+  await inPipelinedTransaction(
+    sql,
+    (tx) => [tx`SELECT set_config('app.tenant_id', ${actor.tenantId}, true), set_config('app.user_id', ${actor.userId}, true), set_config('app.process', ${actor.process}, true)`],
+    async (tx) => {
+      const registered = registerDeferred(tx, scope, group.tenantId, group.workerInstance, deferred);
+      registered.catch(() => {}); // awaited below
+      await Promise.all([registered, finish(tx)]);
+    },
+  );
 }
 
 /**

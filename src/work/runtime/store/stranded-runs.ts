@@ -11,10 +11,12 @@
 // - retrying: the retry's due (its `retry_scheduled` instant + retryInSeconds) + the margin.
 // A run whose outbox row is still pending is the relay's, never overdue. A run a healthy worker holds
 // is never overdue either: its handler is aborted at timeoutSeconds and its delivery settles (the
-// heartbeat extends the message's visibility, which the database does not see). A group member
-// executes before its registration is written (src/work/runtime/execute/group-execution.ts): one received
-// long after its send, once a backlog drained, can be rescued while it runs; the duplicate meets the
-// ledger and replays.
+// heartbeat extends the message's visibility, which the database does not see). A group member, and a
+// default unit's usual run in its first 100 ms, executes before its registration is written
+// (src/work/runtime/execute/group-execution.ts, deferred-registration.ts): one received long after its
+// send, once a backlog drained, or held up past its window, can be rescued while it runs; the duplicate
+// meets the ledger and replays, and a deferred registration's finish finds the run changed (a rescue
+// stamps its updated_at) and is refused.
 import type { Sql, TxSql } from '../../../db/client.ts';
 import type { QueueName } from '../../../queue/names.ts';
 import type { OverdueState } from '../../../observe/rescue-metrics.ts';
