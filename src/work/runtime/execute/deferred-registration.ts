@@ -100,24 +100,21 @@ export function deferredRegistrationOf(
 }
 
 /**
- * Registers a deferred delivery on its own, once (the start coalescer: run `running`, attempts + 1,
- * `received` at the read's instant), and evicts its cached status. Resolves to the run as started,
- * or null when it was final or gone.
+ * Registers a delivery whose registration was deferred (to its finish, or to its group's) on its own
+ * (the start coalescer: run `running`, attempts + 1, `received` at `receivedAt`), and evicts its cached
+ * status. Resolves to the run as started, or null when it was final or gone. The caller keeps the
+ * promise: a delivery registers once.
  */
-export function lateRegistration(c: DeliveryContext, deferred: Deferred): () => Promise<Started> {
-  let late: Promise<Started> | undefined;
-  return () => {
-    late ??= c.deps.starts
-      .start(c.scope, actorSettingsOf(c.actor), c.tenantId, c.deps.workerInstance, {
-        runId: c.envelope.run_id,
-        receiveCount: c.delivery.receiveCount,
-        messageId: c.delivery.messageId,
-        receivedAt: deferred.receivedAt,
-      })
-      .then(async (started) => {
-        if (started) await evictRunStatus(c.deps.redis, [c.envelope.run_id]);
-        return started;
-      });
-    return late;
-  };
+export function registerOnItsOwn(c: DeliveryContext, receivedAt: string): Promise<Started> {
+  return c.deps.starts
+    .start(c.scope, actorSettingsOf(c.actor), c.tenantId, c.deps.workerInstance, {
+      runId: c.envelope.run_id,
+      receiveCount: c.delivery.receiveCount,
+      messageId: c.delivery.messageId,
+      receivedAt,
+    })
+    .then(async (started) => {
+      if (started) await evictRunStatus(c.deps.redis, [c.envelope.run_id]);
+      return started;
+    });
 }

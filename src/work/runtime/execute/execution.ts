@@ -8,10 +8,8 @@
 import { recordRunStarted } from '../../../observe/delivery-metrics.ts';
 import { traceStage } from '../../../observe/work-tracing.ts';
 import type { TxSql } from '../../../db/client.ts';
-import { beginPipelinedAll, endWithNextBegin } from '../../../db/pipelined-begin.ts';
 import type postgres from 'postgres';
-
-type PendingRows = postgres.PendingQuery<postgres.Row[]>;
+import { beginPipelinedAll, endWithNextBegin } from '../../../db/pipelined-begin.ts';
 import { boundStage, isStageTimeout } from '../../../db/stage-deadline.ts';
 import { advisoryKeyOf, claimKeyAndStart, tryLockRunExecution, type GateState } from '../store/idempotency.ts';
 import { finishDelivery, isKeyClaimedMeanwhile, isRunMovedOnRefusal } from '../store/run-store.ts';
@@ -32,11 +30,14 @@ import {
   type Failure,
 } from './context.ts';
 import { register, type Registration } from './registration.ts';
-import { deferralRead, deferredRegistrationOf, lateRegistration, type DeferralRow, type Deferred } from './deferred-registration.ts';
+import { deferralRead, deferredRegistrationOf, registerOnItsOwn, type DeferralRow, type Deferred } from './deferred-registration.ts';
+import type { Started } from './start-coalescer.ts';
 import { actOnClaim, startNow } from './claim.ts';
 import { callHandler } from './handler-call.ts';
 import { SERIAL_WAIT_HERE_AHEAD, SerialTurnNotYet, serialTurnColumn, serialTurnId, serialTurnNotice, serialTurnOf } from './serial-turn.ts';
 import { gateResultOf, giveBackUnstarted, recordMovedOnAttempt, recordResults, settleExecuted, settleMovedOn, settleRegistration, settleSuccess } from '../complete/settlement.ts';
+
+type PendingRows = postgres.PendingQuery<postgres.Row[]>;
 
 function keyClaimedMeanwhile(): TransientFailure {
   return new TransientFailure(
@@ -96,7 +97,9 @@ export async function deliverAlone(
   // registers as its turn comes.
   const deferrable = needsLock && !serial && !registered && c.fingerprint !== undefined && !c.delivery.rateWindow && (gate.state === 'acquired' || gate.state === 'unavailable');
   let deferred: Deferred | null = null;
-  let registerLate: (() => ReturnType<ReturnType<typeof lateRegistration>>) | undefined;
+  // A deferred registration written on its own (registerOnItsOwn), once: by the 100 ms rule, a progress report or the settlement.
+  let late: Promise<Started> | undefined;
+  const registerLate = () => (late ??= registerOnItsOwn(c, deferred!.receivedAt));
   // The deferred registration was written on its own (a long handler, progress): the finish finds the run `running`.
   let registeredLate = false;
   try {
@@ -127,10 +130,7 @@ export async function deliverAlone(
       // Bounded (SVC_STAGE_TIMEOUT_MS): a registration that answers after its deadline may have committed
       // `received` and `running`; the message comes back and the next delivery registers again.
       const deferral = deferrable ? deferredRegistrationOf(opened, read) : null;
-      if (deferral) {
-        deferred = deferral.deferred;
-        registerLate = lateRegistration(c, deferral.deferred);
-      }
+      if (deferral) deferred = deferral.deferred;
       registration =
         deferral?.registration ??
         registered ??
@@ -189,7 +189,7 @@ export async function deliverAlone(
       let registering: Promise<void> | undefined;
       const registerNow = () =>
         (registering ??= (async () => {
-          if (!(await traceStage('registration', c.envelope.name, () => boundStage('registration', registerLate!())))) throw new RunMovedOn(); // span (src/observe)
+          if (!(await traceStage('registration', c.envelope.name, () => boundStage('registration', registerLate())))) throw new RunMovedOn(); // span (src/observe)
           registeredLate = true;
         })());
       const visible = deferred ? setTimeout(() => void registerNow().catch(() => {}), deps.runningVisibleAfterMs ?? RUNNING_VISIBLE_AFTER_MS) : undefined;
@@ -296,16 +296,12 @@ export async function deliverAlone(
       return giveBackUnstarted(c);
     }
     if (deferredHere) {
-      // The run moved on while a registration still to be written executed it (an operator's cancel,
-      // another delivery's settlement): its attempt is recorded, and it settles as moved on, never as a
-      // failure of its own.
-      if (!registeredLate && (error instanceof RunMovedOn || isRunMovedOnRefusal(error))) {
-        await recordMovedOnAttempt(c, deferredHere.receivedAt, startedAt);
-        return settleMovedOn(c, 0);
-      }
       // A deferred registration whose effect rolled back is written now (once: the same as a late one),
-      // at the instant of its read, and the attempt settles as any rolled-back attempt.
-      const started = await traceStage('registration', c.envelope.name, () => boundStage('registration', registerLate!())); // span (src/observe)
+      // at the instant of its read, and the attempt settles as any rolled-back attempt. Unless the run
+      // moved on while it executed unregistered (an operator's cancel, another delivery's settlement, a
+      // rescue): then its attempt is recorded, and it settles as moved on, never as a failure of its own.
+      const movedOn = !registeredLate && (error instanceof RunMovedOn || isRunMovedOnRefusal(error));
+      const started = movedOn ? null : await traceStage('registration', c.envelope.name, () => boundStage('registration', registerLate())); // span (src/observe)
       if (!started) {
         await recordMovedOnAttempt(c, deferredHere.receivedAt, startedAt);
         return settleMovedOn(c, 0);

@@ -40,6 +40,7 @@ import { actorSettingsOf, ledgerScope, ReleasedOnShutdown, RunMovedOn, type Deli
 import { EffectStatement } from './cancel-statement.ts';
 import { openAttempt, type AttemptLifetime } from './attempt.ts';
 import { deliverAlone } from './execution.ts';
+import { registerOnItsOwn } from './deferred-registration.ts';
 import { callHandler } from './handler-call.ts';
 import { groupOpening, openedGroup, restoreGroupSettings } from './group-opening.ts';
 import type { Started } from './start-coalescer.ts';
@@ -394,18 +395,7 @@ export async function executeGroup(deps: RunnerDeps, members: GroupMember[], rel
    * started, or null when it was final or gone.
    */
   function registerLate(s: MemberState): Promise<Started> {
-    const { c } = s.m;
-    s.late ??= deps.starts
-      .start(scope, actorSettingsOf(c.actor), tenantId, deps.workerInstance, {
-        runId: c.envelope.run_id,
-        receiveCount: c.delivery.receiveCount,
-        messageId: c.delivery.messageId,
-        receivedAt: s.deferred!.receivedAt,
-      })
-      .then(async (started) => {
-        if (started) await evictRunStatus(deps.redis, [c.envelope.run_id]);
-        return started;
-      });
+    s.late ??= registerOnItsOwn(s.m.c, s.deferred!.receivedAt);
     return s.late;
   }
 }
